@@ -1,0 +1,78 @@
+"""In-memory ledger recorder for unit tests: the library's POPO recorder plus
+read-set checks, lookups and due work under the same lock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.popo import POPOProcessRecorder
+
+from adapters.recorder import (
+    LedgerRecorder,
+    LookupConflictError,
+    StreamConflictError,
+    check_due_page,
+    due_sort_key,
+)
+from domain.ports import DueWork, Lookup, ReadCheck
+
+
+class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
+    """Everything in dicts; one re-entrant lock makes each commit atomic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lookups: dict[str, dict[str, str]] = {}
+        self._due: dict[str, DueWork] = {}
+
+    def insert_events(  # type: ignore[override]
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        return super().insert_events(stored_events, **kwargs)
+
+    def _insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        read_checks: Sequence[ReadCheck] = kwargs.get("read_checks", ())
+        lookups: Sequence[Lookup] = kwargs.get("lookups", ())
+        due: Sequence[DueWork] = kwargs.get("due", ())
+        with self._database_lock:
+            for s in stored_events:
+                if s.originator_version in self._stored_events_index[str(s.originator_id)]:
+                    raise StreamConflictError(str(s.originator_id))
+            for check in read_checks:
+                if check.version + 1 in self._stored_events_index[check.stream_id]:
+                    raise StreamConflictError(check.stream_id)
+            for lookup in lookups:
+                if lookup.key in self._lookups:
+                    raise LookupConflictError(lookup.key)
+            result = super()._insert_events(stored_events, **kwargs)
+            for lookup in lookups:
+                self._lookups[lookup.key] = dict(lookup.value)
+            for item in due:
+                if item.next_action_at is None:
+                    self._due.pop(item.attempt_id, None)
+                else:
+                    self._due[item.attempt_id] = item
+            return result
+
+    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+        with self._database_lock:
+            found = self._lookups.get(key)
+            return dict(found) if found is not None else None
+
+    def select_due(
+        self, upto: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[DueWork], str | None]:
+        with self._database_lock:
+            rows = sorted(
+                (due_sort_key(item), item)
+                for item in self._due.values()
+                if item.next_action_at is not None and item.next_action_at <= upto
+            )
+        if cursor is not None:
+            rows = [row for row in rows if row[0] > cursor]
+        return check_due_page(rows, limit)

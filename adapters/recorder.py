@@ -1,0 +1,85 @@
+"""The recorder contract every ledger backend implements.
+
+A ledger recorder is an eventsourcing ``AggregateRecorder`` whose
+``insert_events`` also accepts, in the same atomic write:
+
+- ``read_checks``: ``ReadCheck(stream_id, version)``, the stream must still be at
+  that version (its slot ``version + 1`` is empty);
+- ``lookups``: create-only ``Lookup`` items (the token-hash index);
+- ``due``: ``DueWork`` upserts (or removals when ``next_action_at`` is None).
+
+A clash raises an ``IntegrityError`` subclass that names what clashed, so the
+library's own recorder test cases still hold and the store can map it to a
+domain error.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from eventsourcing.persistence import AggregateRecorder, IntegrityError, StoredEvent
+
+from domain.ports import DueWork, Lookup, ReadCheck
+
+
+class StreamConflictError(IntegrityError):
+    """A (stream, version) slot was taken, or a read-set stream moved on."""
+
+    def __init__(self, stream_id: str, message: str = "") -> None:
+        self.stream_id = stream_id
+        super().__init__(message or f"stream conflict on {stream_id}")
+
+
+class LookupConflictError(IntegrityError):
+    """A create-only lookup item already exists."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__("lookup item already exists")
+
+
+class LedgerRecorder(AggregateRecorder, ABC):
+    """An aggregate recorder with read-set checks, lookups and due work."""
+
+    @abstractmethod
+    def insert_events(  # type: ignore[override]
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        read_checks: Sequence[ReadCheck] = (),
+        lookups: Sequence[Lookup] = (),
+        due: Sequence[DueWork] = (),
+        **kwargs: object,
+    ) -> Sequence[int] | None:
+        """Write everything or nothing."""
+
+    @abstractmethod
+    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+        """A lookup item's value by key, strongly consistent."""
+
+    @abstractmethod
+    def select_due(
+        self, upto: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[DueWork], str | None]:
+        """Due entries with ``next_action_at <= upto`` ordered by (time, attempt id),
+        strictly after ``cursor``; returns the page and the next cursor (None when done)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+def due_sort_key(item: DueWork) -> str:
+    """Sortable, unique key of a due entry: zero-padded epoch ms, then the attempt id."""
+    assert item.next_action_at is not None
+    return f"{int(item.next_action_at.timestamp() * 1000):015d}#{item.attempt_id}"
+
+
+def check_due_page(
+    rows: Sequence[tuple[str, DueWork]], limit: int
+) -> tuple[list[DueWork], str | None]:
+    """Cut a sorted list of (sort key, entry) to a page and its cursor."""
+    page = list(rows[:limit])
+    cursor = page[-1][0] if len(rows) > limit and page else None
+    return [item for _, item in page], cursor

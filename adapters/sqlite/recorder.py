@@ -1,0 +1,135 @@
+"""Embedded SQLite ledger recorder: one file, WAL, built on the library's
+SQLite process recorder (events, notification log, tracking) plus two tables
+for lookups and due work, all written in the events' transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRecorder
+
+from adapters.recorder import (
+    LedgerRecorder,
+    LookupConflictError,
+    StreamConflictError,
+    check_due_page,
+    due_sort_key,
+)
+from domain.ports import DueWork, Lookup, ReadCheck
+
+
+def open_datastore(path: str, *, lock_timeout: int = 10) -> SQLiteDatastore:
+    """A datastore for a file path (or ``:memory:``) with text stream ids."""
+    return SQLiteDatastore(
+        db_name=path,
+        lock_timeout=lock_timeout,
+        originator_id_type="text",
+    )
+
+
+class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
+    """The embedded default backend."""
+
+    def __init__(self, datastore: SQLiteDatastore, *, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name=events_table_name)
+        t = self.events_table_name
+        self._version_exists = (
+            f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
+        )
+
+    def construct_create_table_statements(self) -> list[str]:
+        statements = super().construct_create_table_statements()
+        statements += [
+            "CREATE TABLE IF NOT EXISTS ledger_lookups ("
+            "key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at TEXT) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS ledger_due ("
+            "attempt_id TEXT PRIMARY KEY, sort_key TEXT NOT NULL, "
+            "next_action_at TEXT NOT NULL) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS ledger_due_by_time ON ledger_due (sort_key)",
+        ]
+        return statements
+
+    def insert_events(  # type: ignore[override]
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        return super().insert_events(stored_events, **kwargs)
+
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        read_checks: Sequence[ReadCheck] = kwargs.get("read_checks", ())
+        lookups: Sequence[Lookup] = kwargs.get("lookups", ())
+        due: Sequence[DueWork] = kwargs.get("due", ())
+        for s in stored_events:
+            c.execute(self._version_exists, (str(s.originator_id), s.originator_version))
+            if c.fetchone() is not None:
+                raise StreamConflictError(str(s.originator_id))
+        for check in read_checks:
+            c.execute(self._version_exists, (check.stream_id, check.version + 1))
+            if c.fetchone() is not None:
+                raise StreamConflictError(check.stream_id)
+        for lookup in lookups:
+            try:
+                c.execute(
+                    "INSERT INTO ledger_lookups VALUES (?,?,?)",
+                    (
+                        lookup.key,
+                        json.dumps(dict(lookup.value), sort_keys=True),
+                        lookup.expires_at.astimezone(UTC).isoformat()
+                        if lookup.expires_at
+                        else None,
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise LookupConflictError(lookup.key) from exc
+        result = super()._insert_events(c, stored_events, **kwargs)
+        for item in due:
+            if item.next_action_at is None:
+                c.execute("DELETE FROM ledger_due WHERE attempt_id=?", (item.attempt_id,))
+            else:
+                c.execute(
+                    "INSERT INTO ledger_due VALUES (?,?,?) ON CONFLICT(attempt_id) DO UPDATE "
+                    "SET sort_key=excluded.sort_key, next_action_at=excluded.next_action_at",
+                    (
+                        item.attempt_id,
+                        due_sort_key(item),
+                        item.next_action_at.astimezone(UTC).isoformat(),
+                    ),
+                )
+        return result
+
+    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT value FROM ledger_lookups WHERE key=?", (key,))
+            row = c.fetchone()
+        if row is None:
+            return None
+        value: dict[str, str] = json.loads(row["value"])
+        return value
+
+    def select_due(
+        self, upto: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[DueWork], str | None]:
+        upper = f"{int(upto.timestamp() * 1000):015d}#~"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT attempt_id, sort_key, next_action_at FROM ledger_due "
+                "WHERE sort_key <= ? AND sort_key > ? ORDER BY sort_key LIMIT ?",
+                (upper, cursor or "", limit + 1),
+            )
+            rows = [
+                (
+                    row["sort_key"],
+                    DueWork(row["attempt_id"], datetime.fromisoformat(row["next_action_at"])),
+                )
+                for row in c.fetchall()
+            ]
+        return check_due_page(rows, limit)
+
+    def close(self) -> None:
+        self.datastore.close()

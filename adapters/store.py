@@ -1,0 +1,125 @@
+"""The store facade: the domain's ``EventStore`` port over any ledger recorder.
+
+Maps aggregates to stored events with the eventsourcing ``Mapper`` and maps
+recorder errors to domain errors, so no backend detail leaks upward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TypeVar
+
+from eventsourcing.domain import CanMutateAggregate
+from eventsourcing.persistence import (
+    DatetimeAsISO,
+    DecimalAsStr,
+    IntegrityError,
+    JSONTranscoder,
+    Mapper,
+    PersistenceError,
+    StoredEvent,
+    UUIDAsHex,
+)
+
+from adapters.recorder import LedgerRecorder, LookupConflictError, StreamConflictError
+from domain.base import LedgerAggregate
+from domain.errors import ConcurrencyConflict, LedgerError, LookupConflict, StoreUnavailable
+from domain.ports import Commit, DuePage
+
+A = TypeVar("A", bound=LedgerAggregate)
+
+
+def make_mapper() -> Mapper[str]:
+    """The one event <-> stored-event mapping used by every backend."""
+    transcoder = JSONTranscoder()
+    transcoder.register(UUIDAsHex())
+    transcoder.register(DecimalAsStr())
+    transcoder.register(DatetimeAsISO())
+    return Mapper(transcoder=transcoder)
+
+
+class LedgerStore:
+    """Implements ``domain.ports.EventStore``."""
+
+    def __init__(self, recorder: LedgerRecorder, mapper: Mapper[str] | None = None) -> None:
+        self.recorder = recorder
+        self.mapper = mapper or make_mapper()
+
+    # -- reads ---------------------------------------------------------------
+
+    def read_stream(
+        self, stream_id: str, *, gt: int | None = None, lte: int | None = None
+    ) -> list[StoredEvent]:
+        """Raw stored events of one stream, in version order."""
+        try:
+            return list(self.recorder.select_events(stream_id, gt=gt, lte=lte))
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
+    def events(self, stream_id: str) -> list[CanMutateAggregate[str]]:
+        """Domain events of one stream, in version order."""
+        return [
+            self.mapper.to_domain_event(s)  # type: ignore[misc]
+            for s in self.read_stream(stream_id)
+        ]
+
+    def get(self, cls: type[A], stream_id: str) -> A | None:
+        aggregate: LedgerAggregate | None = None
+        for domain_event in self.events(stream_id):
+            aggregate = domain_event.mutate(aggregate)  # type: ignore[arg-type]
+        if aggregate is None:
+            return None
+        if not isinstance(aggregate, cls):
+            return None
+        return aggregate
+
+    def version_of(self, stream_id: str) -> int:
+        """Current version of a stream; 0 when it has no events."""
+        try:
+            last = self.recorder.select_events(stream_id, desc=True, limit=1)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+        return last[0].originator_version if last else 0
+
+    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+        try:
+            return self.recorder.get_lookup(key)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
+    def due_work(self, now: datetime, limit: int, cursor: str | None = None) -> DuePage:
+        try:
+            items, next_cursor = self.recorder.select_due(now, limit, cursor)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+        return DuePage(items=items, cursor=next_cursor)
+
+    # -- writes --------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> None:
+        stored: list[StoredEvent] = []
+        pending: Sequence[LedgerAggregate] = commit.aggregates
+        for aggregate in pending:
+            for domain_event in aggregate.collect_events():
+                stored.append(self.mapper.to_stored_event(domain_event))
+        if not stored and not commit.lookups and not commit.due:
+            return
+        try:
+            self.recorder.insert_events(
+                stored,
+                read_checks=commit.read_set,
+                lookups=commit.lookups,
+                due=commit.due,
+            )
+        except StreamConflictError as exc:
+            raise ConcurrencyConflict(exc.stream_id) from exc
+        except LookupConflictError as exc:
+            raise LookupConflict(exc.key) from exc
+        except IntegrityError as exc:
+            stream = str(stored[0].originator_id) if stored else ""
+            raise ConcurrencyConflict(stream) from exc
+        except LedgerError:
+            raise
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc

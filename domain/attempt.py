@@ -1,0 +1,395 @@
+"""The ExecutionAttempt aggregate: the one attempt per approved proposal version.
+
+```
+queued -> executing -> succeeded
+                    -> failed_safe
+                    -> outcome_unknown
+outcome_unknown -> succeeded | failed_safe   (read-only reconciliation)
+                -> manually_resolved          (admin)
+```
+
+Only the current, unexpired lease generation may mark dispatch or record a
+result (I5). A stale generation's result is kept as a non-authoritative
+observation and never overwrites the truth (I8).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from eventsourcing.domain import event
+
+from domain.base import LedgerAggregate
+from domain.directory import DeliveryMode
+from domain.errors import IllegalTransition, NotOutcomeUnknown, StaleRevision
+from domain.timeutil import format_utc, is_past, parse_utc
+
+MAX_LEASE_HISTORY = 8
+
+
+class AttemptStatus(StrEnum):
+    """Where an attempt is in its life."""
+
+    QUEUED = "queued"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED_SAFE = "failed_safe"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    MANUALLY_RESOLVED = "manually_resolved"
+
+
+TERMINAL = frozenset(
+    {AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.MANUALLY_RESOLVED}
+)
+
+
+class Resolution(StrEnum):
+    """An admin's verdict on an uncertain outcome."""
+
+    EFFECT_APPLIED = "effect_applied"
+    NO_EFFECT = "no_effect"
+
+
+class ExecutionAttempt(LedgerAggregate):
+    """State of one attempt, rebuilt from its stream."""
+
+    @staticmethod
+    def create_id(attempt_id: str, **_: Any) -> str:
+        return attempt_id
+
+    @event("Queued")
+    def __init__(
+        self,
+        attempt_id: str,
+        proposal_id: str,
+        proposal_version: int,
+        payload_hash: str,
+        view_hash: str,
+        idempotency_key: str,
+        capability: str,
+        executor_build: str,
+        delivery_mode: str,
+        actor_id: str,
+        identity_binding_id: str,
+        channel_binding_id: str,
+        conversation_key: str,
+        permission: str,
+        target_id: str | None,
+        target_revision: str | None,
+        at: str,
+    ) -> None:
+        self.proposal_id = proposal_id
+        self.proposal_version = proposal_version
+        self.payload_hash = payload_hash
+        self.view_hash = view_hash
+        self.idempotency_key = idempotency_key
+        self.capability = capability
+        self.executor_build = executor_build
+        self.delivery_mode = DeliveryMode(delivery_mode)
+        self.actor_id = actor_id
+        self.identity_binding_id = identity_binding_id
+        self.channel_binding_id = channel_binding_id
+        self.conversation_key = conversation_key
+        self.permission = permission
+        self.target_id = target_id
+        self.target_revision = target_revision
+        self.status = AttemptStatus.QUEUED
+        self.created_at = at
+        self.updated_at = at
+        self.not_before: str = at
+        self.lease_generation = 0
+        self.lease_owner: str | None = None
+        self.lease_expires_at: str | None = None
+        self.lease_history: list[dict[str, Any]] = []
+        self.predispatch_leases = 0
+        self.dispatch_started_at: str | None = None
+        self.dispatched_generation: int | None = None
+        self.result: dict[str, Any] | None = None
+        self.resolution: dict[str, Any] | None = None
+        self.observations = 0
+
+    # -- queries -------------------------------------------------------------
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def dispatched(self) -> bool:
+        """True once any generation has marked dispatch: an effect may exist."""
+        return self.dispatch_started_at is not None
+
+    def lease_expired(self, now: datetime) -> bool:
+        return self.lease_expires_at is not None and is_past(self.lease_expires_at, now)
+
+    def holds_lease(self, generation: int, now: datetime) -> bool:
+        """Only the current generation, before its expiry, holds the lease (I5)."""
+        return (
+            self.status is AttemptStatus.EXECUTING
+            and generation == self.lease_generation
+            and not self.lease_expired(now)
+        )
+
+    def next_action_at(self) -> datetime | None:
+        """When recovery should next look at this attempt; None once it never should."""
+        if self.status is AttemptStatus.QUEUED:
+            return parse_utc(self.not_before)
+        if self.status is AttemptStatus.EXECUTING and self.lease_expires_at is not None:
+            return parse_utc(self.lease_expires_at)
+        return None
+
+    # -- lease ---------------------------------------------------------------
+
+    def check_leasable(self, now: datetime) -> None:
+        if self.status is AttemptStatus.QUEUED:
+            if now < parse_utc(self.not_before):
+                raise IllegalTransition("The attempt is backing off.")
+            return
+        if (
+            self.status is AttemptStatus.EXECUTING
+            and self.lease_expired(now)
+            and self.dispatched
+            and self.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY
+        ):
+            return
+        raise IllegalTransition("The attempt cannot be leased now.")
+
+    def lease(self, *, owner: str, now: datetime, lease_seconds: int) -> int:
+        """Take the next lease generation; returns it."""
+        self.check_leasable(now)
+        self._leased(
+            owner=owner,
+            generation=self.lease_generation + 1,
+            expires_at=format_utc(now + timedelta(seconds=lease_seconds)),
+            executor_build=self.executor_build,
+            at=format_utc(now),
+        )
+        return self.lease_generation
+
+    @event("Leased")
+    def _leased(
+        self, owner: str, generation: int, expires_at: str, executor_build: str, at: str
+    ) -> None:
+        self.status = AttemptStatus.EXECUTING
+        self.lease_generation = generation
+        self.lease_owner = owner
+        self.lease_expires_at = expires_at
+        if not self.dispatched:
+            self.predispatch_leases += 1
+        self.lease_history = (
+            self.lease_history
+            + [{"generation": generation, "owner": owner, "at": at, "expires_at": expires_at}]
+        )[-MAX_LEASE_HISTORY:]
+        self.updated_at = at
+
+    def requeue(self, *, generation: int | None, reason: str, not_before: datetime,
+                now: datetime) -> None:
+        """Back to queued: only while nothing was dispatched.
+
+        ``generation`` is the caller's lease (a worker giving up before dispatch);
+        ``None`` is recovery returning an expired, undispatched lease.
+        """
+        if self.status is not AttemptStatus.EXECUTING or self.dispatched:
+            raise IllegalTransition("Only an undispatched executing attempt can be requeued.")
+        if generation is None:
+            if not self.lease_expired(now):
+                raise IllegalTransition("The lease has not expired.")
+        elif not self.holds_lease(generation, now):
+            raise IllegalTransition("The lease is not held.")
+        self._requeued(
+            generation=self.lease_generation,
+            reason=reason,
+            not_before=format_utc(not_before),
+            at=format_utc(now),
+        )
+
+    @event("Requeued")
+    def _requeued(self, generation: int, reason: str, not_before: str, at: str) -> None:
+        self.status = AttemptStatus.QUEUED
+        self.not_before = not_before
+        self.lease_owner = None
+        self.lease_expires_at = None
+        self.updated_at = at
+
+    # -- dispatch and result -----------------------------------------------------
+
+    def mark_dispatch(self, *, generation: int, now: datetime) -> None:
+        """The durable boundary: after this, an effect may exist."""
+        if not self.holds_lease(generation, now):
+            raise IllegalTransition("The lease is not held.")
+        if self.dispatched_generation == generation:
+            raise IllegalTransition("Dispatch already marked for this generation.")
+        self._dispatch_started(generation=generation, at=format_utc(now))
+
+    @event("DispatchStarted")
+    def _dispatch_started(self, generation: int, at: str) -> None:
+        self.dispatch_started_at = at
+        self.dispatched_generation = generation
+        self.updated_at = at
+
+    def record_result(
+        self,
+        *,
+        generation: int,
+        status: AttemptStatus,
+        now: datetime,
+        reason_code: str | None = None,
+        receipt: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the worker's result; only the current unexpired lease wins (I5)."""
+        if status not in (
+            AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.OUTCOME_UNKNOWN
+        ):
+            raise IllegalTransition("Not a result status.")
+        if not self.holds_lease(generation, now):
+            raise IllegalTransition("The lease is not held.")
+        if status is not AttemptStatus.FAILED_SAFE and self.dispatched_generation != generation:
+            raise IllegalTransition("A result needs this generation's dispatch marker.")
+        self._result_recorded(
+            generation=generation,
+            status=status.value,
+            reason_code=reason_code,
+            receipt=receipt,
+            source="executor",
+            at=format_utc(now),
+        )
+
+    def fail_safe(self, *, reason_code: str, now: datetime, generation: int | None = None) -> None:
+        """Provably no effect: a pre-dispatch recheck failed or leases ran out."""
+        if self.is_terminal or self.status is AttemptStatus.OUTCOME_UNKNOWN:
+            raise IllegalTransition("The attempt already has an outcome.")
+        if self.dispatched:
+            raise IllegalTransition("An effect may exist; failed_safe needs proof.")
+        if generation is not None and not self.holds_lease(generation, now):
+            raise IllegalTransition("The lease is not held.")
+        self._result_recorded(
+            generation=generation,
+            status=AttemptStatus.FAILED_SAFE.value,
+            reason_code=reason_code,
+            receipt=None,
+            source="worker",
+            at=format_utc(now),
+        )
+
+    def record_unknown(self, *, reason_code: str, now: datetime) -> None:
+        """Recovery found an expired lease after dispatch and cannot look it up."""
+        if self.status is not AttemptStatus.EXECUTING or not self.dispatched:
+            raise IllegalTransition("Only a dispatched executing attempt can become unknown.")
+        if not self.lease_expired(now):
+            raise IllegalTransition("The lease has not expired.")
+        self._result_recorded(
+            generation=None,
+            status=AttemptStatus.OUTCOME_UNKNOWN.value,
+            reason_code=reason_code,
+            receipt=None,
+            source="recovery",
+            at=format_utc(now),
+        )
+
+    def record_reconciled(
+        self,
+        *,
+        status: AttemptStatus,
+        now: datetime,
+        reason_code: str | None = None,
+        receipt: dict[str, Any] | None = None,
+    ) -> None:
+        """An authoritative read-only lookup answered.
+
+        Allowed from ``outcome_unknown`` (to succeeded / failed_safe) and from an
+        expired, dispatched executing attempt (to any result status).
+        """
+        if self.status is AttemptStatus.OUTCOME_UNKNOWN:
+            if status not in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE):
+                raise IllegalTransition("Reconciliation did not settle the outcome.")
+        elif self.status is AttemptStatus.EXECUTING and self.dispatched and self.lease_expired(
+            now
+        ):
+            if status not in (
+                AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.OUTCOME_UNKNOWN
+            ):
+                raise IllegalTransition("Not a result status.")
+        else:
+            raise IllegalTransition("Nothing to reconcile in the current state.")
+        self._result_recorded(
+            generation=None,
+            status=status.value,
+            reason_code=reason_code,
+            receipt=receipt,
+            source="reconciler",
+            at=format_utc(now),
+        )
+
+    @event("ResultRecorded")
+    def _result_recorded(
+        self,
+        generation: int | None,
+        status: str,
+        reason_code: str | None,
+        receipt: dict[str, Any] | None,
+        source: str,
+        at: str,
+    ) -> None:
+        self.status = AttemptStatus(status)
+        result: dict[str, Any] = {"kind": status, "source": source}
+        if reason_code is not None:
+            result["reason_code"] = reason_code
+        if receipt is not None:
+            result["receipt"] = receipt
+        self.result = result
+        self.lease_owner = None
+        self.lease_expires_at = None
+        self.updated_at = at
+
+    def observe_late_result(self, *, generation: int, kind: str, now: datetime) -> None:
+        """A stale generation reported back: keep it, never let it win (I8)."""
+        if self.holds_lease(generation, now):
+            raise IllegalTransition("The current lease must record a result, not observe.")
+        self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
+
+    @event("LateResultObserved")
+    def _late_result_observed(self, generation: int, kind: str, at: str) -> None:
+        self.observations += 1
+
+    # -- admin -----------------------------------------------------------------
+
+    def check_revision(self, expected_revision: int) -> None:
+        if expected_revision != self.version:
+            raise StaleRevision()
+
+    def resolve(
+        self,
+        *,
+        outcome: Resolution,
+        reason: str,
+        resolved_by: str,
+        now: datetime,
+        receipt: dict[str, Any] | None = None,
+    ) -> None:
+        """Admin resolution of an uncertain outcome; never calls the executor (I6)."""
+        if self.status is not AttemptStatus.OUTCOME_UNKNOWN:
+            raise NotOutcomeUnknown()
+        self._manually_resolved(
+            outcome=outcome.value,
+            reason=reason,
+            resolved_by=resolved_by,
+            receipt=receipt,
+            at=format_utc(now),
+        )
+
+    @event("ManuallyResolved")
+    def _manually_resolved(
+        self, outcome: str, reason: str, resolved_by: str, receipt: dict[str, Any] | None, at: str
+    ) -> None:
+        self.status = AttemptStatus.MANUALLY_RESOLVED
+        self.resolution = {
+            "outcome": outcome,
+            "reason": reason,
+            "resolved_by": resolved_by,
+            "resolved_at": at,
+        }
+        if receipt is not None:
+            self.resolution["receipt"] = receipt
+        self.updated_at = at

@@ -1,0 +1,211 @@
+"""Directory records: who may approve what, through which channel, with which build.
+
+Every record is its own event-sourced stream, so each grant, revocation and
+revision change is audited. Approval reads them and condition-checks in its
+commit that none changed in between; the worker reads them again before
+dispatch (I7).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from eventsourcing.domain import event
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from domain.base import LedgerAggregate
+from domain.errors import InvalidInput
+from domain.spec import DIGEST_PATTERN, NAME_PATTERN, describe_validation_error, nfc
+
+
+class DeliveryMode(StrEnum):
+    """How uncertainty about an executor call can be resolved."""
+
+    PROVIDER_IDEMPOTENCY = "provider_idempotency"
+    CORRELATION_LOOKUP = "correlation_lookup"
+    OPERATOR_RECONCILIATION_ONLY = "operator_reconciliation_only"
+
+
+class DirectoryKind(StrEnum):
+    """The kinds of directory record; each is a stream id prefix."""
+
+    ACTOR = "actor"
+    IDENTITY_BINDING = "identity-binding"
+    CHANNEL_BINDING = "channel-binding"
+    PERMISSION_GRANT = "grant"
+    EXECUTOR_BUILD = "executor-build"
+    TARGET = "target"
+
+
+Ident = Annotated[
+    str,
+    BeforeValidator(nfc),
+    Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]*$"),
+]
+ShortText = Annotated[str, BeforeValidator(nfc), Field(min_length=1, max_length=256)]
+ChannelName = Annotated[str, BeforeValidator(nfc), Field(pattern=NAME_PATTERN)]
+
+
+class _Values(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ActorValues(_Values):
+    """An end user who can approve; disabled actors can approve nothing."""
+
+    enabled: bool
+
+
+class IdentityBindingValues(_Values):
+    """Binds an actor to one external identity on one channel."""
+
+    actor_id: Ident
+    channel: ChannelName
+    external_id: ShortText
+    active: bool
+
+
+class ChannelBindingValues(_Values):
+    """Binds one conversation on one channel as a place approvals may come from."""
+
+    conversation_key: ShortText
+    channel: ChannelName
+    active: bool
+
+
+class PermissionGrantValues(_Values):
+    """Whether an actor holds one core permission."""
+
+    granted: bool
+
+
+class ExecutorBuildValues(_Values):
+    """An exact executor build for a capability, with its delivery mode."""
+
+    delivery_mode: DeliveryMode
+    available: bool
+
+
+class TargetValues(_Values):
+    """The current revision of a canonical target."""
+
+    revision: Annotated[str, BeforeValidator(nfc), Field(min_length=1, max_length=128)]
+
+
+VALUE_MODELS: dict[DirectoryKind, type[_Values]] = {
+    DirectoryKind.ACTOR: ActorValues,
+    DirectoryKind.IDENTITY_BINDING: IdentityBindingValues,
+    DirectoryKind.CHANNEL_BINDING: ChannelBindingValues,
+    DirectoryKind.PERMISSION_GRANT: PermissionGrantValues,
+    DirectoryKind.EXECUTOR_BUILD: ExecutorBuildValues,
+    DirectoryKind.TARGET: TargetValues,
+}
+
+
+def validate_values(kind: DirectoryKind, data: Any) -> dict[str, Any]:
+    """Validate untrusted values for a kind; returns the JSON-ready mapping."""
+    try:
+        model = VALUE_MODELS[kind].model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(describe_validation_error(exc)) from exc
+    return model.model_dump(mode="json")
+
+
+def validate_ident(value: Any, what: str) -> str:
+    """Validate one id path segment (actor id, binding id, target id)."""
+    try:
+        return _IdentModel.model_validate({"value": value}).value
+    except ValidationError as exc:
+        raise InvalidInput(f"{what}: {exc.errors(include_input=False)[0]['msg']}") from exc
+
+
+def validate_name(value: Any, what: str) -> str:
+    """Validate a lowercase name (capability, permission)."""
+    try:
+        return _NameModel.model_validate({"value": value}).value
+    except ValidationError as exc:
+        raise InvalidInput(f"{what}: {exc.errors(include_input=False)[0]['msg']}") from exc
+
+
+def validate_digest(value: Any, what: str) -> str:
+    """Validate a ``sha256:<64 hex>`` digest."""
+    try:
+        return _DigestModel.model_validate({"value": value}).value
+    except ValidationError as exc:
+        raise InvalidInput(f"{what}: {exc.errors(include_input=False)[0]['msg']}") from exc
+
+
+class _IdentModel(BaseModel):
+    value: Ident
+
+
+class _NameModel(BaseModel):
+    value: ChannelName
+
+
+class _DigestModel(BaseModel):
+    value: Annotated[str, Field(pattern=DIGEST_PATTERN)]
+
+
+def record_id(kind: DirectoryKind, *parts: str) -> str:
+    """The stream id of a directory record, e.g. ``grant:alice:tasks.write``."""
+    return ":".join([kind.value, *parts])
+
+
+def actor_record_id(actor_id: str) -> str:
+    return record_id(DirectoryKind.ACTOR, actor_id)
+
+
+def identity_binding_record_id(binding_id: str) -> str:
+    return record_id(DirectoryKind.IDENTITY_BINDING, binding_id)
+
+
+def channel_binding_record_id(binding_id: str) -> str:
+    return record_id(DirectoryKind.CHANNEL_BINDING, binding_id)
+
+
+def grant_record_id(actor_id: str, permission: str) -> str:
+    return record_id(DirectoryKind.PERMISSION_GRANT, actor_id, permission)
+
+
+def executor_build_record_id(capability: str, build_digest: str) -> str:
+    return record_id(DirectoryKind.EXECUTOR_BUILD, capability, build_digest)
+
+
+def target_record_id(target_id: str) -> str:
+    return record_id(DirectoryKind.TARGET, target_id)
+
+
+class DirectoryRecord(LedgerAggregate):
+    """One directory record; its values change only by appended events."""
+
+    @staticmethod
+    def create_id(record_id: str, **_: Any) -> str:
+        return record_id
+
+    @event("Registered")
+    def __init__(self, record_id: str, kind: str, values: dict[str, Any], at: str) -> None:
+        self.kind = DirectoryKind(kind)
+        self.values = dict(values)
+        self.updated_at = at
+
+    def update(self, values: dict[str, Any], at: str) -> bool:
+        """Record new values; returns False (and appends nothing) when unchanged."""
+        if values == self.values:
+            return False
+        self._changed(values=values, at=at)
+        return True
+
+    @event("Changed")
+    def _changed(self, values: dict[str, Any], at: str) -> None:
+        self.values = dict(values)
+        self.updated_at = at
+
+    def flag(self, name: str) -> bool:
+        """A boolean value of the record (``enabled``, ``active``, ``granted``...)."""
+        return bool(self.values.get(name, False))
+
+    def text(self, name: str) -> str:
+        """A string value of the record."""
+        return str(self.values.get(name, ""))

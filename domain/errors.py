@@ -1,0 +1,160 @@
+"""Domain errors: one base class, flat specific subclasses.
+
+Every error carries a stable machine ``code`` and a ``detail`` that is safe to
+show to a caller: it never contains a token, spec content or provider data.
+The HTTP layer maps codes to status codes in one place.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Base class of every error the ledger raises on purpose."""
+
+    code: str = "ledger_error"
+    default_detail: str = "The request could not be completed."
+
+    def __init__(self, detail: str | None = None) -> None:
+        self.detail = detail or self.default_detail
+        super().__init__(self.detail)
+
+
+class InvalidInput(LedgerError):
+    """Input failed validation (unknown field, wrong type, out of bounds)."""
+
+    code = "invalid_input"
+    default_detail = "The request body is not valid."
+
+
+class InvalidSpec(InvalidInput):
+    """A proposal spec failed validation or canonicalization."""
+
+    code = "invalid_spec"
+    default_detail = "The proposal spec is not valid."
+
+
+class UnknownPermission(InvalidInput):
+    """A permission name is not in the configured catalogue."""
+
+    code = "unknown_permission"
+    default_detail = "The permission is not in the catalogue."
+
+
+class ExecutorBuildUnavailable(InvalidInput):
+    """The spec names an executor build that is not registered and available."""
+
+    code = "executor_build_unavailable"
+    default_detail = "The executor build is not available."
+
+
+class NondeterministicRenderer(InvalidInput):
+    """The renderer produced different text for the same spec."""
+
+    code = "nondeterministic_renderer"
+    default_detail = "The preview renderer is not deterministic."
+
+
+class NotFound(LedgerError):
+    """The record does not exist or is not visible to the caller."""
+
+    code = "not_found"
+    default_detail = "Not found."
+
+
+class ConcurrencyConflict(LedgerError):
+    """Another writer appended to a stream first (or a read-set record changed)."""
+
+    code = "concurrency_conflict"
+    default_detail = "The record was changed concurrently; retry."
+
+    def __init__(self, stream_id: str, detail: str | None = None) -> None:
+        self.stream_id = stream_id
+        super().__init__(detail)
+
+
+class LookupConflict(LedgerError):
+    """A create-only lookup item (token hash, etc.) already exists."""
+
+    code = "lookup_conflict"
+    default_detail = "A unique lookup item already exists."
+
+    def __init__(self, key: str, detail: str | None = None) -> None:
+        self.key = key
+        super().__init__(detail)
+
+
+class CommitTooLarge(LedgerError):
+    """A commit has more items than one atomic write can hold."""
+
+    code = "commit_too_large"
+    default_detail = "The commit is larger than one atomic write allows."
+
+
+class StoreUnavailable(LedgerError):
+    """The event store could not be reached or failed; nothing was written."""
+
+    code = "store_unavailable"
+    default_detail = "The store is unavailable; nothing was written."
+
+
+class IllegalTransition(LedgerError):
+    """A command is not allowed in the aggregate's current state."""
+
+    code = "illegal_transition"
+    default_detail = "That change is not allowed in the current state."
+
+
+class ProposalClaimed(LedgerError):
+    """The proposal version is already claimed and cannot be revised."""
+
+    code = "proposal_claimed"
+    default_detail = "The proposal is already claimed."
+
+
+class StaleVersion(LedgerError):
+    """The caller's expected proposal version is not the current one."""
+
+    code = "stale_version"
+    default_detail = "The proposal version is not current."
+
+
+class ApprovalUnavailable(LedgerError):
+    """Uniform approval failure: reveals nothing about why or what exists."""
+
+    code = "approval_unavailable"
+    default_detail = "This approval is not available."
+
+
+class ProposalConflicted(LedgerError):
+    """The target drifted since the proposal was made; it was marked conflicted."""
+
+    code = "proposal_conflicted"
+    default_detail = "The target changed since the proposal was made."
+
+
+class StaleRevision(LedgerError):
+    """The caller's expected attempt revision is not the current one."""
+
+    code = "stale_revision"
+    default_detail = "The attempt revision is not current."
+
+
+class NotOutcomeUnknown(LedgerError):
+    """Resolution is only allowed from outcome_unknown."""
+
+    code = "not_outcome_unknown"
+    default_detail = "The attempt is not in outcome_unknown."
+
+
+class Unauthenticated(LedgerError):
+    """Missing, malformed, expired or wrongly signed credentials."""
+
+    code = "unauthenticated"
+    default_detail = "Authentication required."
+
+
+class Forbidden(LedgerError):
+    """The caller's role may not use this operation."""
+
+    code = "forbidden"
+    default_detail = "This role may not perform this operation."

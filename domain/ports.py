@@ -1,0 +1,167 @@
+"""The ports the domain needs. Adapters implement them; tests fake them.
+
+The store port is the *commit API*: append the new events of several
+aggregates atomically, each with its version check, together with read-set
+checks ("this record is still at version N"), create-only lookup items (the
+token-hash index) and due-work entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from domain.base import LedgerAggregate
+from domain.directory import DeliveryMode
+from domain.spec import ProposalSpec
+
+A = TypeVar("A", bound=LedgerAggregate)
+
+
+class Clock(Protocol):
+    """Source of the current time (timezone-aware UTC)."""
+
+    def now(self) -> datetime: ...
+
+
+class TokenSource(Protocol):
+    """Source of secrets and random ids."""
+
+    def new_token(self) -> str:
+        """A fresh opaque token with at least 256 bits of entropy."""
+        ...
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh random identifier such as ``prop_<hex>``."""
+        ...
+
+
+class Renderer(Protocol):
+    """Renders the human preview of a spec; must be deterministic."""
+
+    build: str
+
+    def render(self, spec: ProposalSpec) -> str: ...
+
+
+@dataclass(frozen=True)
+class ExecutionRequest:
+    """Everything an executor receives: the stored spec and nothing else (I4)."""
+
+    spec: ProposalSpec
+    attempt_id: str
+    idempotency_key: str
+    deadline: datetime
+
+
+@dataclass(frozen=True)
+class ExecutionReceipt:
+    """What an executor returns on success; validated before it is stored."""
+
+    data: Mapping[str, Any]
+
+
+class Executor(Protocol):
+    """Performs one external effect for one capability and exact build."""
+
+    capability: str
+    build_digest: str
+    delivery_mode: DeliveryMode
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt: ...
+
+
+@dataclass(frozen=True)
+class ReconcileAnswer:
+    """A read-only lookup's verdict: ``applied``, ``not_applied`` or ``unknown``."""
+
+    verdict: str
+    receipt: Mapping[str, Any] | None = None
+
+
+class Reconciler(Protocol):
+    """Read-only lookup of an effect by idempotency key."""
+
+    def lookup(self, request: ExecutionRequest) -> ReconcileAnswer: ...
+
+
+class ExecutorRegistry(Protocol):
+    """Executors keyed by (capability, exact build digest)."""
+
+    def get(self, capability: str, build_digest: str) -> Executor | None: ...
+
+    def reconciler(self, capability: str, build_digest: str) -> Reconciler | None: ...
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A create-only unique item written in the same commit (e.g. a token hash)."""
+
+    key: str
+    value: Mapping[str, str]
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class DueWork:
+    """A due-work entry: recovery looks at ``attempt_id`` once ``next_action_at`` passes.
+
+    ``next_action_at=None`` removes the entry.
+    """
+
+    attempt_id: str
+    next_action_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DuePage:
+    """One page of due work, oldest first, and the cursor for the next page."""
+
+    items: Sequence[DueWork]
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadCheck:
+    """Commit only if ``stream_id`` is still at ``version`` (0: does not exist)."""
+
+    stream_id: str
+    version: int
+
+
+@dataclass
+class Commit:
+    """One atomic unit of work."""
+
+    aggregates: Sequence[LedgerAggregate] = ()
+    read_set: Sequence[ReadCheck] = ()
+    lookups: Sequence[Lookup] = ()
+    due: Sequence[DueWork] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class EventStore(Protocol):
+    """Loads aggregates and commits their new events atomically."""
+
+    def get(self, cls: type[A], stream_id: str) -> A | None:
+        """The aggregate rebuilt from its stream, or None when the stream is empty."""
+        ...
+
+    def commit(self, commit: Commit) -> None:
+        """Append every pending event, check the read set, write lookups and due work.
+
+        All or nothing. Raises ``ConcurrencyConflict`` naming the stream on a
+        version clash or changed read-set record, ``LookupConflict`` when a
+        create-only lookup exists, ``CommitTooLarge`` or ``StoreUnavailable``.
+        """
+        ...
+
+    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+        """A lookup item by key (strongly consistent)."""
+        ...
+
+    def due_work(self, now: datetime, limit: int, cursor: str | None = None) -> DuePage:
+        """Due-work entries with ``next_action_at <= now``, oldest first, paginated."""
+        ...

@@ -1,0 +1,276 @@
+"""The Proposal aggregate: a lineage of immutable versions and their presentations.
+
+Only the current version of a lineage can be presented or claimed. Creating
+version n+1 supersedes version n and revokes its active presentations in the
+same event, so both happen in one commit. Claiming consumes one presentation
+and revokes every sibling in the same ``Claimed`` event (I2).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from eventsourcing.domain import event
+
+from domain.base import LedgerAggregate
+from domain.errors import IllegalTransition, ProposalClaimed, StaleVersion
+from domain.timeutil import is_past
+
+
+class ProposalStatus(StrEnum):
+    """Status of one proposal version."""
+
+    PRESENTED = "presented"
+    CLAIMED = "claimed"
+    CONFLICTED = "conflicted"
+    SUPERSEDED = "superseded"
+    CANCELED = "canceled"
+    EXPIRED = "expired"
+
+
+class PresentationStatus(StrEnum):
+    """Status of one single-use approval control."""
+
+    ACTIVE = "active"
+    CONSUMED = "consumed"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
+class Proposal(LedgerAggregate):
+    """A proposal lineage. ``versions[n]`` and ``presentations[id]`` are plain dicts."""
+
+    @staticmethod
+    def create_id(proposal_id: str, **_: Any) -> str:
+        return proposal_id
+
+    @event("Proposed")
+    def __init__(
+        self,
+        proposal_id: str,
+        actor_id: str,
+        spec: dict[str, Any],
+        payload_hash: str,
+        view_hash: str,
+        renderer_build: str,
+        at: str,
+    ) -> None:
+        self.actor_id = actor_id
+        self.versions: dict[int, dict[str, Any]] = {}
+        self.presentations: dict[str, dict[str, Any]] = {}
+        self._add_version(1, spec, payload_hash, view_hash, renderer_build, at)
+
+    def _add_version(
+        self,
+        number: int,
+        spec: dict[str, Any],
+        payload_hash: str,
+        view_hash: str,
+        renderer_build: str,
+        at: str,
+    ) -> None:
+        self.versions[number] = {
+            "spec": spec,
+            "payload_hash": payload_hash,
+            "view_hash": view_hash,
+            "renderer_build": renderer_build,
+            "status": ProposalStatus.PRESENTED.value,
+            "created_at": at,
+            "attempt_id": None,
+        }
+        self.current_version = number
+
+    # -- queries -------------------------------------------------------------
+
+    def version_record(self, number: int) -> dict[str, Any] | None:
+        return self.versions.get(number)
+
+    def version_status(self, number: int) -> ProposalStatus:
+        return ProposalStatus(self.versions[number]["status"])
+
+    def presentation_status(self, presentation_id: str, now: datetime) -> PresentationStatus:
+        """The status, with ``expired`` derived from the clock for active controls."""
+        p = self.presentations[presentation_id]
+        status = PresentationStatus(p["status"])
+        if status is PresentationStatus.ACTIVE and is_past(p["expires_at"], now):
+            return PresentationStatus.EXPIRED
+        return status
+
+    def active_presentation_ids(self, version: int | None = None) -> list[str]:
+        """Ids of presentations still marked active (expiry not considered)."""
+        return sorted(
+            pid
+            for pid, p in self.presentations.items()
+            if p["status"] == PresentationStatus.ACTIVE.value
+            and (version is None or p["version"] == version)
+        )
+
+    # -- rules ---------------------------------------------------------------
+
+    def check_current(self, expected_version: int | None) -> None:
+        if expected_version is not None and expected_version != self.current_version:
+            raise StaleVersion()
+
+    def check_revisable(self) -> None:
+        if self.version_status(self.current_version) is ProposalStatus.CLAIMED:
+            raise ProposalClaimed()
+
+    def check_presentable(self, version: int) -> None:
+        if version != self.current_version:
+            raise StaleVersion()
+        if self.version_status(version) is not ProposalStatus.PRESENTED:
+            raise IllegalTransition("Only a presented, current version can be presented.")
+
+    def check_claimable(self, presentation_id: str, now: datetime) -> None:
+        p = self.presentations.get(presentation_id)
+        if p is None:
+            raise IllegalTransition("Unknown presentation.")
+        if self.presentation_status(presentation_id, now) is not PresentationStatus.ACTIVE:
+            raise IllegalTransition("The presentation is not active.")
+        version = p["version"]
+        if version != self.current_version:
+            raise IllegalTransition("The presentation is for a superseded version.")
+        if self.version_status(version) is not ProposalStatus.PRESENTED:
+            raise IllegalTransition("The proposal version is not presented.")
+        if p["view_hash"] != self.versions[version]["view_hash"]:
+            raise IllegalTransition("The presentation is bound to another view.")
+
+    # -- commands ------------------------------------------------------------
+
+    def revise(
+        self,
+        *,
+        spec: dict[str, Any],
+        payload_hash: str,
+        view_hash: str,
+        renderer_build: str,
+        expected_version: int | None,
+        at: str,
+    ) -> int:
+        """Create version n+1, superseding n and revoking its active presentations."""
+        self.check_current(expected_version)
+        self.check_revisable()
+        self._revised(
+            version=self.current_version + 1,
+            spec=spec,
+            payload_hash=payload_hash,
+            view_hash=view_hash,
+            renderer_build=renderer_build,
+            superseded_version=self.current_version,
+            revoked=self.active_presentation_ids(),
+            at=at,
+        )
+        return self.current_version
+
+    @event("Revised")
+    def _revised(
+        self,
+        version: int,
+        spec: dict[str, Any],
+        payload_hash: str,
+        view_hash: str,
+        renderer_build: str,
+        superseded_version: int,
+        revoked: list[str],
+        at: str,
+    ) -> None:
+        old = self.versions[superseded_version]
+        if old["status"] == ProposalStatus.PRESENTED.value:
+            old["status"] = ProposalStatus.SUPERSEDED.value
+        self._revoke(revoked)
+        self._add_version(version, spec, payload_hash, view_hash, renderer_build, at)
+
+    def present(
+        self,
+        *,
+        presentation_id: str,
+        version: int,
+        token_hash: str,
+        identity_binding_id: str,
+        channel_binding_id: str,
+        conversation_key: str,
+        expires_at: str,
+        at: str,
+    ) -> None:
+        """Add a single-use approval control for the current version."""
+        self.check_presentable(version)
+        if presentation_id in self.presentations:
+            raise IllegalTransition("Presentation id already used.")
+        self._presented(
+            presentation_id=presentation_id,
+            version=version,
+            token_hash=token_hash,
+            actor_id=self.actor_id,
+            identity_binding_id=identity_binding_id,
+            channel_binding_id=channel_binding_id,
+            conversation_key=conversation_key,
+            view_hash=self.versions[version]["view_hash"],
+            expires_at=expires_at,
+            at=at,
+        )
+
+    @event("Presented")
+    def _presented(
+        self,
+        presentation_id: str,
+        version: int,
+        token_hash: str,
+        actor_id: str,
+        identity_binding_id: str,
+        channel_binding_id: str,
+        conversation_key: str,
+        view_hash: str,
+        expires_at: str,
+        at: str,
+    ) -> None:
+        self.presentations[presentation_id] = {
+            "version": version,
+            "token_hash": token_hash,
+            "actor_id": actor_id,
+            "identity_binding_id": identity_binding_id,
+            "channel_binding_id": channel_binding_id,
+            "conversation_key": conversation_key,
+            "view_hash": view_hash,
+            "expires_at": expires_at,
+            "created_at": at,
+            "status": PresentationStatus.ACTIVE.value,
+        }
+
+    def claim(self, *, presentation_id: str, attempt_id: str, now: datetime, at: str) -> None:
+        """Consume one presentation, claim its version and revoke every sibling."""
+        self.check_claimable(presentation_id, now)
+        self._claimed(
+            version=self.presentations[presentation_id]["version"],
+            presentation_id=presentation_id,
+            attempt_id=attempt_id,
+            revoked=[p for p in self.active_presentation_ids() if p != presentation_id],
+            at=at,
+        )
+
+    @event("Claimed")
+    def _claimed(
+        self, version: int, presentation_id: str, attempt_id: str, revoked: list[str], at: str
+    ) -> None:
+        self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
+        self._revoke(revoked)
+        self.versions[version]["status"] = ProposalStatus.CLAIMED.value
+        self.versions[version]["attempt_id"] = attempt_id
+
+    def mark_conflicted(self, *, version: int, reason: str, at: str) -> None:
+        """Target drift: the version can never be claimed; its controls are revoked."""
+        if self.version_status(version) is not ProposalStatus.PRESENTED:
+            raise IllegalTransition("Only a presented version can become conflicted.")
+        self._conflicted(
+            version=version, reason=reason, revoked=self.active_presentation_ids(), at=at
+        )
+
+    @event("Conflicted")
+    def _conflicted(self, version: int, reason: str, revoked: list[str], at: str) -> None:
+        self.versions[version]["status"] = ProposalStatus.CONFLICTED.value
+        self._revoke(revoked)
+
+    def _revoke(self, presentation_ids: list[str]) -> None:
+        for pid in presentation_ids:
+            self.presentations[pid]["status"] = PresentationStatus.REVOKED.value
