@@ -1,0 +1,76 @@
+"""The one wiring point: settings -> store, clock, tokens, services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.recorder import LedgerRecorder
+from adapters.settings import Settings, StoreKind
+from adapters.store import LedgerStore
+from adapters.system import SecretsTokenSource, SystemClock
+from domain.ports import Clock, TokenSource
+
+
+def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> LedgerRecorder:
+    """The recorder the settings choose; creates the embedded schema if needed."""
+    if settings.store is StoreKind.MEMORY:
+        from adapters.memory.recorder import MemoryLedgerRecorder
+
+        return MemoryLedgerRecorder()
+    if settings.store is StoreKind.SQLITE:
+        from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
+
+        path = settings.sqlite_path
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        recorder = SQLiteLedgerRecorder(open_datastore(path))
+        recorder.create_table()
+        return recorder
+    from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+
+    return DynamoDBLedgerRecorder(
+        table_name=settings.dynamodb_table,
+        client=dynamodb_client,
+        due_buckets=settings.due_work_buckets,
+    )
+
+
+@dataclass
+class Ledger:
+    """Everything an entry point needs, wired once."""
+
+    settings: Settings
+    store: LedgerStore
+    clock: Clock = field(default_factory=SystemClock)
+    tokens: TokenSource = field(default_factory=SecretsTokenSource)
+
+    def ready(self) -> bool:
+        """True when the store answers a read."""
+        try:
+            self.store.version_of("readiness-probe")
+        except Exception:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.store.recorder.close()
+
+
+def build_ledger(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    tokens: TokenSource | None = None,
+    recorder: LedgerRecorder | None = None,
+    dynamodb_client: Any = None,
+) -> Ledger:
+    """Wire a ledger from settings; tests inject clock, tokens or a recorder."""
+    store = LedgerStore(recorder or build_recorder(settings, dynamodb_client=dynamodb_client))
+    return Ledger(
+        settings=settings,
+        store=store,
+        clock=clock or SystemClock(),
+        tokens=tokens or SecretsTokenSource(),
+    )

@@ -1,0 +1,113 @@
+"""Typed settings: the single source of configuration (``LEDGER_`` prefix).
+
+Nothing is read at import time: call :func:`load_settings` at start-up, which
+turns every validation problem into one clear ``SettingsError`` message.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
+
+
+class SettingsError(Exception):
+    """Settings are invalid; the message says which and why, never a secret value."""
+
+
+class Environment(StrEnum):
+    DEVELOPMENT = "development"
+    PRODUCTION = "production"
+    TEST = "test"
+
+
+class StoreKind(StrEnum):
+    SQLITE = "sqlite"
+    DYNAMODB = "dynamodb"
+    MEMORY = "memory"
+
+
+class Settings(BaseSettings):
+    """Every knob of the ledger with a safe default and validated bounds."""
+
+    model_config = SettingsConfigDict(env_prefix="LEDGER_", frozen=True, extra="ignore")
+
+    env: Environment = Environment.DEVELOPMENT
+    store: StoreKind = StoreKind.SQLITE
+    sqlite_path: str = "./var/ledger.db"
+    dynamodb_table: Annotated[str, Field(min_length=3, max_length=255,
+                                         pattern=r"^[A-Za-z0-9_.\-]+$")] = "ledger"
+    auth_hs256_secret: Annotated[str, Field(min_length=32)] = DEVELOPMENT_SECRET
+    auth_rs256_public_key: str | None = None
+    permissions: Annotated[tuple[str, ...], NoDecode] = ("tasks.write", "social.post",
+                                                         "demo.execute")
+    presentation_ttl_seconds: Annotated[int, Field(ge=60, le=86400)] = 1800
+    lease_seconds: Annotated[int, Field(ge=5, le=900)] = 60
+    backoff_base_seconds: Annotated[int, Field(ge=1, le=3600)] = 1
+    backoff_max_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
+    max_predispatch_leases: Annotated[int, Field(ge=1, le=50)] = 5
+    due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
+    recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    fake_executors: bool | None = None
+
+    @field_validator("permissions", mode="before")
+    @classmethod
+    def _split_permissions(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        return value
+
+    @field_validator("permissions")
+    @classmethod
+    def _check_permissions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import re
+
+        if not value:
+            raise ValueError("at least one permission is required")
+        for name in value:
+            if not re.fullmatch(r"[a-z][a-z0-9_.\-]{0,63}", name):
+                raise ValueError(f"invalid permission name {name!r}")
+        return tuple(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Settings:
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise ValueError("LEDGER_BACKOFF_MAX_SECONDS must be >= LEDGER_BACKOFF_BASE_SECONDS")
+        if self.env is Environment.PRODUCTION:
+            if self.auth_hs256_secret == DEVELOPMENT_SECRET and not self.auth_rs256_public_key:
+                raise ValueError(
+                    "LEDGER_ENV=production refuses the built-in development secret; "
+                    "set LEDGER_AUTH_HS256_SECRET or LEDGER_AUTH_RS256_PUBLIC_KEY"
+                )
+            if self.fake_executors:
+                raise ValueError("LEDGER_ENV=production refuses LEDGER_FAKE_EXECUTORS=true")
+        return self
+
+    @property
+    def fake_executors_enabled(self) -> bool:
+        """Fake executors default to on in development and test, off in production."""
+        if self.fake_executors is None:
+            return self.env is not Environment.PRODUCTION
+        return self.fake_executors
+
+    @property
+    def uses_development_secret(self) -> bool:
+        return self.auth_hs256_secret == DEVELOPMENT_SECRET
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment (and overrides); raise one clear error."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_input=False, include_url=False):
+            loc = "_".join(str(p) for p in err["loc"]).upper()
+            name = f"LEDGER_{loc}" if loc else "settings"
+            message = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{name}: {message}")
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from None
