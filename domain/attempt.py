@@ -178,10 +178,8 @@ class ExecutionAttempt(LedgerAggregate):
         self.lease_expires_at = expires_at
         if not self.dispatched:
             self.predispatch_leases += 1
-        self.lease_history = (
-            self.lease_history
-            + [{"generation": generation, "owner": owner, "at": at, "expires_at": expires_at}]
-        )[-MAX_LEASE_HISTORY:]
+        entry = {"generation": generation, "owner": owner, "at": at, "expires_at": expires_at}
+        self.lease_history = [*self.lease_history, entry][-MAX_LEASE_HISTORY:]
         self.updated_at = at
 
     def requeue(self, *, generation: int | None, reason: str, not_before: datetime,
