@@ -83,7 +83,7 @@ class PermissionGrantValues(_Values):
 class ExecutorBuildValues(_Values):
     """An exact executor build for a capability, with its delivery mode."""
 
-    delivery_mode: DeliveryMode
+    delivery_mode: Annotated[DeliveryMode, Field(strict=False)]
     available: bool
 
 

@@ -123,6 +123,8 @@ class ApprovalUnavailable(LedgerError):
 
     code = "approval_unavailable"
     default_detail = "This approval is not available."
+    #: why it failed closed: for logs and metrics, never for the response body
+    reason: str = "unspecified"
 
 
 class ProposalConflicted(LedgerError):

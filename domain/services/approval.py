@@ -1,0 +1,210 @@
+"""Approve: the atomic claim (SPEC 5.2).
+
+All checks read first. Then ONE commit: condition checks that every directory
+record read is unchanged, ``Claimed`` on the proposal (consuming this
+presentation and revoking its siblings), ``Queued`` as version 1 of the
+deterministic attempt stream, and the due-work entry. A loser of a race
+re-reads and converges on the stored attempt. Approval never calls an
+executor (I6). Every failure except target drift is the same uniform
+``ApprovalUnavailable``, whatever the reason, so nothing about existence leaks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.attempt import ExecutionAttempt
+from domain.directory import (
+    DirectoryRecord,
+    actor_record_id,
+    channel_binding_record_id,
+    executor_build_record_id,
+    grant_record_id,
+    identity_binding_record_id,
+    target_record_id,
+)
+from domain.errors import (
+    ApprovalUnavailable,
+    ConcurrencyConflict,
+    IllegalTransition,
+    InvalidSpec,
+    ProposalConflicted,
+)
+from domain.ports import Commit, DueWork, ReadCheck
+from domain.proposal import PresentationStatus, Proposal, ProposalStatus
+from domain.services.context import ServiceContext
+from domain.services.proposals import token_hash, token_lookup_key
+from domain.spec import derive_attempt_id, derive_idempotency_key, parse_spec, payload_hash
+from domain.timeutil import format_utc
+
+MAX_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who approves, through what: taken from the authenticated caller, never the body."""
+
+    actor_id: str
+    identity_binding_id: str
+    channel_binding_id: str
+    conversation_key: str
+
+
+@dataclass(frozen=True)
+class ApprovalResult:
+    """``execution_pending`` with the attempt id and its current revision."""
+
+    attempt_id: str
+    attempt_revision: int
+    status: str = "execution_pending"
+
+
+def _unavailable(reason: str) -> ApprovalUnavailable:
+    """The uniform failure; ``reason`` is for logs and metrics only, never the caller."""
+    error = ApprovalUnavailable()
+    error.reason = reason
+    return error
+
+
+def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> ApprovalResult:
+    """Turn one opaque token into exactly one queued attempt, or fail closed."""
+    # Hash first, always: the unknown-token path does the same work up to the lookup.
+    key = token_lookup_key(token_hash(token))
+    lookup = ctx.store.get_lookup(key)
+    if lookup is None:
+        raise _unavailable("unknown_token")
+    for _ in range(MAX_RETRIES):
+        try:
+            return _approve_once(ctx, lookup["proposal_id"], lookup["presentation_id"], provenance)
+        except ConcurrencyConflict:
+            continue
+    raise _unavailable("contention")
+
+
+def _approve_once(
+    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
+) -> ApprovalResult:
+    now = ctx.clock.now()
+    proposal = ctx.store.get(Proposal, proposal_id)
+    if proposal is None or presentation_id not in proposal.presentations:
+        raise _unavailable("missing_record")
+    presentation = proposal.presentations[presentation_id]
+    if (
+        presentation["actor_id"] != who.actor_id
+        or proposal.actor_id != who.actor_id
+        or presentation["identity_binding_id"] != who.identity_binding_id
+        or presentation["channel_binding_id"] != who.channel_binding_id
+        or presentation["conversation_key"] != who.conversation_key
+    ):
+        raise _unavailable("provenance_mismatch")
+
+    version = presentation["version"]
+    record = proposal.versions[version]
+    status = proposal.presentation_status(presentation_id, now)
+    if record["status"] == ProposalStatus.CLAIMED.value and status in (
+        PresentationStatus.CONSUMED,
+        PresentationStatus.REVOKED,
+    ):
+        # Duplicate, concurrent or sibling approval after the claim: converge.
+        return _stored_attempt(ctx, record["attempt_id"])
+    try:
+        proposal.check_claimable(presentation_id, now)
+    except IllegalTransition:
+        raise _unavailable("not_claimable") from None
+
+    try:
+        spec = parse_spec(record["spec"])
+    except InvalidSpec:
+        raise _unavailable("stored_spec_invalid") from None
+    if payload_hash(spec) != record["payload_hash"]:
+        raise _unavailable("payload_hash_mismatch")
+    if spec.expires_at <= now:
+        raise _unavailable("spec_expired")
+    if spec.permission not in ctx.permissions:
+        raise _unavailable("permission_not_in_catalogue")
+
+    read: list[DirectoryRecord] = []
+
+    def need(stream_id: str) -> DirectoryRecord:
+        found = ctx.store.get(DirectoryRecord, stream_id)
+        if found is None:
+            raise _unavailable("directory_record_missing")
+        read.append(found)
+        return found
+
+    actor = need(actor_record_id(who.actor_id))
+    identity = need(identity_binding_record_id(who.identity_binding_id))
+    channel = need(channel_binding_record_id(who.channel_binding_id))
+    grant = need(grant_record_id(who.actor_id, spec.permission))
+    build = need(executor_build_record_id(spec.capability, spec.executor_build))
+    if not actor.flag("enabled"):
+        raise _unavailable("actor_disabled")
+    if not identity.flag("active") or identity.text("actor_id") != who.actor_id:
+        raise _unavailable("identity_binding")
+    if (
+        not channel.flag("active")
+        or channel.text("conversation_key") != who.conversation_key
+        or channel.text("channel") != identity.text("channel")
+    ):
+        raise _unavailable("channel_binding")
+    if not grant.flag("granted"):
+        raise _unavailable("permission_not_granted")
+    if not build.flag("available"):
+        raise _unavailable("executor_build_unavailable")
+    if ctx.registry is not None and ctx.registry.get(spec.capability, spec.executor_build) is None:
+        raise _unavailable("executor_not_registered")
+
+    if spec.target is not None:
+        target = ctx.store.get(DirectoryRecord, target_record_id(spec.target.id))
+        if target is not None:
+            if target.text("revision") != spec.target.base_revision:
+                proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(now))
+                ctx.store.commit(
+                    Commit(
+                        aggregates=[proposal],
+                        read_set=[ReadCheck(target.id, target.version)],
+                    )
+                )
+                raise ProposalConflicted()
+            read.append(target)
+
+    attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
+    at = format_utc(now)
+    attempt = ExecutionAttempt(
+        attempt_id=attempt_id,
+        proposal_id=proposal.id,
+        proposal_version=version,
+        payload_hash=record["payload_hash"],
+        view_hash=record["view_hash"],
+        idempotency_key=derive_idempotency_key(proposal.id, version, record["payload_hash"]),
+        capability=spec.capability,
+        executor_build=spec.executor_build,
+        delivery_mode=build.text("delivery_mode"),
+        actor_id=who.actor_id,
+        identity_binding_id=who.identity_binding_id,
+        channel_binding_id=who.channel_binding_id,
+        conversation_key=who.conversation_key,
+        permission=spec.permission,
+        target_id=spec.target.id if spec.target else None,
+        target_revision=spec.target.base_revision if spec.target else None,
+        at=at,
+    )
+    proposal.claim(presentation_id=presentation_id, attempt_id=attempt_id, now=now, at=at)
+    ctx.store.commit(
+        Commit(
+            aggregates=[proposal, attempt],
+            read_set=[ReadCheck(r.id, r.version) for r in read],
+            due=[DueWork(attempt_id, now)],
+        )
+    )
+    return ApprovalResult(attempt_id=attempt_id, attempt_revision=attempt.version)
+
+
+def _stored_attempt(ctx: ServiceContext, attempt_id: str | None) -> ApprovalResult:
+    if attempt_id is None:
+        raise _unavailable("claimed_without_attempt")
+    attempt = ctx.store.get(ExecutionAttempt, attempt_id)
+    if attempt is None:
+        # I3 says this state is unreachable; fail closed rather than guess.
+        raise _unavailable("claimed_without_attempt")
+    return ApprovalResult(attempt_id=attempt.id, attempt_revision=attempt.version)

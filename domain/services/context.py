@@ -1,0 +1,22 @@
+"""What every use case receives: ports and a few validated settings values."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from domain.ports import Clock, EventStore, ExecutorRegistry, Renderer, TokenSource
+from domain.rendering import TextRenderer
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    """Dependencies of the use cases; built once in ``adapters.bootstrap``."""
+
+    store: EventStore
+    clock: Clock
+    tokens: TokenSource
+    permissions: Collection[str]
+    renderer: Renderer = field(default_factory=TextRenderer)
+    registry: ExecutorRegistry | None = None
+    presentation_ttl_seconds: int = 1800

@@ -1,0 +1,194 @@
+"""Propose and present (SPEC 5.1).
+
+A proposal version stores the normalized spec with its payload and view hashes.
+A presentation is a single-use approval control: its 256-bit token is shown
+once and only its SHA-256 is stored, with a token-hash lookup item written in
+the same commit (read back strongly consistent, never via an index).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain.directory import (
+    DirectoryRecord,
+    executor_build_record_id,
+)
+from domain.errors import (
+    ConcurrencyConflict,
+    ExecutorBuildUnavailable,
+    InvalidInput,
+    InvalidSpec,
+    NondeterministicRenderer,
+    NotFound,
+    StaleVersion,
+    UnknownPermission,
+)
+from domain.ports import Commit, Lookup
+from domain.proposal import Proposal, ProposalStatus
+from domain.services.context import ServiceContext
+from domain.spec import ProposalSpec, parse_spec, payload_hash, view_hash
+from domain.timeutil import format_utc
+
+MAX_RETRIES = 8
+MIN_PRESENTATION_TTL = 60
+MAX_PRESENTATION_TTL = 86400
+
+
+def token_hash(token: str) -> str:
+    """SHA-256 of an opaque token: the only form in which a token is stored."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_lookup_key(hashed: str) -> str:
+    return f"token#{hashed}"
+
+
+@dataclass(frozen=True)
+class ProposalResult:
+    """What ``POST /proposals`` returns."""
+
+    proposal_id: str
+    version: int
+    payload_hash: str
+    view_hash: str
+    preview: str
+    status: str
+
+
+@dataclass(frozen=True)
+class PresentationResult:
+    """What ``POST /proposals/{id}/presentations`` returns; the token only here."""
+
+    presentation_id: str
+    token: str
+    expires_at: str
+
+
+def _render(ctx: ServiceContext, spec: ProposalSpec) -> tuple[str, str, str]:
+    """Payload hash, preview text and view hash; the renderer must agree with itself."""
+    first = ctx.renderer.render(spec)
+    second = ctx.renderer.render(spec)
+    if first != second:
+        raise NondeterministicRenderer()
+    ph = payload_hash(spec)
+    return ph, first, view_hash(ph, ctx.renderer.build, first)
+
+
+def check_spec_acceptable(ctx: ServiceContext, spec: ProposalSpec, now: datetime) -> None:
+    """Catalogue permission, available executor build, unexpired spec."""
+    if spec.permission not in ctx.permissions:
+        raise UnknownPermission()
+    build = ctx.store.get(
+        DirectoryRecord, executor_build_record_id(spec.capability, spec.executor_build)
+    )
+    if build is None or not build.flag("available"):
+        raise ExecutorBuildUnavailable()
+    if ctx.registry is not None and ctx.registry.get(spec.capability, spec.executor_build) is None:
+        raise ExecutorBuildUnavailable()
+    if spec.expires_at <= now:
+        raise InvalidSpec("expires_at: must be in the future")
+
+
+def propose(
+    ctx: ServiceContext,
+    *,
+    actor_id: str,
+    spec_data: Any,
+    lineage_id: str | None = None,
+    expected_version: int | None = None,
+) -> ProposalResult:
+    """Create a new lineage, or version n+1 of an existing one (superseding n)."""
+    spec = parse_spec(spec_data)
+    now = ctx.clock.now()
+    check_spec_acceptable(ctx, spec, now)
+    ph, preview, vh = _render(ctx, spec)
+    stored_spec = spec.canonical_dict()
+    at = format_utc(now)
+
+    if lineage_id is None:
+        proposal = Proposal(
+            proposal_id=ctx.tokens.new_id("prop"),
+            actor_id=actor_id,
+            spec=stored_spec,
+            payload_hash=ph,
+            view_hash=vh,
+            renderer_build=ctx.renderer.build,
+            at=at,
+        )
+        ctx.store.commit(Commit(aggregates=[proposal]))
+        return ProposalResult(proposal.id, 1, ph, vh, preview, ProposalStatus.PRESENTED.value)
+
+    for _ in range(MAX_RETRIES):
+        existing = ctx.store.get(Proposal, lineage_id)
+        if existing is None:
+            raise NotFound()
+        if existing.actor_id != actor_id:
+            raise InvalidInput("actor_id: does not match the proposal lineage")
+        version = existing.revise(
+            spec=stored_spec,
+            payload_hash=ph,
+            view_hash=vh,
+            renderer_build=ctx.renderer.build,
+            expected_version=expected_version,
+            at=at,
+        )
+        try:
+            ctx.store.commit(Commit(aggregates=[existing]))
+        except ConcurrencyConflict:
+            if expected_version is not None:
+                raise StaleVersion() from None
+            continue
+        return ProposalResult(existing.id, version, ph, vh, preview, ProposalStatus.PRESENTED.value)
+    raise ConcurrencyConflict(lineage_id)
+
+
+def present(
+    ctx: ServiceContext,
+    *,
+    proposal_id: str,
+    version: int,
+    identity_binding_id: str,
+    channel_binding_id: str,
+    conversation_key: str,
+    ttl_seconds: int | None = None,
+) -> PresentationResult:
+    """Create a single-use approval control bound to one actor, binding and view."""
+    ttl = ctx.presentation_ttl_seconds if ttl_seconds is None else ttl_seconds
+    if not MIN_PRESENTATION_TTL <= ttl <= MAX_PRESENTATION_TTL:
+        raise InvalidInput(
+            f"ttl_seconds: must be between {MIN_PRESENTATION_TTL} and {MAX_PRESENTATION_TTL}"
+        )
+    token = ctx.tokens.new_token()
+    hashed = token_hash(token)
+    presentation_id = ctx.tokens.new_id("pres")
+    for _ in range(MAX_RETRIES):
+        now = ctx.clock.now()
+        expires = now + timedelta(seconds=ttl)
+        proposal = ctx.store.get(Proposal, proposal_id)
+        if proposal is None:
+            raise NotFound()
+        proposal.present(
+            presentation_id=presentation_id,
+            version=version,
+            token_hash=hashed,
+            identity_binding_id=identity_binding_id,
+            channel_binding_id=channel_binding_id,
+            conversation_key=conversation_key,
+            expires_at=format_utc(expires),
+            at=format_utc(now),
+        )
+        lookup = Lookup(
+            key=token_lookup_key(hashed),
+            value={"proposal_id": proposal_id, "presentation_id": presentation_id},
+            expires_at=expires,
+        )
+        try:
+            ctx.store.commit(Commit(aggregates=[proposal], lookups=[lookup]))
+        except ConcurrencyConflict:
+            continue
+        return PresentationResult(presentation_id, token, format_utc(expires))
+    raise ConcurrencyConflict(proposal_id)
