@@ -6,11 +6,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapters.executors.fake import EffectLedger, register_fakes
+from adapters.executors.registry import StaticExecutorRegistry
 from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource, SystemClock
-from domain.ports import Clock, TokenSource
+from domain.ports import Clock, Renderer, TokenSource
+from domain.rendering import TextRenderer
+from domain.services.context import ServiceContext
 
 
 def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> LedgerRecorder:
@@ -45,6 +49,22 @@ class Ledger:
     store: LedgerStore
     clock: Clock = field(default_factory=SystemClock)
     tokens: TokenSource = field(default_factory=SecretsTokenSource)
+    registry: StaticExecutorRegistry = field(default_factory=StaticExecutorRegistry)
+    renderer: Renderer = field(default_factory=TextRenderer)
+    effects: EffectLedger | None = None
+
+    @property
+    def context(self) -> ServiceContext:
+        """The ports every use case receives."""
+        return ServiceContext(
+            store=self.store,
+            clock=self.clock,
+            tokens=self.tokens,
+            permissions=frozenset(self.settings.permissions),
+            renderer=self.renderer,
+            registry=self.registry,
+            presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
+        )
 
     def ready(self) -> bool:
         """True when the store answers a read."""
@@ -68,9 +88,13 @@ def build_ledger(
 ) -> Ledger:
     """Wire a ledger from settings; tests inject clock, tokens or a recorder."""
     store = LedgerStore(recorder or build_recorder(settings, dynamodb_client=dynamodb_client))
+    registry = StaticExecutorRegistry()
+    effects = register_fakes(registry) if settings.fake_executors_enabled else None
     return Ledger(
         settings=settings,
         store=store,
         clock=clock or SystemClock(),
         tokens=tokens or SecretsTokenSource(),
+        registry=registry,
+        effects=effects,
     )

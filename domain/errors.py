@@ -160,3 +160,17 @@ class Forbidden(LedgerError):
 
     code = "forbidden"
     default_detail = "This role may not perform this operation."
+
+
+class ExecutorNoEffect(LedgerError):
+    """The provider proved that nothing was written (safe to call it failed_safe)."""
+
+    code = "executor_no_effect"
+    default_detail = "The provider reported that nothing was written."
+
+
+class ExecutorOutcomeUncertain(LedgerError):
+    """The call may or may not have applied (timeout, lost response, deadline)."""
+
+    code = "executor_outcome_uncertain"
+    default_detail = "The outcome of the call is not known."
