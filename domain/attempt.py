@@ -106,6 +106,7 @@ class ExecutionAttempt(LedgerAggregate):
         self.predispatch_leases = 0
         self.dispatch_started_at: str | None = None
         self.dispatched_generation: int | None = None
+        self.dispatch_count = 0
         self.result: dict[str, Any] | None = None
         self.resolution: dict[str, Any] | None = None
         self.observations = 0
@@ -225,6 +226,7 @@ class ExecutionAttempt(LedgerAggregate):
     def _dispatch_started(self, generation: int, at: str) -> None:
         self.dispatch_started_at = at
         self.dispatched_generation = generation
+        self.dispatch_count += 1
         self.updated_at = at
 
     def record_result(
@@ -271,18 +273,27 @@ class ExecutionAttempt(LedgerAggregate):
             at=format_utc(now),
         )
 
-    def record_unknown(self, *, reason_code: str, now: datetime) -> None:
-        """Recovery found an expired lease after dispatch and cannot look it up."""
+    def record_unknown(
+        self, *, reason_code: str, now: datetime, generation: int | None = None
+    ) -> None:
+        """An effect may exist and nothing can settle it automatically.
+
+        ``generation=None`` is recovery acting on an expired lease; otherwise the
+        caller must hold the lease (a retry whose pre-dispatch recheck failed).
+        """
         if self.status is not AttemptStatus.EXECUTING or not self.dispatched:
             raise IllegalTransition("Only a dispatched executing attempt can become unknown.")
-        if not self.lease_expired(now):
-            raise IllegalTransition("The lease has not expired.")
+        if generation is None:
+            if not self.lease_expired(now):
+                raise IllegalTransition("The lease has not expired.")
+        elif not self.holds_lease(generation, now):
+            raise IllegalTransition("The lease is not held.")
         self._result_recorded(
-            generation=None,
+            generation=generation,
             status=AttemptStatus.OUTCOME_UNKNOWN.value,
             reason_code=reason_code,
             receipt=None,
-            source="recovery",
+            source="worker" if generation is not None else "recovery",
             at=format_utc(now),
         )
 

@@ -14,15 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from domain.attempt import ExecutionAttempt
-from domain.directory import (
-    DirectoryRecord,
-    actor_record_id,
-    channel_binding_record_id,
-    executor_build_record_id,
-    grant_record_id,
-    identity_binding_record_id,
-    target_record_id,
-)
 from domain.errors import (
     ApprovalUnavailable,
     ConcurrencyConflict,
@@ -32,6 +23,12 @@ from domain.errors import (
 )
 from domain.ports import Commit, DueWork, ReadCheck
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
+from domain.services.authorization import (
+    Approver,
+    AuthorizationFailed,
+    TargetDrift,
+    authorize,
+)
 from domain.services.context import ServiceContext
 from domain.services.proposals import token_hash, token_lookup_key
 from domain.spec import derive_attempt_id, derive_idempotency_key, parse_spec, payload_hash
@@ -40,14 +37,8 @@ from domain.timeutil import format_utc
 MAX_RETRIES = 8
 
 
-@dataclass(frozen=True)
-class Provenance:
+class Provenance(Approver):
     """Who approves, through what: taken from the authenticated caller, never the body."""
-
-    actor_id: str
-    identity_binding_id: str
-    channel_binding_id: str
-    conversation_key: str
 
 
 @dataclass(frozen=True)
@@ -118,55 +109,15 @@ def _approve_once(
         raise _unavailable("stored_spec_invalid") from None
     if payload_hash(spec) != record["payload_hash"]:
         raise _unavailable("payload_hash_mismatch")
-    if spec.expires_at <= now:
-        raise _unavailable("spec_expired")
-    if spec.permission not in ctx.permissions:
-        raise _unavailable("permission_not_in_catalogue")
-
-    read: list[DirectoryRecord] = []
-
-    def need(stream_id: str) -> DirectoryRecord:
-        found = ctx.store.get(DirectoryRecord, stream_id)
-        if found is None:
-            raise _unavailable("directory_record_missing")
-        read.append(found)
-        return found
-
-    actor = need(actor_record_id(who.actor_id))
-    identity = need(identity_binding_record_id(who.identity_binding_id))
-    channel = need(channel_binding_record_id(who.channel_binding_id))
-    grant = need(grant_record_id(who.actor_id, spec.permission))
-    build = need(executor_build_record_id(spec.capability, spec.executor_build))
-    if not actor.flag("enabled"):
-        raise _unavailable("actor_disabled")
-    if not identity.flag("active") or identity.text("actor_id") != who.actor_id:
-        raise _unavailable("identity_binding")
-    if (
-        not channel.flag("active")
-        or channel.text("conversation_key") != who.conversation_key
-        or channel.text("channel") != identity.text("channel")
-    ):
-        raise _unavailable("channel_binding")
-    if not grant.flag("granted"):
-        raise _unavailable("permission_not_granted")
-    if not build.flag("available"):
-        raise _unavailable("executor_build_unavailable")
-    if ctx.registry is not None and ctx.registry.get(spec.capability, spec.executor_build) is None:
-        raise _unavailable("executor_not_registered")
-
-    if spec.target is not None:
-        target = ctx.store.get(DirectoryRecord, target_record_id(spec.target.id))
-        if target is not None:
-            if target.text("revision") != spec.target.base_revision:
-                proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(now))
-                ctx.store.commit(
-                    Commit(
-                        aggregates=[proposal],
-                        read_set=[ReadCheck(target.id, target.version)],
-                    )
-                )
-                raise ProposalConflicted()
-            read.append(target)
+    try:
+        auth = authorize(ctx, who, spec, now)
+    except AuthorizationFailed as failed:
+        raise _unavailable(failed.reason) from None
+    except TargetDrift as drift:
+        proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(now))
+        target_check = ReadCheck(drift.target.id, drift.target.version)
+        ctx.store.commit(Commit(aggregates=[proposal], read_set=[target_check]))
+        raise ProposalConflicted() from None
 
     attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
     at = format_utc(now)
@@ -179,7 +130,7 @@ def _approve_once(
         idempotency_key=derive_idempotency_key(proposal.id, version, record["payload_hash"]),
         capability=spec.capability,
         executor_build=spec.executor_build,
-        delivery_mode=build.text("delivery_mode"),
+        delivery_mode=auth.delivery_mode,
         actor_id=who.actor_id,
         identity_binding_id=who.identity_binding_id,
         channel_binding_id=who.channel_binding_id,
@@ -193,7 +144,7 @@ def _approve_once(
     ctx.store.commit(
         Commit(
             aggregates=[proposal, attempt],
-            read_set=[ReadCheck(r.id, r.version) for r in read],
+            read_set=auth.read_set,
             due=[DueWork(attempt_id, now)],
         )
     )
