@@ -38,10 +38,20 @@ DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 NAME_PATTERN = r"^[a-z][a-z0-9_.\-]{0,63}$"
 
 
+def _nfc_text(value: str) -> str:
+    # A lone surrogate (legal in a JSON escape) has no UTF-8 form, so it could
+    # never be canonicalized: reject it here, with the field's name.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("strings must be valid Unicode (no lone surrogates)") from None
+    return unicodedata.normalize("NFC", value)
+
+
 def nfc(value: Any) -> Any:
     """NFC-normalize a string; leave anything else for the type check to reject."""
     if isinstance(value, str):
-        return unicodedata.normalize("NFC", value)
+        return _nfc_text(value)
     return value
 
 
@@ -91,9 +101,12 @@ def _normalize_content(value: Any, depth: int, budget: list[int]) -> Any:
     if isinstance(value, float):
         raise ValueError("content numbers must be integers; send decimals as strings")
     if isinstance(value, str):
-        if len(value) > MAX_CONTENT_STRING_CHARS:
+        # Measured after normalization, so the NFD spelling of a string is
+        # accepted exactly when its NFC spelling is.
+        text = _nfc_text(value)
+        if len(text) > MAX_CONTENT_STRING_CHARS:
             raise ValueError(f"content strings are limited to {MAX_CONTENT_STRING_CHARS} chars")
-        return unicodedata.normalize("NFC", value)
+        return text
     if isinstance(value, list | tuple):
         return [_normalize_content(item, depth + 1, budget) for item in value]
     if isinstance(value, dict):
@@ -101,7 +114,7 @@ def _normalize_content(value: Any, depth: int, budget: list[int]) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError("content keys must be strings")
-            norm_key = unicodedata.normalize("NFC", key)
+            norm_key = _nfc_text(key)
             if not norm_key or len(norm_key) > MAX_CONTENT_KEY_CHARS:
                 raise ValueError(f"content keys must be 1..{MAX_CONTENT_KEY_CHARS} chars")
             if norm_key in out:
@@ -167,8 +180,13 @@ def describe_validation_error(exc: ValidationError) -> str:
     """A short, safe summary: field locations and messages, never input values."""
     parts = []
     for err in exc.errors(include_input=False, include_url=False)[:5]:
-        location = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{location}: {err['msg']}")
+        loc, msg = err["loc"], err["msg"]
+        if err["type"] == "extra_forbidden":
+            # The unknown key is caller input (it may be secret-shaped): name
+            # only where it was found.
+            loc, msg = loc[:-1], "unknown field is not permitted"
+        location = ".".join(str(p) for p in loc) or "body"
+        parts.append(f"{location}: {msg}")
     return "; ".join(parts)
 
 

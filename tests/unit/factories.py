@@ -1,0 +1,53 @@
+"""Small builders shared by the unit tests: a valid spec, a fixed clock."""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from domain.timeutil import format_utc
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def digest(char: str) -> str:
+    """A well-formed ``sha256:`` digest made of one repeated hex character."""
+    return "sha256:" + char * 64
+
+
+def spec_data(**overrides: Any) -> dict[str, Any]:
+    """The wire-format example of SPEC section 2, with overrides applied."""
+    data: dict[str, Any] = {
+        "capability": "fake.provider_idempotency",
+        "executor_build": digest("a"),
+        "plugin_build": digest("b"),
+        "schema_digest": digest("c"),
+        "policy_digest": digest("d"),
+        "permission": "tasks.write",
+        "effect": "create",
+        "target": {"id": "task:42", "base_revision": "r7"},
+        "destination": "tasks",
+        "content": {"title": "Buy milk"},
+        "sources": ["message:123"],
+        "expires_at": "2026-12-01T00:00:00Z",
+    }
+    data.update(deepcopy(overrides))
+    return data
+
+
+class FixedClock:
+    """A clock that only moves when a test moves it."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self._now = now
+
+    def now(self) -> datetime:
+        return self._now
+
+    def at(self) -> str:
+        return format_utc(self._now)
+
+    def advance(self, seconds: float) -> datetime:
+        self._now = self._now + timedelta(seconds=seconds)
+        return self._now
