@@ -174,3 +174,10 @@ class ExecutorOutcomeUncertain(LedgerError):
 
     code = "executor_outcome_uncertain"
     default_detail = "The outcome of the call is not known."
+
+
+class ReconcilerUnavailable(LedgerError):
+    """The attempt's executor build has no registered read-only reconciler."""
+
+    code = "reconciler_unavailable"
+    default_detail = "No read-only reconciler is registered for this executor build."

@@ -100,9 +100,12 @@ class World:
     clock: FixedClock = field(default_factory=FixedClock)
     actor: str = "alice"
     who: Provenance = field(default_factory=lambda: Provenance("alice", "ib1", "cb1", "conv-1"))
+    registry: StaticExecutorRegistry | None = None
 
     def __post_init__(self) -> None:
-        self.registry, self.executors = forbidden_registry()
+        self.executors: list[ForbiddenExecutor] = []
+        if self.registry is None:
+            self.registry, self.executors = forbidden_registry()
         self.ctx = ServiceContext(
             store=self.store,
             clock=self.clock,

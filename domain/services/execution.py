@@ -1,0 +1,365 @@
+"""The worker (SPEC 5.3): lease, recheck, durable dispatch marker, call, record.
+
+One conditional append takes the lease. The pre-dispatch recheck of I7 reads
+every directory record from the exact ids stored on the attempt, and the
+``DispatchStarted`` commit condition-checks that none of them changed, so the
+authorization that dispatch relies on is the one in force at the marker. Only
+the current, unexpired lease generation can record a result (I5); a stale
+generation's result becomes a non-authoritative observation (I8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from domain.attempt import AttemptStatus, ExecutionAttempt
+from domain.directory import DeliveryMode
+from domain.errors import (
+    ConcurrencyConflict,
+    ExecutorNoEffect,
+    IllegalTransition,
+    InvalidSpec,
+    StoreUnavailable,
+)
+from domain.ports import Commit, DueWork, ExecutionRequest, Executor
+from domain.proposal import Proposal, ProposalStatus
+from domain.redaction import validate_receipt
+from domain.services.authorization import (
+    Approver,
+    Authorization,
+    AuthorizationFailed,
+    TargetDrift,
+    authorize,
+)
+from domain.services.context import ServiceContext
+from domain.services.resolution import lookup_outcome
+from domain.spec import ProposalSpec, parse_spec, payload_hash
+from domain.timeutil import parse_utc
+
+
+class CrashPoint(StrEnum):
+    """Deterministic crash boundaries for tests (SPEC 10.5 b, c, e).
+
+    (a) after approval is a missed stream record; (d) after the effect and
+    before the response happens inside the executor.
+    """
+
+    AFTER_LEASE = "after_lease"
+    AFTER_DISPATCH_MARKER = "after_dispatch_marker"
+    AFTER_RESPONSE = "after_response"
+
+
+class SimulatedCrash(BaseException):
+    """Raised by a crash hook: the process 'dies' here, nothing else runs."""
+
+
+CrashHook = Callable[[CrashPoint, str], None]
+
+
+class Outcome(StrEnum):
+    """What one worker step did."""
+
+    SUCCEEDED = "succeeded"
+    FAILED_SAFE = "failed_safe"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    REQUEUED = "requeued"
+    PENDING = "pending"  # dispatched, outcome not known yet: recovery takes over
+    STALE = "stale"  # our lease was lost; the late result was observed only
+    SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
+    MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class WorkerPolicy:
+    """Lease and retry bounds (from settings)."""
+
+    lease_seconds: int = 60
+    backoff_base_seconds: int = 1
+    backoff_max_seconds: int = 300
+    max_predispatch_leases: int = 5
+    max_dispatches: int = 5
+    deadline_margin_seconds: int = 2
+
+    def backoff(self, leases_so_far: int) -> timedelta:
+        seconds = self.backoff_base_seconds * 2 ** max(0, leases_so_far - 1)
+        return timedelta(seconds=min(seconds, self.backoff_max_seconds))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A passed pre-dispatch recheck."""
+
+    spec: ProposalSpec
+    executor: Executor
+    authorization: Authorization
+
+
+def _no_crash(point: CrashPoint, attempt_id: str) -> None:
+    return None
+
+
+class Worker:
+    """Processes attempts; the same code serves stream delivery and recovery."""
+
+    def __init__(
+        self,
+        ctx: ServiceContext,
+        policy: WorkerPolicy | None = None,
+        *,
+        crash_hook: CrashHook | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.policy = policy or WorkerPolicy()
+        self.crash_hook = crash_hook or _no_crash
+
+    # -- entry points --------------------------------------------------------
+
+    def process(self, attempt_id: str) -> Outcome:
+        """Handle a queued attempt (a stream record or a due entry said so)."""
+        attempt = self.ctx.store.get(ExecutionAttempt, attempt_id)
+        if attempt is None:
+            return Outcome.MISSING
+        if attempt.status is not AttemptStatus.QUEUED:
+            return Outcome.SKIPPED
+        if self.ctx.clock.now() < _time(attempt.not_before):
+            return Outcome.SKIPPED
+        return self._lease_and_run(attempt)
+
+    def recover(self, attempt_id: str) -> Outcome:
+        """Recovery mode for one due entry (SPEC 5.4)."""
+        attempt = self.ctx.store.get(ExecutionAttempt, attempt_id)
+        if attempt is None:
+            return Outcome.MISSING
+        now = self.ctx.clock.now()
+        if attempt.is_terminal or attempt.status is AttemptStatus.OUTCOME_UNKNOWN:
+            self._drop_stale_due(attempt)
+            return Outcome.SKIPPED
+        if attempt.status is AttemptStatus.QUEUED:
+            if now < _time(attempt.not_before):
+                return Outcome.SKIPPED
+            return self._lease_and_run(attempt)
+        if not attempt.lease_expired(now):
+            return Outcome.SKIPPED
+        if not attempt.dispatched:
+            attempt.requeue(generation=None, reason="lease_expired", not_before=now, now=now)
+            if not self._commit(attempt, due=now):
+                return Outcome.SKIPPED
+            return self._lease_and_run(attempt)
+        if attempt.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY:
+            if attempt.dispatch_count >= self.policy.max_dispatches:
+                attempt.record_unknown(reason_code="dispatch_limit", now=now)
+                return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
+            return self._lease_and_run(attempt)
+        if attempt.delivery_mode is DeliveryMode.CORRELATION_LOOKUP:
+            return self._reconcile_expired(attempt, now)
+        attempt.record_unknown(reason_code="operator_reconciliation_required", now=now)
+        return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
+
+    # -- the leased run ----------------------------------------------------------
+
+    def _lease_and_run(self, attempt: ExecutionAttempt) -> Outcome:
+        now = self.ctx.clock.now()
+        limit = self.policy.max_predispatch_leases
+        if not attempt.dispatched and attempt.predispatch_leases >= limit:
+            attempt.fail_safe(reason_code="predispatch_lease_limit", now=now)
+            return self._settle(attempt, Outcome.FAILED_SAFE)
+        owner = self.ctx.tokens.new_id("lease")
+        generation = attempt.lease(owner=owner, now=now, lease_seconds=self.policy.lease_seconds)
+        if not self._commit(attempt, due=_time(attempt.lease_expires_at)):
+            return Outcome.SKIPPED
+        self.crash_hook(CrashPoint.AFTER_LEASE, attempt.id)
+
+        try:
+            checked = self._recheck(attempt, self.ctx.clock.now())
+        except AuthorizationFailed as failed:
+            return self._refuse(attempt, generation, failed.reason)
+        except TargetDrift:
+            return self._refuse(attempt, generation, "target_drift")
+        except StoreUnavailable:
+            return self._back_off(attempt, generation, "store_unavailable")
+
+        now = self.ctx.clock.now()
+        try:
+            attempt.mark_dispatch(generation=generation, now=now)
+        except IllegalTransition:
+            return Outcome.STALE
+        try:
+            self.ctx.store.commit(
+                Commit(
+                    aggregates=[attempt],
+                    read_set=checked.authorization.read_set,
+                    due=[DueWork(attempt.id, _time(attempt.lease_expires_at))],
+                )
+            )
+        except ConcurrencyConflict as conflict:
+            if conflict.stream_id == attempt.id:
+                return Outcome.SKIPPED
+            # A directory record changed between the recheck and the marker.
+            fresh = self.ctx.store.get(ExecutionAttempt, attempt.id)
+            if fresh is None or not fresh.holds_lease(generation, self.ctx.clock.now()):
+                return Outcome.SKIPPED
+            return self._back_off(fresh, generation, "directory_changed")
+        self.crash_hook(CrashPoint.AFTER_DISPATCH_MARKER, attempt.id)
+
+        deadline = _time(attempt.lease_expires_at) - timedelta(
+            seconds=self.policy.deadline_margin_seconds
+        )
+        request = ExecutionRequest(
+            spec=checked.spec,
+            attempt_id=attempt.id,
+            idempotency_key=attempt.idempotency_key,
+            deadline=deadline,
+        )
+        status: AttemptStatus
+        reason: str | None = None
+        receipt: dict[str, Any] | None = None
+        try:
+            answer = checked.executor.execute(request)
+        except ExecutorNoEffect:
+            status, reason = AttemptStatus.FAILED_SAFE, "provider_no_write"
+        except Exception:  # timeout, lost response, deadline, provider error: uncertain
+            if attempt.delivery_mode is not DeliveryMode.OPERATOR_RECONCILIATION_ONLY:
+                # Recovery retries with the same key, or looks it up, after the lease.
+                return Outcome.PENDING
+            status, reason = AttemptStatus.OUTCOME_UNKNOWN, "executor_outcome_uncertain"
+        else:
+            receipt = validate_receipt(answer.data)
+            if receipt is None:
+                status, reason = AttemptStatus.OUTCOME_UNKNOWN, "unsafe_receipt"
+            else:
+                status = AttemptStatus.SUCCEEDED
+        self.crash_hook(CrashPoint.AFTER_RESPONSE, attempt.id)
+        return self._record(attempt, generation, status, reason, receipt)
+
+    def _recheck(self, attempt: ExecutionAttempt, now: datetime) -> Checked:
+        """I7 again, from the exact stored ids; I4: the stored spec, hashes intact."""
+        proposal = self.ctx.store.get(Proposal, attempt.proposal_id)
+        record = proposal.version_record(attempt.proposal_version) if proposal else None
+        if (
+            record is None
+            or record["status"] != ProposalStatus.CLAIMED.value
+            or record["attempt_id"] != attempt.id
+        ):
+            raise AuthorizationFailed("proposal_not_claimed")
+        try:
+            spec = parse_spec(record["spec"])
+        except InvalidSpec:
+            raise AuthorizationFailed("stored_spec_invalid") from None
+        if (
+            payload_hash(spec) != attempt.payload_hash
+            or record["payload_hash"] != attempt.payload_hash
+            or record["view_hash"] != attempt.view_hash
+        ):
+            raise AuthorizationFailed("hash_mismatch")
+        if spec.capability != attempt.capability or spec.executor_build != attempt.executor_build:
+            raise AuthorizationFailed("executor_build_mismatch")
+        who = Approver(
+            attempt.actor_id,
+            attempt.identity_binding_id,
+            attempt.channel_binding_id,
+            attempt.conversation_key,
+        )
+        authorization = authorize(self.ctx, who, spec, now)
+        if authorization.delivery_mode != attempt.delivery_mode.value:
+            raise AuthorizationFailed("delivery_mode_mismatch")
+        if self.ctx.registry is None:
+            raise AuthorizationFailed("executor_not_registered")
+        executor = self.ctx.registry.get(attempt.capability, attempt.executor_build)
+        if executor is None:
+            raise AuthorizationFailed("executor_not_registered")
+        return Checked(spec=spec, executor=executor, authorization=authorization)
+
+    # -- transitions ---------------------------------------------------------------
+
+    def _refuse(self, attempt: ExecutionAttempt, generation: int, reason: str) -> Outcome:
+        """The recheck failed: no executor call (I7)."""
+        now = self.ctx.clock.now()
+        try:
+            if attempt.dispatched:
+                # An earlier generation may have applied the effect: a human decides.
+                attempt.record_unknown(reason_code=reason, now=now, generation=generation)
+                return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
+            attempt.fail_safe(reason_code=reason, now=now, generation=generation)
+        except IllegalTransition:
+            return Outcome.STALE
+        return self._settle(attempt, Outcome.FAILED_SAFE)
+
+    def _back_off(self, attempt: ExecutionAttempt, generation: int, reason: str) -> Outcome:
+        """A transient failure before dispatch: requeue with bounded backoff."""
+        if attempt.dispatched:
+            return Outcome.PENDING
+        now = self.ctx.clock.now()
+        not_before = now + self.policy.backoff(attempt.predispatch_leases)
+        try:
+            attempt.requeue(generation=generation, reason=reason, not_before=not_before, now=now)
+        except IllegalTransition:
+            return Outcome.STALE
+        return Outcome.REQUEUED if self._commit(attempt, due=not_before) else Outcome.SKIPPED
+
+    def _record(
+        self,
+        attempt: ExecutionAttempt,
+        generation: int,
+        status: AttemptStatus,
+        reason: str | None,
+        receipt: dict[str, Any] | None,
+    ) -> Outcome:
+        """Record the result if our lease still holds; otherwise only observe it."""
+        now = self.ctx.clock.now()
+        try:
+            attempt.record_result(
+                generation=generation, status=status, now=now, reason_code=reason, receipt=receipt
+            )
+        except IllegalTransition:
+            return self._observe(attempt.id, generation, status)
+        if self._commit(attempt, due=None):
+            return Outcome(status.value)
+        return self._observe(attempt.id, generation, status)
+
+    def _observe(self, attempt_id: str, generation: int, status: AttemptStatus) -> Outcome:
+        for _ in range(5):
+            fresh = self.ctx.store.get(ExecutionAttempt, attempt_id)
+            if fresh is None:
+                return Outcome.MISSING
+            try:
+                fresh.observe_late_result(
+                    generation=generation, kind=status.value, now=self.ctx.clock.now()
+                )
+            except IllegalTransition:
+                return Outcome.STALE
+            if self._commit(fresh, due=fresh.next_action_at()):
+                return Outcome.STALE
+        return Outcome.STALE
+
+    def _reconcile_expired(self, attempt: ExecutionAttempt, now: datetime) -> Outcome:
+        """correlation_lookup after an expired dispatched lease: look it up first."""
+        status, reason, receipt = lookup_outcome(self.ctx, attempt)
+        try:
+            attempt.record_reconciled(status=status, now=now, reason_code=reason, receipt=receipt)
+        except IllegalTransition:
+            return Outcome.SKIPPED
+        return self._settle(attempt, Outcome(status.value))
+
+    def _settle(self, attempt: ExecutionAttempt, outcome: Outcome) -> Outcome:
+        return outcome if self._commit(attempt, due=attempt.next_action_at()) else Outcome.SKIPPED
+
+    def _commit(self, attempt: ExecutionAttempt, *, due: datetime | None) -> bool:
+        """Append the attempt's new events with its due-work entry; False on a lost race."""
+        try:
+            self.ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, due)]))
+        except ConcurrencyConflict:
+            return False
+        return True
+
+    def _drop_stale_due(self, attempt: ExecutionAttempt) -> None:
+        self.ctx.store.commit(Commit(due=[DueWork(attempt.id, None)]))
+
+
+def _time(text: str | None) -> datetime:
+    if text is None:
+        raise IllegalTransition("missing timestamp")
+    return parse_utc(text)

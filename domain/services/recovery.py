@@ -1,0 +1,45 @@
+"""Recovery (SPEC 5.4): the worker in recovery mode, driven by the due-work index.
+
+It queries due entries by ``next_action_at <= now`` in pages (never a scan)
+and lets the worker decide per attempt, after a consistent re-read: an index
+entry is a hint, never the truth.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from domain.services.execution import Outcome, Worker
+
+DEFAULT_PAGE_SIZE = 100
+
+
+@dataclass
+class RecoveryReport:
+    """What one recovery tick examined and did."""
+
+    examined: int = 0
+    pages: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+
+
+def run_recovery(
+    worker: Worker, *, page_size: int = DEFAULT_PAGE_SIZE, max_items: int | None = None
+) -> RecoveryReport:
+    """One tick: every entry due now, oldest first."""
+    report = RecoveryReport()
+    now = worker.ctx.clock.now()
+    cursor: str | None = None
+    while True:
+        page = worker.ctx.store.due_work(now, page_size, cursor)
+        report.pages += 1
+        for item in page.items:
+            outcome: Outcome = worker.recover(item.attempt_id)
+            report.examined += 1
+            report.outcomes[outcome.value] += 1
+            if max_items is not None and report.examined >= max_items:
+                return report
+        if page.cursor is None:
+            return report
+        cursor = page.cursor

@@ -1,0 +1,148 @@
+"""Admin reconcile and resolve (SPEC 5.5). Neither ever calls an executor (I6).
+
+Reconcile runs only the attempt's registered read-only reconciler and accepts
+no provider result from the caller. Resolve settles ``outcome_unknown`` by an
+admin's verdict. Both require the current revision; one conditional append
+wins a race; repeating a request that already took effect returns the stored
+state.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from domain.attempt import TERMINAL, AttemptStatus, ExecutionAttempt, Resolution
+from domain.errors import (
+    ConcurrencyConflict,
+    IllegalTransition,
+    InvalidInput,
+    NotFound,
+    NotOutcomeUnknown,
+    ReconcilerUnavailable,
+    StaleRevision,
+)
+from domain.ports import Commit, DueWork, ExecutionRequest
+from domain.proposal import Proposal
+from domain.redaction import check_reason, validate_receipt
+from domain.services.context import ServiceContext
+from domain.spec import parse_spec
+
+MAX_RETRIES = 5
+
+
+def lookup_outcome(
+    ctx: ServiceContext, attempt: ExecutionAttempt
+) -> tuple[AttemptStatus, str | None, dict[str, Any] | None]:
+    """Ask the attempt's read-only reconciler; map its verdict to a status."""
+    reconciler = (
+        ctx.registry.reconciler(attempt.capability, attempt.executor_build)
+        if ctx.registry is not None
+        else None
+    )
+    if reconciler is None:
+        raise ReconcilerUnavailable()
+    proposal = ctx.store.get(Proposal, attempt.proposal_id)
+    record = proposal.version_record(attempt.proposal_version) if proposal else None
+    if record is None:
+        return AttemptStatus.OUTCOME_UNKNOWN, "proposal_missing", None
+    request = ExecutionRequest(
+        spec=parse_spec(record["spec"]),
+        attempt_id=attempt.id,
+        idempotency_key=attempt.idempotency_key,
+        deadline=ctx.clock.now() + timedelta(seconds=30),
+    )
+    try:
+        answer = reconciler.lookup(request)
+    except Exception:
+        return AttemptStatus.OUTCOME_UNKNOWN, "lookup_failed", None
+    if answer.verdict == "applied":
+        receipt = validate_receipt(answer.receipt)
+        if receipt is None:
+            return AttemptStatus.OUTCOME_UNKNOWN, "unsafe_receipt", None
+        return AttemptStatus.SUCCEEDED, None, receipt
+    if answer.verdict == "not_applied":
+        return AttemptStatus.FAILED_SAFE, "reconciled_not_applied", None
+    return AttemptStatus.OUTCOME_UNKNOWN, "lookup_unknown", None
+
+
+def _load(ctx: ServiceContext, attempt_id: str) -> ExecutionAttempt:
+    attempt = ctx.store.get(ExecutionAttempt, attempt_id)
+    if attempt is None:
+        raise NotFound()
+    return attempt
+
+
+def reconcile(ctx: ServiceContext, *, attempt_id: str, expected_revision: int) -> ExecutionAttempt:
+    """Run the registered read-only lookup for an uncertain attempt."""
+    for _ in range(MAX_RETRIES):
+        attempt = _load(ctx, attempt_id)
+        if attempt.status in TERMINAL:
+            return attempt  # settled already: a repeat sees the stored truth
+        if attempt.status is not AttemptStatus.OUTCOME_UNKNOWN:
+            raise NotOutcomeUnknown()
+        attempt.check_revision(expected_revision)
+        status, reason, receipt = lookup_outcome(ctx, attempt)
+        if status is AttemptStatus.OUTCOME_UNKNOWN:
+            return attempt
+        try:
+            attempt.record_reconciled(
+                status=status, now=ctx.clock.now(), reason_code=reason, receipt=receipt
+            )
+        except IllegalTransition:
+            return attempt
+        try:
+            ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
+        except ConcurrencyConflict:
+            continue
+        return attempt
+    return _load(ctx, attempt_id)
+
+
+def resolve(
+    ctx: ServiceContext,
+    *,
+    attempt_id: str,
+    expected_revision: int,
+    outcome: str,
+    reason: str,
+    resolved_by: str,
+    receipt: dict[str, Any] | None = None,
+) -> ExecutionAttempt:
+    """Settle ``outcome_unknown`` by an admin's verdict; duplicates return stored state."""
+    try:
+        verdict = Resolution(outcome)
+    except ValueError:
+        raise InvalidInput("resolution: must be effect_applied or no_effect") from None
+    safe_reason = check_reason(reason)
+    if safe_reason is None:
+        raise InvalidInput("reason: must be 1-500 characters with no secret-shaped content")
+    safe_receipt = None
+    if receipt is not None:
+        safe_receipt = validate_receipt(receipt)
+        if safe_receipt is None:
+            raise InvalidInput("receipt: must be small, flat and contain no secret-shaped data")
+    for _ in range(MAX_RETRIES):
+        attempt = _load(ctx, attempt_id)
+        if attempt.status is AttemptStatus.MANUALLY_RESOLVED:
+            resolution = attempt.resolution or {}
+            if resolution.get("outcome") == verdict.value:
+                return attempt  # a repeat, or a racing twin that agreed
+            raise NotOutcomeUnknown()
+        if attempt.status is not AttemptStatus.OUTCOME_UNKNOWN:
+            raise NotOutcomeUnknown()
+        if expected_revision != attempt.revision:
+            raise StaleRevision()
+        attempt.resolve(
+            outcome=verdict,
+            reason=safe_reason,
+            resolved_by=resolved_by,
+            now=ctx.clock.now(),
+            receipt=safe_receipt,
+        )
+        try:
+            ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
+        except ConcurrencyConflict:
+            continue
+        return attempt
+    return _load(ctx, attempt_id)
