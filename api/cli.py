@@ -1,0 +1,150 @@
+"""The ``ledger`` command: serve the API, mint development tokens, manage the table.
+
+Every command reads the same settings (``load_settings``) and fails with one
+line on stderr and a non-zero exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from adapters.settings import Environment, Settings, SettingsError, StoreKind, load_settings
+from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
+from domain.errors import LedgerError
+
+MAX_TOKEN_TTL_SECONDS = 7 * 86400
+
+app = typer.Typer(
+    name="ledger",
+    help="Event-sourced execution ledger: approved external actions, executed at most once.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+dynamodb_app = typer.Typer(help="Manage the DynamoDB table.", no_args_is_help=True)
+app.add_typer(dynamodb_app, name="dynamodb")
+
+
+def _fail(message: str) -> NoReturn:
+    """Print one line on stderr and exit 1."""
+    line = Text("error: ", style="bold red")
+    line.append(" ".join(message.split()))
+    Console(stderr=True, soft_wrap=True, highlight=False).print(line)
+    raise typer.Exit(1)
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Turn every failure into one line on stderr (secrets never reach messages)."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except SettingsError as exc:
+        _fail(str(exc))
+    except LedgerError as exc:
+        _fail(f"{exc.code}: {exc.detail}")
+    except (ConnectionError, TimeoutError) as exc:
+        _fail(f"cannot connect: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        origin = type(exc).__module__.split(".")[0]
+        if origin in {"botocore", "boto3"}:
+            _fail(f"AWS: {type(exc).__name__}: {exc}")
+        _fail(f"{type(exc).__name__}: {exc}")
+
+
+def _describe_store(settings: Settings) -> str:
+    if settings.store is StoreKind.SQLITE:
+        return f"sqlite {settings.sqlite_path}"
+    if settings.store is StoreKind.DYNAMODB:
+        return f"dynamodb table {settings.dynamodb_table}"
+    return "memory (nothing is kept after exit)"
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /docs) on the configured store."""
+    with _one_line_errors():
+        import uvicorn
+
+        from api.http.app import create_app
+
+        settings = load_settings()
+        api = create_app(settings)
+        typer.echo(f"ledger API listening on http://{host}:{port} "
+                   f"(store: {_describe_store(settings)}; docs at /docs)")
+        uvicorn.run(api, host=host, port=port, log_level="info")
+
+
+@app.command()
+def token(
+    sub: Annotated[str, typer.Option("--sub", help="The subject (`sub` claim).")],
+    role: Annotated[Role, typer.Option("--role", help="The `role` claim.")],
+    actor_id: Annotated[str | None, typer.Option(help="Channel tokens: actor id.")] = None,
+    identity_binding_id: Annotated[
+        str | None, typer.Option(help="Channel tokens: identity binding id.")] = None,
+    channel_binding_id: Annotated[
+        str | None, typer.Option(help="Channel tokens: channel binding id.")] = None,
+    conversation_key: Annotated[
+        str | None, typer.Option(help="Channel tokens: conversation key.")] = None,
+    ttl: Annotated[int, typer.Option(min=1, max=MAX_TOKEN_TTL_SECONDS,
+                                     help="Lifetime in seconds.")] = DEFAULT_TTL_SECONDS,
+) -> None:
+    """Print a development JWT (HS256, the configured secret) and nothing else on stdout.
+
+    A channel token needs all four provenance options. Refused when LEDGER_ENV=production.
+    """
+    from domain.services.approval import Provenance
+
+    with _one_line_errors():
+        settings = load_settings()
+        if settings.env is Environment.PRODUCTION:
+            _fail("ledger token mints development tokens; refused when LEDGER_ENV=production")
+        flags = {
+            "actor_id": actor_id,
+            "identity_binding_id": identity_binding_id,
+            "channel_binding_id": channel_binding_id,
+            "conversation_key": conversation_key,
+        }
+        provenance = None
+        if role is Role.CHANNEL:
+            missing = ["--" + name.replace("_", "-") for name, v in flags.items() if v is None]
+            if missing:
+                _fail(f"--role channel needs {', '.join(missing)}")
+            provenance = Provenance(**{name: str(v) for name, v in flags.items()})
+        elif any(v is not None for v in flags.values()):
+            _fail("--actor-id, --identity-binding-id, --channel-binding-id and "
+                  "--conversation-key are only for --role channel")
+        typer.echo(mint_token(settings, subject=sub, role=role, provenance=provenance,
+                              ttl_seconds=ttl))
+
+
+@dynamodb_app.command("create-table")
+def create_table() -> None:
+    """Create the ledger table (LEDGER_DYNAMODB_TABLE) and wait until it is active.
+
+    The client comes from boto3's environment (AWS_ENDPOINT_URL_DYNAMODB, region...).
+    """
+    with _one_line_errors():
+        settings = load_settings()
+        import boto3
+
+        from adapters.dynamodb.schema import create_table as create
+
+        client = boto3.client("dynamodb")
+        create(client, settings.dynamodb_table, wait=True)
+        typer.echo(f"table {settings.dynamodb_table} is ready")
+
+
+def main() -> None:
+    """Entry point of the ``ledger`` script."""
+    app(prog_name="ledger")

@@ -1,0 +1,62 @@
+"""The FastAPI app factory: settings (and optionally a wired ledger) -> app.
+
+Nothing happens at import time. ``create_app`` builds the token verifier and,
+unless one is injected, the ledger; a ledger the app built is closed on
+shutdown. Routers are included below, one per resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from adapters.bootstrap import Ledger, build_ledger
+from adapters.settings import Settings
+from api.http.auth import TokenVerifier
+from api.http.errors import install_error_handlers
+from api.http.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, ErrorBoundaryMiddleware
+from api.http.routers import directory, health
+
+API_PREFIX = "/api/conversational"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    ledger: Ledger | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """Build the HTTP API; tests inject ``ledger`` (with a fixed clock, a memory store...)."""
+    verifier = TokenVerifier.from_settings(settings)
+    owns_ledger = ledger is None
+    wired = ledger if ledger is not None else build_ledger(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owns_ledger:
+            wired.close()
+
+    app = FastAPI(
+        title="Execution ledger",
+        summary="Approved external actions, executed at most once, audited by construction.",
+        version="0.1.0",
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.ledger = wired
+    app.state.verifier = verifier
+
+    install_error_handlers(app)
+    # The last middleware added runs first: the error boundary wraps everything.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(ErrorBoundaryMiddleware)
+
+    app.include_router(health.router)
+    app.include_router(directory.router, prefix=API_PREFIX)
+    return app

@@ -1,0 +1,195 @@
+"""Bearer JWT authentication: who is calling, in which role, through what.
+
+Tokens are HS256 (``LEDGER_AUTH_HS256_SECRET``) or RS256
+(``LEDGER_AUTH_RS256_PUBLIC_KEY``, one or more PEM public keys). Only the
+configured algorithms are accepted; ``none`` never is. Every token must carry
+``exp``, ``sub`` and ``role``; a ``channel`` token also carries the trusted
+provenance of an approval (actor, identity binding, channel binding,
+conversation), which is taken from here and never from a request body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+from adapters.settings import DEVELOPMENT_SECRET, Environment, Settings, SettingsError
+from domain.directory import validate_ident
+from domain.errors import Forbidden, InvalidInput, Unauthenticated
+from domain.services.approval import Provenance
+
+MAX_TOKEN_CHARS = 8192
+MAX_SUBJECT_CHARS = 256
+MAX_CONVERSATION_KEY_CHARS = 256
+DEFAULT_TTL_SECONDS = 3600
+PROVENANCE_CLAIMS = ("actor_id", "identity_binding_id", "channel_binding_id", "conversation_key")
+REQUIRED_CLAIMS = ("exp", "sub", "role")
+
+_MISSING = "Missing bearer token."
+_INVALID = "Invalid or expired bearer token."
+_PEM_BLOCK = re.compile(
+    r"-----BEGIN (?:RSA )?PUBLIC KEY-----.+?-----END (?:RSA )?PUBLIC KEY-----", re.DOTALL
+)
+
+
+class Role(StrEnum):
+    """The ``role`` claim: what a caller may do."""
+
+    ACTOR = "actor"
+    CHANNEL = "channel"
+    PROPOSER = "proposer"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated caller; ``provenance`` is set exactly for the channel role."""
+
+    subject: str
+    role: Role
+    provenance: Provenance | None = None
+
+    def require_provenance(self) -> Provenance:
+        """The trusted provenance of a channel caller (Forbidden for anyone else)."""
+        if self.provenance is None:
+            raise Forbidden()
+        return self.provenance
+
+
+def _check_provenance(claims: dict[str, Any]) -> Provenance:
+    """Validate the four provenance claims; raises InvalidInput naming the claim."""
+    missing = [name for name in PROVENANCE_CLAIMS if claims.get(name) is None]
+    if missing:
+        raise InvalidInput(f"a channel token needs {', '.join(missing)}")
+    conversation_key = claims["conversation_key"]
+    if (not isinstance(conversation_key, str)
+            or not 1 <= len(conversation_key) <= MAX_CONVERSATION_KEY_CHARS):
+        raise InvalidInput(
+            f"conversation_key: must be 1..{MAX_CONVERSATION_KEY_CHARS} characters"
+        )
+    return Provenance(
+        actor_id=validate_ident(claims["actor_id"], "actor_id"),
+        identity_binding_id=validate_ident(claims["identity_binding_id"], "identity_binding_id"),
+        channel_binding_id=validate_ident(claims["channel_binding_id"], "channel_binding_id"),
+        conversation_key=conversation_key,
+    )
+
+
+def caller_from_claims(claims: dict[str, Any]) -> Caller:
+    """Build a caller from verified claims; raises InvalidInput when they are unusable."""
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not 1 <= len(subject) <= MAX_SUBJECT_CHARS:
+        raise InvalidInput(f"sub: must be 1..{MAX_SUBJECT_CHARS} characters")
+    try:
+        role = Role(claims.get("role"))
+    except ValueError:
+        raise InvalidInput(f"role: must be one of {', '.join(Role)}") from None
+    if role is Role.CHANNEL:
+        return Caller(subject=subject, role=role, provenance=_check_provenance(claims))
+    return Caller(subject=subject, role=role)
+
+
+def load_rs256_keys(pem_text: str) -> list[RSAPublicKey]:
+    """Parse one or more PEM RSA public keys (``\\n`` escapes allowed, as env vars often have)."""
+    blocks = _PEM_BLOCK.findall(pem_text.replace("\\n", "\n"))
+    keys: list[RSAPublicKey] = []
+    for block in blocks:
+        try:
+            key = load_pem_public_key(block.encode())
+        except ValueError:
+            key = None
+        if not isinstance(key, RSAPublicKey):
+            raise SettingsError("LEDGER_AUTH_RS256_PUBLIC_KEY: not a valid PEM RSA public key")
+        keys.append(key)
+    if not keys:
+        raise SettingsError("LEDGER_AUTH_RS256_PUBLIC_KEY: no PEM public key found")
+    return keys
+
+
+class TokenVerifier:
+    """Verifies bearer tokens against the configured algorithms and keys only."""
+
+    def __init__(self, keys: dict[str, list[Any]]) -> None:
+        self._keys = {alg: list(found) for alg, found in keys.items() if found}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenVerifier:
+        """HS256 unless production still has the development secret; RS256 when configured.
+
+        Raises SettingsError for an unusable public key, so start-up fails clearly.
+        """
+        keys: dict[str, list[Any]] = {}
+        dev_secret_in_production = (settings.env is Environment.PRODUCTION
+                                    and settings.auth_hs256_secret == DEVELOPMENT_SECRET)
+        if not dev_secret_in_production:
+            keys["HS256"] = [settings.auth_hs256_secret]
+        if settings.auth_rs256_public_key:
+            keys["RS256"] = list(load_rs256_keys(settings.auth_rs256_public_key))
+        return cls(keys)
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        return tuple(self._keys)
+
+    def verify(self, token: str | None) -> Caller:
+        """The caller a token proves, or Unauthenticated (never says which check failed)."""
+        if not token:
+            raise Unauthenticated(_MISSING)
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Unauthenticated(_INVALID)
+        try:
+            algorithm = jwt.get_unverified_header(token).get("alg")
+        except jwt.PyJWTError:
+            raise Unauthenticated(_INVALID) from None
+        keys = self._keys.get(algorithm) if isinstance(algorithm, str) else None
+        if not keys:
+            raise Unauthenticated(_INVALID)
+        for key in keys:
+            try:
+                claims = jwt.decode(token, key, algorithms=[algorithm],
+                                    options={"require": list(REQUIRED_CLAIMS)})
+            except jwt.InvalidSignatureError:
+                continue
+            except jwt.PyJWTError:
+                raise Unauthenticated(_INVALID) from None
+            try:
+                return caller_from_claims(claims)
+            except InvalidInput:
+                raise Unauthenticated(_INVALID) from None
+        raise Unauthenticated(_INVALID)
+
+
+def mint_token(
+    settings: Settings,
+    *,
+    subject: str,
+    role: Role | str,
+    provenance: Provenance | None = None,
+    ttl_seconds: int = DEFAULT_TTL_SECONDS,
+    now: datetime | None = None,
+    key: Any = None,
+    algorithm: str = "HS256",
+) -> str:
+    """Sign a token the API accepts (HS256 with the configured secret by default).
+
+    A channel token must carry a provenance and no other role may. Raises
+    InvalidInput for claims the verifier would refuse.
+    """
+    claims: dict[str, Any] = {"sub": subject, "role": str(role)}
+    if provenance is not None:
+        claims.update({name: getattr(provenance, name) for name in PROVENANCE_CLAIMS})
+    caller = caller_from_claims(claims)
+    if provenance is not None and caller.role is not Role.CHANNEL:
+        raise InvalidInput("provenance claims are only for the channel role")
+    issued = now or datetime.now(UTC)
+    claims["iat"] = int(issued.timestamp())
+    claims["exp"] = int((issued + timedelta(seconds=ttl_seconds)).timestamp())
+    signing_key = settings.auth_hs256_secret if key is None else key
+    return jwt.encode(claims, signing_key, algorithm=algorithm)

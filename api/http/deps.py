@@ -1,0 +1,83 @@
+"""Dependency aliases every router uses: the ledger, the settings and the caller.
+
+Use them as parameter annotations, e.g. ``def route(caller: AdminCaller, ledger:
+LedgerDep)``; for a whole router, ``dependencies=[Depends(require_admin)]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from adapters.bootstrap import Ledger
+from adapters.settings import Settings
+from api.http.auth import Caller, Role, TokenVerifier
+from domain.errors import Forbidden, Unauthenticated
+
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    description="A JWT with `sub`, `role` and `exp` (`ledger token` mints development tokens).",
+)
+
+
+def get_settings(request: Request) -> Settings:
+    """The settings the app was created with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_ledger(request: Request) -> Ledger:
+    """The wired ledger (store, clock, tokens, services context)."""
+    ledger: Ledger = request.app.state.ledger
+    return ledger
+
+
+def get_verifier(request: Request) -> TokenVerifier:
+    verifier: TokenVerifier = request.app.state.verifier
+    return verifier
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+LedgerDep = Annotated[Ledger, Depends(get_ledger)]
+VerifierDep = Annotated[TokenVerifier, Depends(get_verifier)]
+
+
+def current_caller(
+    verifier: VerifierDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> Caller:
+    """The authenticated caller (401 Unauthenticated without a valid bearer token)."""
+    if credentials is None:
+        raise Unauthenticated("Missing bearer token.")
+    return verifier.verify(credentials.credentials)
+
+
+AnyCaller = Annotated[Caller, Depends(current_caller)]
+
+
+def require_roles(*roles: Role) -> Callable[[Caller], Caller]:
+    """A dependency admitting only the given roles (403 Forbidden for the others)."""
+    allowed = frozenset(roles)
+
+    def dependency(caller: AnyCaller) -> Caller:
+        if caller.role not in allowed:
+            raise Forbidden()
+        return caller
+
+    dependency.__name__ = "require_" + "_or_".join(sorted(r.value for r in allowed))
+    return dependency
+
+
+require_admin = require_roles(Role.ADMIN)
+require_actor = require_roles(Role.ACTOR)
+require_channel = require_roles(Role.CHANNEL)
+require_proposer = require_roles(Role.PROPOSER)
+
+AdminCaller = Annotated[Caller, Depends(require_admin)]
+ActorCaller = Annotated[Caller, Depends(require_actor)]
+ChannelCaller = Annotated[Caller, Depends(require_channel)]
+"""A channel caller; ``caller.require_provenance()`` is always set for it."""
+ProposerCaller = Annotated[Caller, Depends(require_proposer)]

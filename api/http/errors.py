@@ -1,0 +1,149 @@
+"""Every error leaves the API as ``{"error": <code>, "detail": <safe text>}``.
+
+This module is the ONE place where domain error codes become HTTP statuses.
+Routes raise domain errors (``domain.errors``) and never build error responses
+themselves. Details never echo request content: validation messages name field
+locations and what was expected, not what was sent (I10).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from domain.errors import LedgerError
+
+logger = logging.getLogger("ledger.api")
+
+STATUS_BY_CODE: dict[str, int] = {
+    # input
+    "invalid_input": 422,
+    "invalid_spec": 422,
+    "unknown_permission": 422,
+    "executor_build_unavailable": 422,
+    "nondeterministic_renderer": 422,
+    "commit_too_large": 422,
+    # existence
+    "not_found": 404,
+    "approval_unavailable": 404,
+    # conflicts
+    "concurrency_conflict": 409,
+    "lookup_conflict": 409,
+    "proposal_claimed": 409,
+    "stale_version": 409,
+    "proposal_conflicted": 409,
+    "stale_revision": 409,
+    "not_outcome_unknown": 409,
+    "illegal_transition": 409,
+    # infrastructure
+    "store_unavailable": 503,
+    # caller
+    "unauthenticated": 401,
+    "forbidden": 403,
+}
+"""Domain error code -> HTTP status. Add a line here for every new error code."""
+
+# Errors raised by the HTTP layer itself (framework, middleware), by status.
+HTTP_ERRORS: dict[int, tuple[str, str]] = {
+    400: ("invalid_input", "The request could not be parsed."),
+    401: ("unauthenticated", "Authentication required."),
+    403: ("forbidden", "This role may not perform this operation."),
+    404: ("not_found", "Not found."),
+    405: ("method_not_allowed", "Method not allowed."),
+    413: ("payload_too_large", "The request body is too large."),
+    415: ("unsupported_media_type", "Send the body as application/json."),
+}
+INTERNAL_ERROR = ("internal_error", "Internal error.")
+MAX_REPORTED_PROBLEMS = 5
+
+_SAFE_LOCATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+
+
+class ErrorBody(BaseModel):
+    """The uniform error body of every non-2xx response."""
+
+    error: str
+    detail: str
+
+
+def error_response(
+    status: int, code: str, detail: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """Build the uniform error response; 401 always carries a Bearer challenge."""
+    merged = dict(headers or {})
+    if status == 401:
+        merged["WWW-Authenticate"] = "Bearer"
+    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=merged)
+
+
+def status_for(exc: LedgerError) -> int:
+    """The status of a domain error: its own code, else the nearest mapped base class."""
+    for cls in type(exc).__mro__:
+        code = getattr(cls, "code", None)
+        if code in STATUS_BY_CODE:
+            return STATUS_BY_CODE[code]
+    return 400
+
+
+def describe_request_errors(errors: list[Any]) -> str:
+    """Field locations and messages of a validation failure, never input values."""
+    parts: list[str] = []
+    for err in errors[:MAX_REPORTED_PROBLEMS]:
+        loc = [str(p) if isinstance(p, int) or _SAFE_LOCATION.match(str(p)) else "*"
+               for p in err.get("loc", ())]
+        kind = err.get("type", "")
+        message = str(err.get("msg", "invalid value"))
+        if kind == "extra_forbidden":
+            # The offending key is request content: name its parent, not the key.
+            loc, message = loc[:-1], "unknown field is not permitted"
+        elif kind == "json_invalid":
+            reason = str((err.get("ctx") or {}).get("error", "")).strip()
+            loc = loc[:1]
+            message = f"JSON decode error ({reason})" if reason else "JSON decode error"
+        elif kind in {"model_attributes_type", "dict_type"} and len(loc) == 1:
+            message = "expected a JSON object sent as application/json"
+        else:
+            sent = err.get("input")
+            if isinstance(sent, str) and len(sent) >= 3 and sent in message:
+                message = "invalid value"
+        parts.append(f"{'.'.join(loc) or 'body'}: {message}")
+    if len(errors) > MAX_REPORTED_PROBLEMS:
+        parts.append(f"and {len(errors) - MAX_REPORTED_PROBLEMS} more")
+    return "; ".join(parts) or "The request is not valid."
+
+
+async def _ledger_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, LedgerError)
+    return error_response(status_for(exc), exc.code, exc.detail)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(422, "invalid_input", describe_request_errors(list(exc.errors())))
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code, detail = HTTP_ERRORS.get(exc.status_code, ("http_error", "The request failed."))
+    if exc.status_code >= 500:
+        code, detail = INTERNAL_ERROR
+    return error_response(exc.status_code, code, detail, dict(exc.headers or {}))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers; unexpected exceptions are handled by the error boundary."""
+    app.add_exception_handler(LedgerError, _ledger_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` entries documenting the uniform error body."""
+    return {status: {"model": ErrorBody} for status in statuses}
