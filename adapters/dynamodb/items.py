@@ -1,0 +1,146 @@
+"""How ledger records become DynamoDB items (and back).
+
+One table holds everything; the partition key says what an item is:
+
+- an event: ``pk`` = stream id, ``sk`` = version;
+- a lookup: ``pk`` = ``lookup#<key>``, ``sk`` = 0;
+- a due-work entry: ``pk`` = ``due#<attempt id>``, ``sk`` = 0, plus the
+  ``due`` index keys (``due_bucket``, ``due_sk``).
+
+Stream ids may not start with a reserved prefix, so an event can never land
+on a lookup or due-work item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from eventsourcing.persistence import ProgrammingError, StoredEvent
+
+from adapters.recorder import due_sort_key
+from domain.ports import DueWork, Lookup
+
+PK = "pk"
+SK = "sk"
+TOPIC = "topic"
+STATE = "state"
+RECORDED_AT = "recorded_at"
+VALUE = "value"
+EXPIRES_AT = "expires_at"
+TTL_ATTRIBUTE = "expires_at_epoch"
+ATTEMPT_ID = "attempt_id"
+NEXT_ACTION_AT = "next_action_at"
+DUE_BUCKET = "due_bucket"
+DUE_SK = "due_sk"
+LIST_PK = "list_pk"
+LIST_SK = "list_sk"
+
+DUE_INDEX = "due"
+LIST_INDEX = "list"
+
+LOOKUP_PREFIX = "lookup#"
+DUE_PREFIX = "due#"
+SNAPSHOT_PREFIX = "snapshot#"
+RESERVED_PREFIXES = (LOOKUP_PREFIX, DUE_PREFIX, SNAPSHOT_PREFIX, "list#")
+
+Item = dict[str, Any]
+
+
+class ReservedStreamIdError(ProgrammingError):
+    """A stream id starts with a prefix reserved for lookup or due-work items."""
+
+
+def now_text() -> str:
+    """The ``recorded_at`` value: UTC, microseconds, ``Z``."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def stream_pk(stream_id: object, prefix: str = "") -> str:
+    """The partition key of a stream; refuses ids that could collide."""
+    text = str(stream_id)
+    if not text:
+        raise ReservedStreamIdError("empty stream id")
+    if text.startswith(RESERVED_PREFIXES):
+        raise ReservedStreamIdError(f"stream ids may not start with {RESERVED_PREFIXES}")
+    return prefix + text
+
+
+def event_key(pk: str, version: int) -> Item:
+    return {PK: {"S": pk}, SK: {"N": str(version)}}
+
+
+def event_item(event: StoredEvent, pk: str, recorded_at: str) -> Item:
+    """An event item: just the key, topic, state and when it was recorded."""
+    return {
+        **event_key(pk, event.originator_version),
+        TOPIC: {"S": event.topic},
+        STATE: {"B": bytes(event.state)},
+        RECORDED_AT: {"S": recorded_at},
+    }
+
+
+def stored_event(item: Mapping[str, Any], originator_id: Any) -> StoredEvent:
+    return StoredEvent(
+        originator_id=originator_id,
+        originator_version=int(item[SK]["N"]),
+        topic=item[TOPIC]["S"],
+        state=bytes(item[STATE]["B"]),
+    )
+
+
+def lookup_key(key: str) -> Item:
+    return {PK: {"S": LOOKUP_PREFIX + key}, SK: {"N": "0"}}
+
+
+def lookup_item(lookup: Lookup, recorded_at: str) -> Item:
+    """A create-only lookup item; expiring ones carry the TTL attribute."""
+    item: Item = {
+        **lookup_key(lookup.key),
+        VALUE: {"M": {k: {"S": str(v)} for k, v in lookup.value.items()}},
+        RECORDED_AT: {"S": recorded_at},
+    }
+    if lookup.expires_at is not None:
+        item[EXPIRES_AT] = {"S": lookup.expires_at.astimezone(UTC).isoformat()}
+        item[TTL_ATTRIBUTE] = {"N": str(int(lookup.expires_at.timestamp()))}
+    return item
+
+
+def lookup_value(item: Mapping[str, Any]) -> dict[str, str]:
+    return {k: v["S"] for k, v in item.get(VALUE, {}).get("M", {}).items()}
+
+
+def due_bucket_name(number: int) -> str:
+    """The due index partition ``due#00`` .. ``due#ff`` (fixed width up to 256)."""
+    return f"{DUE_PREFIX}{number:02x}"
+
+
+def due_bucket(attempt_id: str, buckets: int) -> str:
+    """Stable bucket of an attempt: sha256 of its id, mod ``buckets``."""
+    digest = hashlib.sha256(attempt_id.encode("utf-8")).digest()
+    return due_bucket_name(int.from_bytes(digest[:8], "big") % buckets)
+
+
+def due_key(attempt_id: str) -> Item:
+    return {PK: {"S": DUE_PREFIX + attempt_id}, SK: {"N": "0"}}
+
+
+def due_item(entry: DueWork, buckets: int, recorded_at: str) -> Item:
+    assert entry.next_action_at is not None
+    return {
+        **due_key(entry.attempt_id),
+        ATTEMPT_ID: {"S": entry.attempt_id},
+        NEXT_ACTION_AT: {"S": entry.next_action_at.astimezone(UTC).isoformat()},
+        DUE_BUCKET: {"S": due_bucket(entry.attempt_id, buckets)},
+        DUE_SK: {"S": due_sort_key(entry)},
+        RECORDED_AT: {"S": recorded_at},
+    }
+
+
+def due_entry(item: Mapping[str, Any]) -> tuple[str, DueWork]:
+    """(sort key, entry) of a due index item."""
+    return item[DUE_SK]["S"], DueWork(
+        item[ATTEMPT_ID]["S"], datetime.fromisoformat(item[NEXT_ACTION_AT]["S"])
+    )

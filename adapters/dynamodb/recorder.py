@@ -1,0 +1,207 @@
+"""The DynamoDB ledger recorder: the production backend.
+
+Writes go through :mod:`adapters.dynamodb.transactions`; reads are strongly
+consistent queries on the table (streams, lookups) and queries on the ``due``
+index for recovery. Nothing here scans the table.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from botocore.exceptions import BotoCoreError, ClientError
+from eventsourcing.persistence import StoredEvent
+
+from adapters.dynamodb import items as it
+from adapters.dynamodb.client import DynamoDBClient, Retrier, make_client, request_error
+from adapters.dynamodb.transactions import CommitWriter, plan_commit
+from adapters.recorder import LedgerRecorder, check_due_page
+from domain.ports import DueWork, Lookup, ReadCheck
+
+_EVENT_NAMES = {"#pk": it.PK, "#sk": it.SK, "#topic": it.TOPIC, "#state": it.STATE}
+
+
+class DynamoDBLedgerRecorder(LedgerRecorder):
+    """Ledger recorder on one DynamoDB table (see docs/dynamodb.md).
+
+    ``client`` is injected; without one a client is built from boto3's own
+    configuration (``AWS_ENDPOINT_URL_DYNAMODB``, region, credentials) and
+    closed by :meth:`close`. ``key_prefix`` separates key spaces that share a
+    table (the eventsourcing snapshot store uses ``snapshot#``).
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        client: DynamoDBClient | None = None,
+        due_buckets: int = 16,
+        *,
+        key_prefix: str = "",
+        retrier: Retrier | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        if not 1 <= due_buckets <= 256:
+            raise ValueError("due_buckets must be between 1 and 256")
+        self.table_name = table_name
+        self.due_buckets = due_buckets
+        self.key_prefix = key_prefix
+        self._owns_client = client is None
+        self.client: DynamoDBClient = client if client is not None else make_client()
+        self.retrier = retrier or Retrier(sleep=sleep or time.sleep)
+        self._writer = CommitWriter(self.client, self.retrier)
+
+    # -- writes --------------------------------------------------------------
+
+    def insert_events(  # type: ignore[override]
+        self,
+        stored_events: Sequence[StoredEvent],
+        *,
+        read_checks: Sequence[ReadCheck] = (),
+        lookups: Sequence[Lookup] = (),
+        due: Sequence[DueWork] = (),
+        **kwargs: object,
+    ) -> Sequence[int] | None:
+        plan = plan_commit(
+            self.table_name,
+            stored_events,
+            read_checks,
+            lookups,
+            due,
+            due_buckets=self.due_buckets,
+            key_prefix=self.key_prefix,
+        )
+        self._writer.write(plan)
+        return None
+
+    # -- reads ---------------------------------------------------------------
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        if limit is not None and limit <= 0:
+            return []
+        values: dict[str, Any] = {":pk": {"S": it.stream_pk(originator_id, self.key_prefix)}}
+        condition = "#pk = :pk"
+        if gt is not None and lte is not None:
+            if gt >= lte:
+                return []
+            condition += " AND #sk BETWEEN :lo AND :hi"
+            values[":lo"] = {"N": str(gt + 1)}
+            values[":hi"] = {"N": str(lte)}
+        elif gt is not None:
+            condition += " AND #sk > :lo"
+            values[":lo"] = {"N": str(gt)}
+        elif lte is not None:
+            condition += " AND #sk <= :hi"
+            values[":hi"] = {"N": str(lte)}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": _EVENT_NAMES,
+            "ExpressionAttributeValues": values,
+            "ProjectionExpression": "#sk, #topic, #state",
+            "ConsistentRead": True,
+            "ScanIndexForward": not desc,
+        }
+        return [
+            it.stored_event(item, originator_id)
+            for item in self._query(request, limit=limit)
+        ]
+
+    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+        answer = self._call(
+            lambda: self.client.get_item(
+                TableName=self.table_name,
+                Key=it.lookup_key(key),
+                ConsistentRead=True,
+                ProjectionExpression="#value",
+                ExpressionAttributeNames={"#value": it.VALUE},
+            )
+        )
+        item = answer.get("Item")
+        return it.lookup_value(item) if item is not None else None
+
+    def select_due(
+        self, upto: datetime, limit: int, cursor: str | None = None
+    ) -> tuple[list[DueWork], str | None]:
+        upper = f"{int(upto.timestamp() * 1000):015d}#~"
+        if limit <= 0 or (cursor is not None and cursor >= upper):
+            return [], None
+        per_bucket = [
+            self._due_bucket(it.due_bucket_name(b), upper, cursor, limit + 1)
+            for b in range(self.due_buckets)
+        ]
+        rows = list(heapq.merge(*per_bucket, key=lambda row: row[0]))[: limit + 1]
+        return check_due_page(rows, limit)
+
+    def _due_bucket(
+        self, bucket: str, upper: str, cursor: str | None, wanted: int
+    ) -> list[tuple[str, DueWork]]:
+        # BETWEEN is inclusive: the entry equal to the cursor is dropped below,
+        # so one extra row is asked for.
+        values: dict[str, Any] = {":b": {"S": bucket}, ":hi": {"S": upper}}
+        if cursor is None:
+            condition = "#b = :b AND #s <= :hi"
+        else:
+            condition = "#b = :b AND #s BETWEEN :lo AND :hi"
+            values[":lo"] = {"S": cursor}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": it.DUE_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {
+                "#b": it.DUE_BUCKET,
+                "#s": it.DUE_SK,
+                "#a": it.ATTEMPT_ID,
+                "#n": it.NEXT_ACTION_AT,
+            },
+            "ExpressionAttributeValues": values,
+            "ProjectionExpression": "#s, #a, #n",
+        }
+        rows: list[tuple[str, DueWork]] = []
+        for item in self._query(request, limit=wanted + 1):
+            row = it.due_entry(item)
+            if cursor is None or row[0] > cursor:
+                rows.append(row)
+        return rows[:wanted]
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _query(self, request: dict[str, Any], *, limit: int | None) -> Iterator[dict[str, Any]]:
+        """Every item of a query, following ``LastEvaluatedKey``, at most ``limit``."""
+        returned = 0
+        start: dict[str, Any] | None = None
+        while True:
+            page_request = dict(request)
+            if limit is not None:
+                page_request["Limit"] = limit - returned
+            if start is not None:
+                page_request["ExclusiveStartKey"] = start
+            page = self._call(lambda r=page_request: self.client.query(**r))  # type: ignore[misc]
+            for item in page.get("Items", []):
+                yield item
+                returned += 1
+            start = page.get("LastEvaluatedKey")
+            if start is None or (limit is not None and returned >= limit):
+                return
+
+    def _call(self, operation: Callable[[], Any]) -> Any:
+        try:
+            return self.retrier.call(operation)
+        except (ClientError, BotoCoreError) as exc:
+            raise request_error(exc) from exc
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()

@@ -1,0 +1,83 @@
+"""DynamoDB fixtures: an endpoint per test session (per xdist worker), a real
+boto3 client, and a fresh table per test.
+
+``LEDGER_TEST_DYNAMODB_ENDPOINT=<url>`` runs the same tests against that
+endpoint (another emulator, or real DynamoDB) and starts nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from adapters.dynamodb.client import make_client
+from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+from adapters.dynamodb.schema import create_table
+from tests.support import ministack
+
+ENDPOINT_ENV = "LEDGER_TEST_DYNAMODB_ENDPOINT"
+
+
+def new_client(endpoint_url: str, **config: Any) -> Any:
+    """A real boto3 client for the endpoint; dummy credentials unless real ones are set."""
+    kwargs: dict[str, Any] = {
+        "endpoint_url": endpoint_url,
+        "region_name": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+    }
+    if not os.environ.get("AWS_ACCESS_KEY_ID") or not os.environ.get(ENDPOINT_ENV):
+        kwargs.update(aws_access_key_id="testing", aws_secret_access_key="testing")
+    if config:
+        from adapters.dynamodb.client import client_config
+
+        kwargs["config"] = client_config(**config)
+    return make_client(**kwargs)
+
+
+def new_table_name() -> str:
+    return f"ledger-test-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture(scope="session")
+def dynamodb_endpoint() -> Iterator[str]:
+    """URL of the DynamoDB endpoint for this session (one ministack per worker)."""
+    external = os.environ.get(ENDPOINT_ENV)
+    if external:
+        yield external.rstrip("/")
+        return
+    try:
+        node = ministack.start()
+    except ministack.MinistackError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield node.url
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def dynamodb_client(dynamodb_endpoint: str) -> Iterator[Any]:
+    """A real boto3 DynamoDB client for the session endpoint (thread-safe)."""
+    client = new_client(dynamodb_endpoint)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def dynamodb_table_name(dynamodb_client: Any) -> Iterator[str]:
+    """A fresh ledger table, created with ``schema.create_table``, dropped afterwards."""
+    name = new_table_name()
+    create_table(dynamodb_client, name)
+    yield name
+    with contextlib.suppress(Exception):  # cleanup must not hide the test's result
+        dynamodb_client.delete_table(TableName=name)
+
+
+@pytest.fixture
+def dynamodb_recorder(dynamodb_client: Any, dynamodb_table_name: str) -> DynamoDBLedgerRecorder:
+    """A ``DynamoDBLedgerRecorder`` on its own fresh table."""
+    return DynamoDBLedgerRecorder(table_name=dynamodb_table_name, client=dynamodb_client)

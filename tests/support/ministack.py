@@ -1,0 +1,120 @@
+"""Start and stop a ministack process (the local DynamoDB engine) on loopback.
+
+Used by the test fixtures and by the benchmarks. The executable is found via
+``LEDGER_MINISTACK_BIN``, then ``<repo>/.venv-ministack/bin/ministack``, then
+``PATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+
+
+class MinistackError(RuntimeError):
+    """ministack could not be found or did not start."""
+
+
+def find_executable() -> str:
+    """The ministack executable, or a clear error saying how to get one."""
+    explicit = os.environ.get("LEDGER_MINISTACK_BIN")
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise MinistackError(f"LEDGER_MINISTACK_BIN={explicit} is not executable")
+        return explicit
+    local = REPO_ROOT / ".venv-ministack" / "bin" / "ministack"
+    if os.access(local, os.X_OK):
+        return str(local)
+    found = shutil.which("ministack")
+    if found:
+        return found
+    raise MinistackError(
+        "ministack not found: run `make test` (it creates .venv-ministack), set "
+        "LEDGER_MINISTACK_BIN, or point LEDGER_TEST_DYNAMODB_ENDPOINT at a running endpoint"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Ministack:
+    """A running ministack process and its endpoint URL."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/_ministack/health", timeout=1) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Terminate, then kill if it does not exit in ``grace`` seconds."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=grace)
+        self.log_path.unlink(missing_ok=True)
+
+
+def start(*, executable: str | None = None, timeout: float = 30.0, tries: int = 3) -> Ministack:
+    """Start ministack on a free loopback port and wait until it answers."""
+    binary = executable or find_executable()
+    last_error = ""
+    for _ in range(tries):
+        port = free_port()
+        log_fd, log_name = tempfile.mkstemp(prefix="ministack-", suffix=".log")
+        env = dict(
+            os.environ,
+            BIND_HOST=HOST,
+            GATEWAY_PORT=str(port),
+            SERVICES="dynamodb,dynamodbstreams",
+            LOG_LEVEL="WARNING",
+        )
+        try:
+            process = subprocess.Popen(
+                [binary], env=env, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        finally:
+            os.close(log_fd)  # the child keeps its own copy
+        node = Ministack(process, f"http://{HOST}:{port}", Path(log_name))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if node.answers():
+                return node
+            try:  # doubles as the poll interval, and returns early if it died
+                process.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                continue
+            break
+        last_error = node.log_tail()
+        node.stop()
+    raise MinistackError(f"ministack did not start after {tries} tries:\n{last_error}")
