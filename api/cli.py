@@ -136,13 +136,15 @@ def create_table() -> None:
     """
     with _one_line_errors():
         settings = load_settings()
-        import boto3
-
+        from adapters.dynamodb.client import client_config, make_client
         from adapters.dynamodb.schema import create_table as create
 
-        client = boto3.client("dynamodb")
-        create(client, settings.dynamodb_table, wait=True)
-        typer.echo(f"table {settings.dynamodb_table} is ready")
+        # A few retries: creating a table is rare and should survive a throttle.
+        client = make_client(config=client_config(
+            retries={"total_max_attempts": 3, "mode": "standard"}))
+        created = create(client, settings.dynamodb_table, wait=True)
+        state = "created" if created else "already existed"
+        typer.echo(f"table {settings.dynamodb_table} {state}; it is active")
 
 
 def main() -> None:

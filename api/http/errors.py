@@ -42,6 +42,10 @@ STATUS_BY_CODE: dict[str, int] = {
     "stale_revision": 409,
     "not_outcome_unknown": 409,
     "illegal_transition": 409,
+    "reconciler_unavailable": 409,
+    # providers (worker-side; 502 should a route ever let one through)
+    "executor_no_effect": 502,
+    "executor_outcome_uncertain": 502,
     # infrastructure
     "store_unavailable": 503,
     # caller
