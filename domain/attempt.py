@@ -245,7 +245,10 @@ class ExecutionAttempt(LedgerAggregate):
             raise IllegalTransition("Not a result status.")
         if not self.holds_lease(generation, now):
             raise IllegalTransition("The lease is not held.")
-        if status is not AttemptStatus.FAILED_SAFE and self.dispatched_generation != generation:
+        # failed_safe without this generation's marker means "nothing was sent",
+        # which only holds while no generation ever dispatched.
+        without_marker_ok = status is AttemptStatus.FAILED_SAFE and not self.dispatched
+        if self.dispatched_generation != generation and not without_marker_ok:
             raise IllegalTransition("A result needs this generation's dispatch marker.")
         self._result_recorded(
             generation=generation,
