@@ -32,6 +32,13 @@ class StaticExecutorRegistry:
         if reconciler is not None:
             self._reconcilers[key] = reconciler
 
+    def replace(self, executor: Executor) -> Executor:
+        """Swap the executor registered for the same (capability, build); returns the old one."""
+        key = (executor.capability, executor.build_digest)
+        old = self._executors[key]
+        self._executors[key] = executor
+        return old
+
     def get(self, capability: str, build_digest: str) -> Executor | None:
         return self._executors.get((capability, build_digest))
 

@@ -1,0 +1,21 @@
+"""Execution slice fixtures: the approval world with the real fake executors."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.executors.fake import EffectLedger, register_fakes
+from adapters.executors.registry import StaticExecutorRegistry
+from adapters.store import LedgerStore
+
+from ..approval.conftest import store
+from .crash import ExecutionWorld
+
+__all__ = ["store"]
+
+
+@pytest.fixture
+def xworld(store: LedgerStore) -> ExecutionWorld:
+    registry = StaticExecutorRegistry()
+    effects: EffectLedger = register_fakes(registry)
+    return ExecutionWorld(store, registry=registry, effects=effects)
