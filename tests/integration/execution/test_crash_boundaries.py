@@ -15,7 +15,6 @@ from domain.services.recovery import run_recovery
 
 from .crash import MODES, CrashAfterEffect, CrashAt, ExecutionWorld
 
-
 # (status after recovery, effects, executor calls) per boundary and mode
 EXPECTED = {
     ("a", "provider_idempotency"): ("succeeded", 1, 1),

@@ -10,10 +10,16 @@ import pytest
 from adapters.store import LedgerStore
 from domain.errors import IllegalTransition
 from domain.ports import Commit
-from domain.services.execution import Outcome
+from domain.services.execution import Outcome, Worker
 from domain.services.recovery import run_recovery
 
 from .crash import LEASE, MODES, DuringCall, ExecutionWorld
+
+
+def deliver(job: tuple[str, Worker, threading.Barrier]) -> Outcome:
+    attempt_id, worker, barrier = job
+    barrier.wait()
+    return worker.process(attempt_id)
 
 
 def rounds_for(store_param: str) -> int:
@@ -30,12 +36,9 @@ def test_two_workers_racing_dispatch_once(
         workers = [xworld.worker(), xworld.worker()]
         barrier = threading.Barrier(4)
 
-        def deliver(i: int, attempt_id: str = attempt_id) -> Outcome:
-            barrier.wait()
-            return workers[i % 2].process(attempt_id)
-
         with ThreadPoolExecutor(4) as pool:
-            outcomes = list(pool.map(deliver, range(4)))
+            outcomes = list(pool.map(deliver, [(attempt_id, workers[i % 2], barrier)
+                                               for i in range(4)]))
         assert outcomes.count(Outcome.SUCCEEDED) == 1, outcomes
         assert xworld.topics(attempt_id).count("DispatchStarted") == 1
         assert xworld.calls_for(attempt_id) == 1
