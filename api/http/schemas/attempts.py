@@ -1,0 +1,66 @@
+"""Schemas of the execution-attempt routes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AttemptResult(BaseModel):
+    """The recorded outcome: its kind, a bounded reason code and a validated receipt."""
+
+    kind: str
+    reason_code: str | None = None
+    receipt: dict[str, Any] | None = None
+
+
+class AttemptResolution(BaseModel):
+    """An admin's resolution of an uncertain outcome."""
+
+    outcome: str
+    reason: str
+    resolved_by: str
+    resolved_at: str
+
+
+class AttemptOut(BaseModel):
+    """The redacted status view of an attempt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attempt_id: str
+    proposal_id: str
+    proposal_version: int
+    status: str
+    revision: int
+    delivery_mode: str
+    created_at: str
+    updated_at: str
+    lease_generation: int
+    dispatch_started_at: str | None = None
+    result: AttemptResult | None = None
+    resolution: AttemptResolution | None = None
+
+
+class ReconcileIn(BaseModel):
+    """Run the attempt's registered read-only reconciler; no provider result accepted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expected_revision: Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+SafeValue = Annotated[str, Field(max_length=256)] | Annotated[int, Field(ge=-(2**53 - 1),
+                                                                         le=2**53 - 1)] | bool
+
+
+class ResolveIn(BaseModel):
+    """Settle ``outcome_unknown`` with an admin verdict and a reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expected_revision: Annotated[int, Field(ge=1, le=1_000_000)]
+    resolution: Literal["effect_applied", "no_effect"]
+    reason: Annotated[str, Field(min_length=1, max_length=500)]
+    receipt: Annotated[dict[str, SafeValue], Field(max_length=16)] | None = None

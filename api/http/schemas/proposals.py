@@ -1,0 +1,68 @@
+"""Schemas of the proposal, presentation and approval routes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.directory import Ident, ShortText
+from domain.spec import ProposalSpec
+
+ProposalId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^prop_[0-9a-f]{32}$")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProposalIn(_Body):
+    """Propose an effect for an actor; with ``lineage_id``, a new version of a lineage."""
+
+    actor_id: Ident
+    spec: ProposalSpec
+    lineage_id: ProposalId | None = None
+    expected_version: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+
+
+class ProposalOut(BaseModel):
+    """The stored version, its hashes and the rendered preview."""
+
+    proposal_id: str
+    version: int
+    payload_hash: str
+    view_hash: str
+    preview: str
+    status: str
+
+
+class PresentationIn(_Body):
+    """Create a single-use approval control bound to one actor, binding and conversation."""
+
+    version: Annotated[int, Field(ge=1, le=1_000_000)]
+    identity_binding_id: Ident
+    channel_binding_id: Ident
+    conversation_key: ShortText
+    ttl_seconds: Annotated[int, Field(ge=60, le=86400)] | None = None
+
+
+class PresentationOut(BaseModel):
+    """The opaque token: shown only here, stored only as its SHA-256."""
+
+    presentation_id: str
+    token: str
+    expires_at: str
+
+
+class ApprovalIn(_Body):
+    """The opaque token; who approves comes from the caller's credentials only."""
+
+    token: Annotated[str, Field(min_length=1, max_length=512)]
+
+
+class ApprovalOut(BaseModel):
+    """Approval never executes: the attempt is queued for the worker."""
+
+    status: str
+    attempt_id: str
+    attempt_revision: int
