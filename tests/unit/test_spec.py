@@ -31,8 +31,8 @@ from domain.spec import (
 )
 from tests.unit.factories import digest, spec_data
 
-FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-FEW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 RENDERER = "renderer:v1"
 PREVIEW = "Create task 'Buy milk' in tasks"
