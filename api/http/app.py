@@ -17,7 +17,7 @@ from adapters.settings import Settings
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
 from api.http.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, ErrorBoundaryMiddleware
-from api.http.routers import directory, health
+from api.http.routers import approvals, attempts, directory, health, proposals
 
 API_PREFIX = "/api/conversational"
 
@@ -59,4 +59,7 @@ def create_app(
 
     app.include_router(health.router)
     app.include_router(directory.router, prefix=API_PREFIX)
+    app.include_router(proposals.router, prefix=API_PREFIX)
+    app.include_router(approvals.router, prefix=API_PREFIX)
+    app.include_router(attempts.router, prefix=API_PREFIX)
     return app

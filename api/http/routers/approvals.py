@@ -1,0 +1,38 @@
+"""Approve: the channel role forwards an actor's approval with trusted provenance."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, status
+
+from api.http.deps import ChannelCaller, LedgerDep
+from api.http.errors import error_responses
+from api.http.schemas.proposals import ApprovalIn, ApprovalOut
+from domain.errors import ApprovalUnavailable
+from domain.services.approval import approve
+
+logger = logging.getLogger("ledger.approval")
+
+router = APIRouter(
+    prefix="/approvals",
+    tags=["approvals"],
+    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+)
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED)
+def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: LedgerDep) -> ApprovalOut:
+    """Claim the proposal and queue its one attempt. Never executes anything.
+
+    Every failure other than target drift is the same 404 ``approval_unavailable``.
+    """
+    try:
+        result = approve(ledger.context, token=body.token, provenance=caller.require_provenance())
+    except ApprovalUnavailable as denied:
+        logger.info("approval denied reason=%s", denied.reason)
+        raise
+    return ApprovalOut(
+        status=result.status, attempt_id=result.attempt_id,
+        attempt_revision=result.attempt_revision,
+    )
