@@ -1,0 +1,171 @@
+"""Running the worker and the recovery loop in-process.
+
+Embedded stores wake the worker from their notification log; DynamoDB feeds it
+from the table's stream (through the same record handling the Lambda handler
+uses). Either way recovery runs on a fixed interval and catches anything a
+feed missed, so a lost wake-up only delays work, never loses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from eventsourcing.persistence import ApplicationRecorder
+
+from adapters.bootstrap import Ledger
+from adapters.streams import WORK_TOPICS, work_from_records
+from domain.errors import LedgerError
+from domain.services.execution import Worker, WorkerPolicy
+from domain.services.recovery import RecoveryReport, run_recovery
+
+logger = logging.getLogger("ledger.runtime")
+
+
+def worker_policy(ledger: Ledger) -> WorkerPolicy:
+    """The worker policy the settings describe."""
+    s = ledger.settings
+    return WorkerPolicy(
+        lease_seconds=s.lease_seconds,
+        backoff_base_seconds=s.backoff_base_seconds,
+        backoff_max_seconds=s.backoff_max_seconds,
+        max_predispatch_leases=s.max_predispatch_leases,
+        max_dispatches=s.max_predispatch_leases,
+    )
+
+
+def make_worker(ledger: Ledger) -> Worker:
+    return Worker(ledger.context, worker_policy(ledger))
+
+
+class WorkFeed(Protocol):
+    """A source of attempt ids that may need the worker."""
+
+    def poll(self, wait_seconds: float) -> list[str]: ...
+
+
+class NotificationLogFeed:
+    """Reads new Queued/Requeued events from an embedded store's notification log."""
+
+    def __init__(self, recorder: ApplicationRecorder, *, from_start: bool = False) -> None:
+        self.recorder = recorder
+        self.position = 0 if from_start else (recorder.max_notification_id() or 0)
+
+    def poll(self, wait_seconds: float) -> list[str]:
+        notifications = self.recorder.select_notifications(
+            start=self.position, limit=100, topics=sorted(WORK_TOPICS), inclusive_of_start=False
+        )
+        if not notifications:
+            time.sleep(wait_seconds)
+            return []
+        self.position = notifications[-1].id
+        return list(dict.fromkeys(str(n.originator_id) for n in notifications))
+
+
+class DynamoDBStreamFeed:
+    """Reads the table's stream with the DynamoDB Streams API (local or AWS)."""
+
+    def __init__(self, streams_client: Any, stream_arn: str) -> None:
+        self.client = streams_client
+        self.stream_arn = stream_arn
+        self.iterators: dict[str, str | None] = {}
+        self._discover(initial=True)
+
+    def _discover(self, *, initial: bool = False) -> None:
+        description = self.client.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
+        for shard in description.get("Shards", []):
+            shard_id = shard["ShardId"]
+            if shard_id in self.iterators:
+                continue
+            kind = "LATEST" if initial else "TRIM_HORIZON"
+            self.iterators[shard_id] = self.client.get_shard_iterator(
+                StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType=kind
+            )["ShardIterator"]
+
+    def poll(self, wait_seconds: float) -> list[str]:
+        records: list[dict[str, Any]] = []
+        for shard_id, iterator in list(self.iterators.items()):
+            if iterator is None:
+                continue
+            answer = self.client.get_records(ShardIterator=iterator, Limit=100)
+            self.iterators[shard_id] = answer.get("NextShardIterator")
+            records.extend(answer.get("Records", []))
+        if not records:
+            self._discover()
+            time.sleep(wait_seconds)
+        return work_from_records(records)
+
+
+@dataclass
+class Runtime:
+    """The worker loop and the recovery loop on background threads."""
+
+    ledger: Ledger
+    feed: WorkFeed | None
+    recovery_interval: float
+    poll_seconds: float = 0.2
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    on_recovery: Callable[[RecoveryReport], None] | None = None
+
+    def start(self) -> None:
+        if self.feed is not None:
+            self._spawn("ledger-worker", self._worker_loop)
+        self._spawn("ledger-recovery", self._recovery_loop)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stop_event.set()
+        for thread in self.threads:
+            thread.join(timeout)
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _worker_loop(self) -> None:
+        assert self.feed is not None
+        worker = make_worker(self.ledger)
+        while not self.stop_event.is_set():
+            try:
+                for attempt_id in self.feed.poll(self.poll_seconds):
+                    outcome = worker.process(attempt_id)
+                    logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value)
+            except LedgerError as exc:
+                logger.warning("worker step failed: %s", exc.code)
+                self.stop_event.wait(self.poll_seconds)
+            except Exception as exc:  # keep the loop alive; never log content
+                logger.error("worker step failed: %s", type(exc).__name__)
+                self.stop_event.wait(self.poll_seconds)
+
+    def _recovery_loop(self) -> None:
+        worker = make_worker(self.ledger)
+        while not self.stop_event.is_set():
+            try:
+                report = run_recovery(worker)
+                if report.examined:
+                    logger.info("recovery examined=%d outcomes=%s", report.examined,
+                                dict(report.outcomes))
+                if self.on_recovery is not None:
+                    self.on_recovery(report)
+            except Exception as exc:
+                logger.error("recovery tick failed: %s", type(exc).__name__)
+            self.stop_event.wait(self.recovery_interval)
+
+
+def build_feed(ledger: Ledger, *, dynamodb_streams_client: Any = None) -> WorkFeed:
+    """The feed for the configured store."""
+    recorder = ledger.store.recorder
+    if isinstance(recorder, ApplicationRecorder):
+        return NotificationLogFeed(recorder)
+    import boto3
+
+    table = recorder.client.describe_table(  # type: ignore[attr-defined]
+        TableName=ledger.settings.dynamodb_table
+    )["Table"]
+    client = dynamodb_streams_client or boto3.client("dynamodbstreams")
+    return DynamoDBStreamFeed(client, table["LatestStreamArn"])

@@ -1,0 +1,123 @@
+"""The worker's feeds: the embedded notification log and real DynamoDB stream records."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.bootstrap import build_ledger
+from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+from adapters.executors.fake import fake_build_digest
+from adapters.runtime import DynamoDBStreamFeed, NotificationLogFeed, Runtime, make_worker
+from adapters.settings import load_settings
+from adapters.sqlite.recorder import SQLiteLedgerRecorder
+from adapters.store import LedgerStore
+from adapters.streams import MalformedRecord, work_from_record, work_from_records
+from domain.attempt import ExecutionAttempt
+from domain.services.approval import approve
+
+from ..approval.world import World
+from ..execution.crash import ExecutionWorld
+
+
+def world_on(ledger_store: LedgerStore, registry: Any, effects: Any) -> ExecutionWorld:
+    return ExecutionWorld(ledger_store, registry=registry, effects=effects)
+
+
+def approve_one(world: World) -> str:
+    capability = "fake.provider_idempotency"
+    proposal_id = world.propose(capability=capability,
+                                executor_build=fake_build_digest(capability))
+    return approve(world.ctx, token=world.present(proposal_id).token,
+                   provenance=world.who).attempt_id
+
+
+def until(predicate: Any, seconds: float = 20.0) -> Any:
+    """Poll (bounded) until predicate() is truthy; returns its value."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def test_notification_log_feed_yields_each_queued_attempt_once(tmp_path: Path) -> None:
+    ledger = build_ledger(load_settings(store="sqlite", sqlite_path=str(tmp_path / "l.db")))
+    assert isinstance(ledger.store.recorder, SQLiteLedgerRecorder)
+    feed = NotificationLogFeed(ledger.store.recorder)
+    world = world_on(ledger.store, ledger.registry, ledger.effects)
+    first, second = approve_one(world), approve_one(world)
+    assert feed.poll(0) == [first, second]
+    assert feed.poll(0) == []
+    worker = make_worker(ledger)
+    assert worker.process(first).value == "succeeded"
+    assert feed.poll(0) == []  # results are not work
+    ledger.close()
+
+
+def test_runtime_executes_approved_attempts_on_the_embedded_store(tmp_path: Path) -> None:
+    settings = load_settings(store="sqlite", sqlite_path=str(tmp_path / "l.db"))
+    ledger = build_ledger(settings)
+    recorder = ledger.store.recorder
+    assert isinstance(recorder, SQLiteLedgerRecorder)
+    runtime = Runtime(ledger, NotificationLogFeed(recorder), recovery_interval=3600,
+                      poll_seconds=0.02)
+    runtime.start()
+    try:
+        world = world_on(ledger.store, ledger.registry, ledger.effects)
+        attempt_id = approve_one(world)
+
+        def settled() -> str | None:
+            attempt = ledger.store.get(ExecutionAttempt, attempt_id)
+            return attempt.status.value if attempt and attempt.status != "queued" and (
+                attempt.status != "executing") else None
+
+        assert until(settled) == "succeeded"
+    finally:
+        runtime.stop()
+        ledger.close()
+
+
+@pytest.mark.dynamodb
+def test_real_stream_records_drive_the_worker(
+    dynamodb_recorder: DynamoDBLedgerRecorder, dynamodb_endpoint: str
+) -> None:
+    import boto3
+
+    streams = boto3.client("dynamodbstreams", endpoint_url=dynamodb_endpoint,
+                           region_name="us-east-1", aws_access_key_id="testing",
+                           aws_secret_access_key="testing")
+    table = dynamodb_recorder.client.describe_table(TableName=dynamodb_recorder.table_name)
+    feed = DynamoDBStreamFeed(streams, table["Table"]["LatestStreamArn"])
+    settings = load_settings(store="memory")
+    ledger = build_ledger(settings, recorder=dynamodb_recorder)
+    world = world_on(ledger.store, ledger.registry, ledger.effects)
+    attempt_id = approve_one(world)
+    found: list[str] = []
+
+    def polled() -> bool:
+        found.extend(feed.poll(0.05))
+        return attempt_id in found
+
+    until(polled)
+    assert found.count(attempt_id) == 1
+    assert make_worker(ledger).process(attempt_id).value == "succeeded"
+
+
+def test_stream_record_parsing() -> None:
+    queued = {"eventName": "INSERT", "dynamodb": {"NewImage": {
+        "pk": {"S": "att_1"}, "topic": {"S": "domain.attempt:ExecutionAttempt.Queued"}}}}
+    result = {"eventName": "INSERT", "dynamodb": {"NewImage": {
+        "pk": {"S": "att_1"}, "topic": {"S": "domain.attempt:ExecutionAttempt.ResultRecorded"}}}}
+    modify = {"eventName": "MODIFY", "dynamodb": {"NewImage": {"pk": {"S": "due#att_1"}}}}
+    assert work_from_record(queued) == "att_1"
+    assert work_from_record(result) is None
+    assert work_from_record(modify) is None
+    with pytest.raises(MalformedRecord):
+        work_from_record({"eventName": "INSERT", "dynamodb": {}})
+    assert work_from_records([queued, queued, {"eventName": "INSERT"}, result]) == ["att_1"]
