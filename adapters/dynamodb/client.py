@@ -62,16 +62,18 @@ def client_config(**overrides: Any) -> Config:
     return Config(**options)
 
 
-def make_client(**kwargs: Any) -> DynamoDBClient:
+def make_client(*, session: Any = None, **kwargs: Any) -> DynamoDBClient:
     """A DynamoDB client with :func:`client_config`.
 
     The endpoint comes from boto3's own ``AWS_ENDPOINT_URL_DYNAMODB`` (or an
-    explicit ``endpoint_url``), so real AWS needs no code change.
+    explicit ``endpoint_url``), so real AWS needs no code change. Pass a
+    ``boto3.session.Session`` to build many clients cheaply (not concurrently:
+    sessions are not thread-safe, the clients they make are).
     """
     import boto3
 
     config = kwargs.pop("config", None) or client_config()
-    session = boto3.session.Session()
+    session = session or boto3.session.Session()
     return session.client("dynamodb", config=config, **kwargs)
 
 

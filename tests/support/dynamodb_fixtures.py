@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +24,19 @@ from tests.support import ministack
 ENDPOINT_ENV = "LEDGER_TEST_DYNAMODB_ENDPOINT"
 
 
+_SESSIONS: dict[int, Any] = {}
+
+
+def _session() -> Any:
+    """One boto3 session per thread: loading the service model once saves time."""
+    import boto3
+
+    key = threading.get_ident()
+    if key not in _SESSIONS:
+        _SESSIONS[key] = boto3.session.Session()
+    return _SESSIONS[key]
+
+
 def new_client(endpoint_url: str, **config: Any) -> Any:
     """A real boto3 client for the endpoint; dummy credentials unless real ones are set."""
     kwargs: dict[str, Any] = {
@@ -35,7 +49,7 @@ def new_client(endpoint_url: str, **config: Any) -> Any:
         from adapters.dynamodb.client import client_config
 
         kwargs["config"] = client_config(**config)
-    return make_client(**kwargs)
+    return make_client(session=_session(), **kwargs)
 
 
 def new_table_name() -> str:
