@@ -87,10 +87,10 @@ def caller_from_claims(claims: dict[str, Any]) -> Caller:
     subject = claims.get("sub")
     if not isinstance(subject, str) or not 1 <= len(subject) <= MAX_SUBJECT_CHARS:
         raise InvalidInput(f"sub: must be 1..{MAX_SUBJECT_CHARS} characters")
-    try:
-        role = Role(claims.get("role"))
-    except ValueError:
-        raise InvalidInput(f"role: must be one of {', '.join(Role)}") from None
+    role_claim = claims.get("role")
+    if not isinstance(role_claim, str) or role_claim not in {r.value for r in Role}:
+        raise InvalidInput(f"role: must be one of {', '.join(Role)}")
+    role = Role(role_claim)
     if role is Role.CHANNEL:
         return Caller(subject=subject, role=role, provenance=_check_provenance(claims))
     return Caller(subject=subject, role=role)
@@ -145,13 +145,13 @@ class TokenVerifier:
         if len(token) > MAX_TOKEN_CHARS:
             raise Unauthenticated(_INVALID)
         try:
-            algorithm = jwt.get_unverified_header(token).get("alg")
+            header_alg = jwt.get_unverified_header(token).get("alg")
         except jwt.PyJWTError:
             raise Unauthenticated(_INVALID) from None
-        keys = self._keys.get(algorithm) if isinstance(algorithm, str) else None
-        if not keys:
+        if not isinstance(header_alg, str) or header_alg not in self._keys:
             raise Unauthenticated(_INVALID)
-        for key in keys:
+        algorithm: str = header_alg
+        for key in self._keys[algorithm]:
             try:
                 claims = jwt.decode(token, key, algorithms=[algorithm],
                                     options={"require": list(REQUIRED_CLAIMS)})
