@@ -72,21 +72,22 @@ class Factory(InfrastructureFactory[TrackingRecorder]):
         from adapters.dynamodb.items import SNAPSHOT_PREFIX
         from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 
-        self._ensure_table()
+        table_name = self.table_name
+        self._ensure_table(table_name)
         recorder: DynamoDBLedgerRecorder = DynamoDBLedgerRecorder(
-            table_name=self.table_name,
+            table_name=table_name,
             client=self.client,
             due_buckets=int(self.env.get(self.DYNAMODB_DUE_BUCKETS, "16")),
             key_prefix=SNAPSHOT_PREFIX if purpose == "snapshots" else "",
         )
         return recorder
 
-    def _ensure_table(self) -> None:
+    def _ensure_table(self, table_name: str) -> None:
         if self._table_ready or not strtobool(self.env.get(self.CREATE_TABLE, "yes")):
             return
         from adapters.dynamodb.schema import create_table
 
-        create_table(self.client, self.table_name)
+        create_table(self.client, table_name)
         self._table_ready = True
 
     def application_recorder(self) -> ApplicationRecorder:
