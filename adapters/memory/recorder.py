@@ -46,9 +46,12 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
             for check in read_checks:
                 if check.version + 1 in self._stored_events_index[check.stream_id]:
                     raise StreamConflictError(check.stream_id)
+            keys: set[str] = set()
             for lookup in lookups:
-                if lookup.key in self._lookups:
+                # The same key twice in one commit clashes too, as in SQLite and DynamoDB.
+                if lookup.key in self._lookups or lookup.key in keys:
                     raise LookupConflictError(lookup.key)
+                keys.add(lookup.key)
             result = super()._insert_events(stored_events, **kwargs)
             for lookup in lookups:
                 self._lookups[lookup.key] = dict(lookup.value)
