@@ -71,18 +71,123 @@ def _describe_store(settings: Settings) -> str:
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
+    worker: Annotated[bool, typer.Option(
+        "--worker/--no-worker", help="Also run the worker and the recovery loop.")] = True,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /docs) on the configured store."""
+    """Serve the HTTP API (OpenAPI at /docs), with the worker and recovery, on the store."""
     with _one_line_errors():
         import uvicorn
 
+        from adapters.bootstrap import build_ledger
+        from adapters.runtime import Runtime, build_feed
         from api.http.app import create_app
 
         settings = load_settings()
-        api = create_app(settings)
-        typer.echo(f"ledger API listening on http://{host}:{port} "
+        _configure_logging()
+        ledger = build_ledger(settings)
+        runtime = None
+        if worker:
+            runtime = Runtime(ledger, build_feed(ledger),
+                              recovery_interval=settings.recovery_interval_seconds)
+        api = create_app(settings, ledger=ledger)
+        mode = "API, worker and recovery" if worker else "API only"
+        typer.echo(f"ledger {mode} on http://{host}:{port} "
                    f"(store: {_describe_store(settings)}; docs at /docs)")
-        uvicorn.run(api, host=host, port=port, log_level="info")
+        if runtime is not None:
+            runtime.start()
+        try:
+            uvicorn.run(api, host=host, port=port, log_level="info", access_log=False)
+        finally:
+            if runtime is not None:
+                runtime.stop()
+            ledger.close()
+
+
+def _configure_logging() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+@app.command("worker")
+def worker_command() -> None:
+    """Run the worker (fed by the store's notification log or stream) and recovery."""
+    with _one_line_errors():
+        from adapters.bootstrap import build_ledger
+        from adapters.runtime import Runtime, build_feed
+
+        settings = load_settings()
+        _configure_logging()
+        ledger = build_ledger(settings)
+        runtime = Runtime(ledger, build_feed(ledger),
+                          recovery_interval=settings.recovery_interval_seconds)
+        typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
+        runtime.start()
+        try:
+            runtime.stop_event.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            runtime.stop()
+            ledger.close()
+
+
+@app.command("recover")
+def recover_command(
+    once: Annotated[bool, typer.Option("--once", help="Run one recovery tick and exit.")] = False,
+) -> None:
+    """Run recovery over the due-work index (every LEDGER_RECOVERY_INTERVAL_SECONDS)."""
+    with _one_line_errors():
+        from adapters.bootstrap import build_ledger
+        from adapters.runtime import Runtime, make_worker
+        from domain.services.recovery import RecoveryReport, run_recovery
+
+        settings = load_settings()
+        ledger = build_ledger(settings)
+
+        def show(report: RecoveryReport) -> None:
+            outcomes = ", ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items()))
+            typer.echo(f"recovery: examined {report.examined} due attempts"
+                       + (f" ({outcomes})" if outcomes else ""))
+
+        try:
+            if once:
+                show(run_recovery(make_worker(ledger)))
+                return
+            _configure_logging()
+            runtime = Runtime(ledger, None, recovery_interval=settings.recovery_interval_seconds,
+                              on_recovery=show)
+            runtime.start()
+            try:
+                runtime.stop_event.wait()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                runtime.stop()
+        finally:
+            ledger.close()
+
+
+@app.command()
+def demo() -> None:
+    """Tell the whole story on a throwaway embedded store: approve, execute, recover, resolve."""
+    with _one_line_errors():
+        from api.demo import run_demo
+
+        run_demo(Console(highlight=False))
+
+
+@app.command("fake-executors")
+def fake_executors() -> None:
+    """One line per fake executor: <capability> <build_digest> <delivery_mode>."""
+    with _one_line_errors():
+        from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
+
+        settings = load_settings()
+        for capability, mode in FAKE_CAPABILITIES.items():
+            typer.echo(f"{capability} {fake_build_digest(capability)} {mode.value}")
+        if not settings.fake_executors_enabled:
+            Console(stderr=True).print("note: fake executors are disabled by the settings")
 
 
 @app.command()
