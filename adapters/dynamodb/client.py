@@ -20,7 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTT
 from eventsourcing.persistence import OperationalError, ProgrammingError
 
 if TYPE_CHECKING:  # the stubs are optional; without them the client is Any
-    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from mypy_boto3_dynamodb.client import DynamoDBClient as DynamoDBClient
 else:
     DynamoDBClient = Any
 
@@ -112,7 +112,7 @@ class Retrier:
 
     def delay(self, attempt: int) -> float:
         """The pause before retry number ``attempt`` (1-based)."""
-        return min(self.max_delay, self.base_delay * 2 ** (attempt - 1)) * self.jitter()
+        return min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1)) * self.jitter()
 
     def call(
         self,

@@ -57,7 +57,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
 
     # -- writes --------------------------------------------------------------
 
-    def insert_events(  # type: ignore[override]
+    def insert_events(
         self,
         stored_events: Sequence[StoredEvent],
         *,

@@ -73,7 +73,7 @@ def test_persistence_module_serves_an_eventsourcing_application(
     app.take_snapshot(counter.id)
     counter.increment()
     app.save(counter)
-    loaded = app.repository.get(counter.id)
+    loaded: Counter = app.repository.get(counter.id)
     assert (loaded.count, loaded.version) == (4, 5)
     assert app.repository.get(counter.id, version=2).count == 1
     snapshots = app.snapshots.recorder.select_events(counter.id) if app.snapshots else []

@@ -81,7 +81,7 @@ def test_random_commits_agree_with_memory_and_sqlite(
         seen: list[Any] = []
         for stream in STREAMS:
             for _ in range(8):
-                options = {
+                options: dict[str, Any] = {
                     "gt": rng.choice([None, 0, 1, 3]),
                     "lte": rng.choice([None, 2, 4, 9]),
                     "desc": rng.random() < 0.5,

@@ -25,7 +25,7 @@ def client_error(code: str, operation: str, status: int = 400, **extra: Any) -> 
         "ResponseMetadata": {"HTTPStatusCode": status},
         **extra,
     }
-    return ClientError(response, operation)  # type: ignore[arg-type]
+    return ClientError(response, operation)
 
 
 def lost_response(method: Method, kwargs: dict[str, Any]) -> Any:
