@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -43,6 +44,17 @@ def find_executable() -> str:
         "ministack not found: run `make test` (it creates .venv-ministack), set "
         "LEDGER_MINISTACK_BIN, or point LEDGER_TEST_DYNAMODB_ENDPOINT at a running endpoint"
     )
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: ministack gets SIGTERM if the test process dies without cleaning up."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -101,7 +113,12 @@ def start(*, executable: str | None = None, timeout: float = 30.0, tries: int = 
         )
         try:
             process = subprocess.Popen(
-                [binary], env=env, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                [binary],
+                env=env,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         finally:
             os.close(log_fd)  # the child keeps its own copy
