@@ -1,15 +1,23 @@
-"""Base classes for string-identified, event-sourced aggregates.
+"""Base classes for string-identified, event-sourced aggregates, hash-chained.
 
 The eventsourcing library's ``Aggregate`` is keyed by UUID; every stream here
 has a readable, deterministic string id (``actor:alice``, ``att_<hex>``), so
 the event and aggregate bases are declared once for ``str`` ids.
+
+Tamper evidence: every event carries ``prev_hash``, the hash of its predecessor
+in the same stream (the first event commits to the stream id through a genesis
+hash). A changed, removed, reordered or inserted event breaks the chain when
+the stream is replayed (see ``domain.audit.verify_chain``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Self, TypeVar
 
+import rfc8785
 from eventsourcing.domain import (
     BaseAggregate,
     CanCreateTimestamp,
@@ -17,6 +25,32 @@ from eventsourcing.domain import (
     CanMutateAggregate,
     MetaDomainEvent,
 )
+
+from domain.spec import format_utc
+
+GENESIS_LABEL = "execution-ledger/genesis/v1"
+HEADER_FIELDS = ("originator_id", "originator_version", "timestamp")
+
+T = TypeVar("T")
+
+
+def genesis_hash(stream_id: str) -> str:
+    """What the first event of a stream names as its predecessor."""
+    return "sha256:" + hashlib.sha256(rfc8785.dumps([GENESIS_LABEL, stream_id])).hexdigest()
+
+
+def event_hash(
+    stream_id: str, version: int, event_type: str, timestamp: datetime, data: dict[str, Any]
+) -> str:
+    """SHA-256 of an event's canonical form (its stream, version, type, time and data)."""
+    body: dict[str, Any] = {
+        "stream": stream_id,
+        "version": version,
+        "type": event_type,
+        "timestamp": format_utc(timestamp),
+        "data": data,
+    }
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -26,6 +60,27 @@ class LedgerEvent(CanMutateAggregate[str], CanCreateTimestamp, metaclass=MetaDom
     originator_id: str
     originator_version: int
     timestamp: datetime
+    prev_hash: str
+
+    def data(self) -> dict[str, Any]:
+        """The event's own fields (everything but the stream/version/time header)."""
+        return {k: v for k, v in vars(self).items() if k not in HEADER_FIELDS}
+
+    def hash(self) -> str:
+        """This event's link in the chain."""
+        return event_hash(
+            self.originator_id,
+            self.originator_version,
+            type(self).__qualname__,
+            self.timestamp,
+            self.data(),
+        )
+
+    def mutate(self, aggregate: Any) -> Any:
+        result = super().mutate(aggregate)
+        assert result is not None
+        result._chain_head = self.hash()
+        return result
 
 
 @dataclass(frozen=True)
@@ -34,9 +89,17 @@ class LedgerCreated(CanInitAggregate[str], LedgerEvent):
 
     originator_topic: str
 
+    def mutate(self, aggregate: Any) -> Any:
+        result = CanInitAggregate.mutate(self, aggregate)
+        assert result is not None
+        result._chain_head = self.hash()
+        return result
+
 
 class LedgerAggregate(BaseAggregate[str]):
     """An aggregate whose id is a string chosen by the domain."""
+
+    _chain_head: str
 
     class Event(LedgerEvent):
         pass
@@ -44,7 +107,24 @@ class LedgerAggregate(BaseAggregate[str]):
     class Created(Event, LedgerCreated):
         pass
 
+    @classmethod
+    def _create(cls, event_class: type[Any], **kwargs: Any) -> Self:
+        stream_id = kwargs.get("id") or cls.create_id(**kwargs)
+        kwargs["id"] = stream_id
+        kwargs["prev_hash"] = genesis_hash(stream_id)
+        created: Self = super()._create(event_class, **kwargs)
+        return created
+
+    def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
+        kwargs["prev_hash"] = self._chain_head
+        super().trigger_event(event_class, **kwargs)
+
     @property
     def revision(self) -> int:
         """The stream version: what callers pass back as ``expected_revision``."""
         return self.version
+
+    @property
+    def chain_head(self) -> str:
+        """The hash of the latest event applied."""
+        return self._chain_head
