@@ -27,13 +27,16 @@ class _OnDynamoDB(AggregateRecorderTestCase):
 
     __test__ = False  # a base, not a test case of its own
     client: Any
+    tables: list[str]
 
     @pytest.fixture(autouse=True)
-    def _bind_client(self, dynamodb_client: Any) -> None:
+    def _bind_client(self, dynamodb_client: Any, dynamodb_tables: list[str]) -> None:
         self.client = dynamodb_client
+        self.tables = dynamodb_tables
 
     def create_recorder(self) -> DynamoDBLedgerRecorder:
         name = new_table_name()
+        self.tables.append(name)
         create_table(self.client, name)
         return DynamoDBLedgerRecorder(table_name=name, client=self.client)
 

@@ -55,9 +55,10 @@ class CounterApp(Application[Any]):
 
 
 def test_persistence_module_serves_an_eventsourcing_application(
-    boto_env: str, dynamodb_client: Any
+    boto_env: str, dynamodb_client: Any, dynamodb_tables: list[str]
 ) -> None:
     table = new_table_name()
+    dynamodb_tables.append(table)
     app = CounterApp(
         env={
             "PERSISTENCE_MODULE": "adapters.dynamodb",
@@ -82,9 +83,12 @@ def test_persistence_module_serves_an_eventsourcing_application(
     app.close()
 
 
-def test_factory_offers_aggregate_recorders_only(boto_env: str) -> None:
+def test_factory_offers_aggregate_recorders_only(
+    boto_env: str, dynamodb_tables: list[str]
+) -> None:
+    dynamodb_tables.append(new_table_name())
     factory = InfrastructureFactory.construct(
-        {"PERSISTENCE_MODULE": "adapters.dynamodb", "DYNAMODB_TABLE": new_table_name()}
+        {"PERSISTENCE_MODULE": "adapters.dynamodb", "DYNAMODB_TABLE": dynamodb_tables[0]}
     )
     assert isinstance(factory, Factory)
     assert isinstance(factory.aggregate_recorder(), AggregateRecorder)

@@ -43,8 +43,11 @@ def counted(own_client: Any, dynamodb_table_name: str) -> tuple[DynamoDBLedgerRe
 # -- schema ---------------------------------------------------------------------
 
 
-def test_create_table_is_idempotent_and_switches_everything_on(dynamodb_client: Any) -> None:
+def test_create_table_is_idempotent_and_switches_everything_on(
+    dynamodb_client: Any, dynamodb_tables: list[str]
+) -> None:
     name = new_table_name()
+    dynamodb_tables.append(name)
     assert create_table(dynamodb_client, name) is True
     assert create_table(dynamodb_client, name) is False
     assert describe(dynamodb_client, name) == {
@@ -55,11 +58,10 @@ def test_create_table_is_idempotent_and_switches_everything_on(dynamodb_client: 
         "ttl_attribute": it.TTL_ATTRIBUTE,
         "pitr": "ENABLED",
     }
-    dynamodb_client.delete_table(TableName=name)
 
 
 def test_create_table_tolerates_an_endpoint_without_pitr(
-    dynamodb_client: Any, caplog: pytest.LogCaptureFixture
+    dynamodb_client: Any, dynamodb_tables: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     refusing = FaultyClient(
         dynamodb_client,
@@ -68,11 +70,11 @@ def test_create_table_tolerates_an_endpoint_without_pitr(
         ],
     )
     name = new_table_name()
+    dynamodb_tables.append(name)
     with caplog.at_level(logging.WARNING, logger="adapters.dynamodb.schema"):
         assert create_table(refusing, name) is True
     assert "point-in-time recovery not enabled" in caplog.text
     assert describe(dynamodb_client, name)["status"] == "ACTIVE"
-    dynamodb_client.delete_table(TableName=name)
 
 
 # -- writes: request shape --------------------------------------------------------

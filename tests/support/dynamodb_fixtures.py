@@ -82,6 +82,16 @@ def dynamodb_client(dynamodb_endpoint: str) -> Iterator[Any]:
 
 
 @pytest.fixture
+def dynamodb_tables(dynamodb_client: Any) -> Iterator[list[str]]:
+    """Names appended here are dropped after the test (tables a test creates itself)."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        with contextlib.suppress(Exception):
+            dynamodb_client.delete_table(TableName=name)
+
+
+@pytest.fixture
 def dynamodb_table_name(dynamodb_client: Any) -> Iterator[str]:
     """A fresh ledger table, created with ``schema.create_table``, dropped afterwards."""
     name = new_table_name()

@@ -1,0 +1,66 @@
+"""The commit plan and its token, without an endpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.dynamodb.items import due_bucket
+from adapters.dynamodb.transactions import plan_commit
+from adapters.recorder import StreamConflictError
+from domain.ports import DueWork, Lookup, ReadCheck
+
+from .dynamodb_helpers import at, event
+
+AT = "2026-11-29T12:00:00.000001Z"
+
+
+def test_token_is_derived_from_what_is_written() -> None:
+    events = [event("a", 1), event("b", 1)]
+    first = plan_commit("t", events, [ReadCheck("c", 2)], due_buckets=16, recorded_at=AT)
+    again = plan_commit("t", events, [ReadCheck("c", 2)], due_buckets=16, recorded_at=AT)
+    assert first.token() == again.token() == first.token()
+    assert len(first.token()) == 36
+    other_state = plan_commit(
+        "t", [event("a", 1, b"x"), event("b", 1)], [ReadCheck("c", 2)],
+        due_buckets=16, recorded_at=AT,
+    )
+    later = plan_commit("t", events, [ReadCheck("c", 2)], due_buckets=16,
+                        recorded_at="2026-11-29T12:00:00.000002Z")
+    assert len({first.token(), other_state.token(), later.token()}) == 3
+
+
+def test_commits_without_events_never_share_a_token() -> None:
+    due_only = plan_commit("t", [], due=[DueWork("att", None)], due_buckets=16, recorded_at=AT)
+    assert due_only.token() != due_only.token()
+
+
+def test_shape_of_a_plan() -> None:
+    built = plan_commit(
+        "t",
+        [event("a", 2), event("a", 3)],
+        [ReadCheck("a", 1), ReadCheck("b", 4), ReadCheck("b", 4)],
+        [Lookup("k", {"v": "1"})],
+        [DueWork("att", at(1)), DueWork("att", None)],
+        due_buckets=16,
+        recorded_at=AT,
+    )
+    kinds = [next(iter(action)) for action in built.actions]
+    assert kinds == ["Put", "Put", "ConditionCheck", "Put", "Delete"]
+    assert [(t.kind, t.name) for t in built.targets] == [
+        ("stream", "a"), ("stream", "a"), ("stream", "b"), ("lookup", "k"), ("due", "att"),
+    ]
+    assert built.single_put is None
+    single = plan_commit("t", [event("a", 1)], due_buckets=16, recorded_at=AT)
+    assert single.single_put is not None
+
+
+def test_same_slot_twice_is_refused() -> None:
+    with pytest.raises(StreamConflictError):
+        plan_commit("t", [event("a", 1), event("a", 1)], due_buckets=16)
+
+
+def test_due_buckets_are_stable_and_spread() -> None:
+    buckets = {due_bucket(f"att_{i}", 16) for i in range(400)}
+    assert buckets == {f"due#{b:02x}" for b in range(16)}
+    assert due_bucket("att_1", 16) == due_bucket("att_1", 16)
+    assert due_bucket("att_1", 1) == "due#00"
