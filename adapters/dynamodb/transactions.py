@@ -231,9 +231,11 @@ class CommitWriter:
         except ClientError as exc:
             if error_code(exc) != "ConditionalCheckFailedException":
                 raise
+            # A client configured with botocore retries may have resent it too.
+            resent = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
             # A resend after a timeout may find our own first attempt: it is
             # ours only if the stored item is identical, recorded_at included.
-            if maybe_applied and self._stored_item(put, exc) == put["Item"]:
+            if (maybe_applied or resent) and self._stored_item(put, exc) == put["Item"]:
                 return
             raise StreamConflictError(plan.targets[0].name) from exc
 

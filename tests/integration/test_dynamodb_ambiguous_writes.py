@@ -136,3 +136,23 @@ def test_conditional_put_resent_after_a_lost_request_reports_a_real_conflict(
         with pytest.raises(StreamConflictError):
             recorder_on(client, dynamodb_table_name).insert_events([event(stream, 1)])
         assert [e.state for e in competitor.select_events(stream)] == [b"competitor"]
+
+
+def botocore_resent(method: Method, kwargs: dict[str, Any]) -> Any:
+    """What a client with botocore's own retries reports: it lost the first
+    response, resent the request itself, and surfaces the resend's answer."""
+    method(**kwargs)
+    try:
+        return method(**kwargs)
+    except ClientError as exc:
+        exc.response.setdefault("ResponseMetadata", {})["RetryAttempts"] = 1
+        raise
+
+
+def test_conditional_put_resent_by_botocore_itself_is_not_a_false_conflict(
+    dynamodb_client: Any, dynamodb_table_name: str
+) -> None:
+    stream = new_stream()
+    client = FaultyClient(dynamodb_client, put_item=[botocore_resent])
+    recorder_on(client, dynamodb_table_name).insert_events([event(stream, 1)])
+    assert len(recorder_on(dynamodb_client, dynamodb_table_name).select_events(stream)) == 1
