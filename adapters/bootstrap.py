@@ -15,6 +15,8 @@ from adapters.system import SecretsTokenSource, SystemClock
 from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.context import ServiceContext
+from projections.ports import ViewStore
+from projections.projector import Projector
 
 
 def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> LedgerRecorder:
@@ -41,6 +43,24 @@ def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> Ledger
     )
 
 
+def build_views(recorder: LedgerRecorder) -> ViewStore:
+    """The view store living beside the recorder's events (same file or table)."""
+    from adapters.memory.recorder import MemoryLedgerRecorder
+    from adapters.sqlite.recorder import SQLiteLedgerRecorder
+
+    if isinstance(recorder, MemoryLedgerRecorder):
+        from adapters.memory.views import MemoryViewStore
+
+        return MemoryViewStore()
+    if isinstance(recorder, SQLiteLedgerRecorder):
+        from adapters.sqlite.views import SQLiteViewStore
+
+        return SQLiteViewStore(recorder.datastore)
+    from adapters.dynamodb.views import DynamoDBViewStore
+
+    return DynamoDBViewStore(recorder.client, recorder.table_name)  # type: ignore[attr-defined]
+
+
 @dataclass
 class Ledger:
     """Everything an entry point needs, wired once."""
@@ -52,6 +72,13 @@ class Ledger:
     registry: StaticExecutorRegistry = field(default_factory=StaticExecutorRegistry)
     renderer: Renderer = field(default_factory=TextRenderer)
     effects: EffectLedger | None = None
+    views: ViewStore | None = None
+
+    @property
+    def projector(self) -> Projector:
+        """Applies attempt streams to the views."""
+        assert self.views is not None
+        return Projector(self.store, self.views)
 
     @property
     def context(self) -> ServiceContext:
@@ -87,7 +114,8 @@ def build_ledger(
     dynamodb_client: Any = None,
 ) -> Ledger:
     """Wire a ledger from settings; tests inject clock, tokens or a recorder."""
-    store = LedgerStore(recorder or build_recorder(settings, dynamodb_client=dynamodb_client))
+    chosen = recorder or build_recorder(settings, dynamodb_client=dynamodb_client)
+    store = LedgerStore(chosen)
     registry = StaticExecutorRegistry()
     effects = register_fakes(registry) if settings.fake_executors_enabled else None
     return Ledger(
@@ -97,4 +125,5 @@ def build_ledger(
         tokens=tokens or SecretsTokenSource(),
         registry=registry,
         effects=effects,
+        views=build_views(chosen),
     )

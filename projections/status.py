@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.attempt import ExecutionAttempt
+from projections.ports import ViewRecord
 
 
 def attempt_status_view(attempt: ExecutionAttempt) -> dict[str, Any]:
@@ -39,3 +40,35 @@ def attempt_status_view(attempt: ExecutionAttempt) -> dict[str, Any]:
             for key in ("outcome", "reason", "resolved_by", "resolved_at")
         }
     return view
+
+
+STATUS_VIEW = "attempt_status"
+
+
+def status_list_key(status: str) -> str:
+    """The list partition of attempts in one status."""
+    return f"status#{status}"
+
+
+def status_record(attempt: ExecutionAttempt) -> ViewRecord:
+    """The stored status view: the redacted view plus what access checks need.
+
+    Listed by status, oldest change first (the attention list reads the
+    ``outcome_unknown`` and ``failed_safe`` lists).
+    """
+    data = attempt_status_view(attempt)
+    data["owner_actor_id"] = attempt.actor_id
+    data["chain_head"] = attempt.chain_head
+    return ViewRecord(
+        name=STATUS_VIEW,
+        key=attempt.id,
+        version=attempt.version,
+        data=data,
+        list_pk=status_list_key(attempt.status.value),
+        list_sk=f"{attempt.updated_at}#{attempt.id}",
+    )
+
+
+def public_view(data: dict[str, Any] | Any) -> dict[str, Any]:
+    """The stored view without the fields that are only for the ledger itself."""
+    return {k: v for k, v in dict(data).items() if k not in ("owner_actor_id", "chain_head")}
