@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,15 +49,26 @@ class WorkFeed(Protocol):
 
 
 class NotificationLogFeed:
-    """Reads new Queued/Requeued events from an embedded store's notification log."""
+    """Reads new events from an embedded store's notification log.
 
-    def __init__(self, recorder: ApplicationRecorder, *, from_start: bool = False) -> None:
+    By default only Queued/Requeued events (work for the worker); with
+    ``topics=()`` every event (what the projector follows).
+    """
+
+    def __init__(
+        self,
+        recorder: ApplicationRecorder,
+        *,
+        from_start: bool = False,
+        topics: Sequence[str] = tuple(sorted(WORK_TOPICS)),
+    ) -> None:
         self.recorder = recorder
+        self.topics = list(topics)
         self.position = 0 if from_start else (recorder.max_notification_id() or 0)
 
     def poll(self, wait_seconds: float) -> list[str]:
         notifications = self.recorder.select_notifications(
-            start=self.position, limit=100, topics=sorted(WORK_TOPICS), inclusive_of_start=False
+            start=self.position, limit=100, topics=self.topics, inclusive_of_start=False
         )
         if not notifications:
             time.sleep(wait_seconds)
@@ -67,11 +78,21 @@ class NotificationLogFeed:
 
 
 class DynamoDBStreamFeed:
-    """Reads the table's stream with the DynamoDB Streams API (local or AWS)."""
+    """Reads the table's stream with the DynamoDB Streams API (local or AWS).
 
-    def __init__(self, streams_client: Any, stream_arn: str) -> None:
+    ``select`` turns a batch of records into stream ids: work for the worker by
+    default, or every attempt stream that changed (for the projector).
+    """
+
+    def __init__(
+        self,
+        streams_client: Any,
+        stream_arn: str,
+        select: Callable[[list[dict[str, Any]]], list[str]] = work_from_records,
+    ) -> None:
         self.client = streams_client
         self.stream_arn = stream_arn
+        self.select = select
         self.iterators: dict[str, str | None] = {}
         self._discover(initial=True)
 
@@ -97,7 +118,7 @@ class DynamoDBStreamFeed:
         if not records:
             self._discover()
             time.sleep(wait_seconds)
-        return work_from_records(records)
+        return self.select(records)
 
 
 @dataclass
@@ -107,6 +128,7 @@ class Runtime:
     ledger: Ledger
     feed: WorkFeed | None
     recovery_interval: float
+    projection_feed: WorkFeed | None = None
     poll_seconds: float = 0.2
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -115,6 +137,8 @@ class Runtime:
     def start(self) -> None:
         if self.feed is not None:
             self._spawn("ledger-worker", self._worker_loop)
+        if self.projection_feed is not None:
+            self._spawn("ledger-projector", self._projector_loop)
         self._spawn("ledger-recovery", self._recovery_loop)
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -135,11 +159,23 @@ class Runtime:
                 for attempt_id in self.feed.poll(self.poll_seconds):
                     outcome = worker.process(attempt_id)
                     logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value)
+                    if self.ledger.views is not None:
+                        self.ledger.projector.project_attempt(attempt_id)
             except LedgerError as exc:
                 logger.warning("worker step failed: %s", exc.code)
                 self.stop_event.wait(self.poll_seconds)
             except Exception as exc:  # keep the loop alive; never log content
                 logger.error("worker step failed: %s", type(exc).__name__)
+                self.stop_event.wait(self.poll_seconds)
+
+    def _projector_loop(self) -> None:
+        assert self.projection_feed is not None
+        projector = self.ledger.projector
+        while not self.stop_event.is_set():
+            try:
+                projector.project_streams(self.projection_feed.poll(self.poll_seconds))
+            except Exception as exc:
+                logger.error("projection step failed: %s", type(exc).__name__)
                 self.stop_event.wait(self.poll_seconds)
 
     def _recovery_loop(self) -> None:
@@ -157,10 +193,34 @@ class Runtime:
             self.stop_event.wait(self.recovery_interval)
 
 
-def build_feed(ledger: Ledger, *, dynamodb_streams_client: Any = None) -> WorkFeed:
-    """The feed for the configured store."""
+def attempt_streams_from_records(records: list[dict[str, Any]]) -> list[str]:
+    """Every attempt stream a batch of stream records touched (for the projector)."""
+    found: dict[str, None] = {}
+    for record in records:
+        image = record.get("dynamodb", {}).get("NewImage", {})
+        pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
+        if isinstance(pk, str) and pk.startswith("att_") and "topic" in image:
+            found.setdefault(pk, None)
+    return list(found)
+
+
+def build_runtime(ledger: Ledger, *, worker: bool = True, dynamodb_streams_client: Any = None
+                  ) -> Runtime:
+    """Worker, projector and recovery loops for the configured store."""
+    interval = ledger.settings.recovery_interval_seconds
+    feed = build_feed(ledger, dynamodb_streams_client=dynamodb_streams_client) if worker else None
+    projection = build_feed(ledger, dynamodb_streams_client=dynamodb_streams_client,
+                            projection=True)
+    return Runtime(ledger, feed, recovery_interval=interval, projection_feed=projection)
+
+
+def build_feed(ledger: Ledger, *, dynamodb_streams_client: Any = None,
+               projection: bool = False) -> WorkFeed:
+    """The worker's (or with ``projection``, the projector's) feed for the store."""
     recorder = ledger.store.recorder
     if isinstance(recorder, ApplicationRecorder):
+        if projection:
+            return NotificationLogFeed(recorder, topics=())
         return NotificationLogFeed(recorder)
     import boto3
 
@@ -168,4 +228,5 @@ def build_feed(ledger: Ledger, *, dynamodb_streams_client: Any = None) -> WorkFe
         TableName=ledger.settings.dynamodb_table
     )["Table"]
     client = dynamodb_streams_client or boto3.client("dynamodbstreams")
-    return DynamoDBStreamFeed(client, table["LatestStreamArn"])
+    select = attempt_streams_from_records if projection else work_from_records
+    return DynamoDBStreamFeed(client, table["LatestStreamArn"], select)

@@ -23,7 +23,7 @@ from eventsourcing.persistence import (
 )
 
 from adapters.recorder import LedgerRecorder, LookupConflictError, StreamConflictError
-from domain.base import LedgerAggregate
+from domain.base import LedgerAggregate, LedgerEvent
 from domain.errors import ConcurrencyConflict, LedgerError, LookupConflict, StoreUnavailable
 from domain.ports import Commit, DuePage
 
@@ -63,6 +63,18 @@ class LedgerStore:
             self.mapper.to_domain_event(s)  # type: ignore[misc]
             for s in self.read_stream(stream_id)
         ]
+
+    def audit_events(self, stream_id: str) -> tuple[list[LedgerEvent], int | None]:
+        decoded: list[LedgerEvent] = []
+        for stored in self.read_stream(stream_id):
+            try:
+                event = self.mapper.to_domain_event(stored)
+            except Exception:  # tampered bytes, unknown topic, broken JSON
+                return decoded, stored.originator_version
+            if not isinstance(event, LedgerEvent):
+                return decoded, stored.originator_version
+            decoded.append(event)
+        return decoded, None
 
     def get(self, cls: type[A], stream_id: str) -> A | None:
         aggregate: LedgerAggregate | None = None

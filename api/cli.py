@@ -79,16 +79,13 @@ def serve(
         import uvicorn
 
         from adapters.bootstrap import build_ledger
-        from adapters.runtime import Runtime, build_feed
+        from adapters.runtime import build_runtime
         from api.http.app import create_app
 
         settings = load_settings()
         _configure_logging()
         ledger = build_ledger(settings)
-        runtime = None
-        if worker:
-            runtime = Runtime(ledger, build_feed(ledger),
-                              recovery_interval=settings.recovery_interval_seconds)
+        runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         mode = "API, worker and recovery" if worker else "API only"
         typer.echo(f"ledger {mode} on http://{host}:{port} "
@@ -114,13 +111,12 @@ def worker_command() -> None:
     """Run the worker (fed by the store's notification log or stream) and recovery."""
     with _one_line_errors():
         from adapters.bootstrap import build_ledger
-        from adapters.runtime import Runtime, build_feed
+        from adapters.runtime import build_runtime
 
         settings = load_settings()
         _configure_logging()
         ledger = build_ledger(settings)
-        runtime = Runtime(ledger, build_feed(ledger),
-                          recovery_interval=settings.recovery_interval_seconds)
+        runtime = build_runtime(ledger)
         typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
         runtime.start()
         try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from domain.base import LedgerAggregate
+from domain.base import LedgerAggregate, LedgerEvent
 from domain.directory import DeliveryMode
 from domain.spec import ProposalSpec
 
@@ -160,6 +160,14 @@ class EventStore(Protocol):
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         """A lookup item by key (strongly consistent)."""
+        ...
+
+    def audit_events(self, stream_id: str) -> tuple[list[LedgerEvent], int | None]:
+        """A stream's events in version order, decoded one by one for an audit.
+
+        Stops at the first stored event that cannot be decoded (a tampered one)
+        and returns its version as the second element; None when all decoded.
+        """
         ...
 
     def due_work(self, now: datetime, limit: int, cursor: str | None = None) -> DuePage:

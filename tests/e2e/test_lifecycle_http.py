@@ -80,7 +80,10 @@ def propose_and_present(client: TestClient, bearer: Callable[..., Headers],
 
 
 def run_worker(ledger: Ledger, attempt_id: str) -> str:
-    return Worker(ledger.context, WorkerPolicy()).process(attempt_id).value
+    """What the runtime's worker loop does: process, then project the stream."""
+    outcome = Worker(ledger.context, WorkerPolicy()).process(attempt_id).value
+    ledger.projector.project_attempt(attempt_id)
+    return outcome
 
 
 @pytest.mark.usefixtures("directory")

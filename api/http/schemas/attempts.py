@@ -64,3 +64,27 @@ class ResolveIn(BaseModel):
     resolution: Literal["effect_applied", "no_effect"]
     reason: Annotated[str, Field(min_length=1, max_length=500)]
     receipt: Annotated[dict[str, SafeValue], Field(max_length=16)] | None = None
+
+
+class AttemptListOut(BaseModel):
+    """One page of attempts and the cursor of the next (None at the end)."""
+
+    items: list[AttemptOut]
+    next_cursor: str | None = None
+
+
+class AuditEvent(BaseModel):
+    """One event of the redacted audit timeline."""
+
+    version: int
+    type: str
+    recorded_at: str
+    data: dict[str, Any]
+
+
+class AttemptEventsOut(BaseModel):
+    """The redacted timeline and whether its hash chain verified."""
+
+    events: list[AuditEvent]
+    verified: bool
+    first_bad_version: int | None = None

@@ -1,0 +1,168 @@
+"""The audit view: a redacted, replayable timeline of one stream, and a picture.
+
+Redaction (I10): proposal content, tokens and their hashes, idempotency keys
+and anything secret-shaped never leave; everything else (ids, states, reason
+codes, digests, validated receipts, timestamps) is shown as recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from domain.audit import verify_chain
+from domain.base import LedgerEvent
+from domain.directory import (
+    actor_record_id,
+    channel_binding_record_id,
+    executor_build_record_id,
+    grant_record_id,
+    identity_binding_record_id,
+    target_record_id,
+)
+from domain.ports import EventStore
+from domain.redaction import looks_secret
+from domain.spec import format_utc
+from projections.ports import ViewStore
+from projections.status import STATUS_VIEW
+
+REDACTED = "[redacted]"
+REDACTED_KEYS = frozenset({"content", "token", "token_hash", "idempotency_key", "owner"})
+HIDDEN_KEYS = frozenset({"prev_hash", "originator_topic"})
+
+
+def redact(value: Any, key: str | None = None) -> Any:
+    """Recursively replace sensitive keys and secret-shaped strings."""
+    if key is not None and key in REDACTED_KEYS:
+        return REDACTED
+    if isinstance(value, dict):
+        return {k: redact(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    if isinstance(value, str) and looks_secret(value):
+        return REDACTED
+    return value
+
+
+def event_type(event: LedgerEvent) -> str:
+    """``Queued``, ``Leased``... (the event class name without its aggregate)."""
+    return type(event).__qualname__.rsplit(".", 1)[-1]
+
+
+def timeline(events: Sequence[LedgerEvent]) -> list[dict[str, Any]]:
+    """``[{"version", "type", "recorded_at", "data"}]`` with redacted data."""
+    rows = []
+    for event in events:
+        data = {k: v for k, v in event.data().items() if k not in HIDDEN_KEYS}
+        rows.append(
+            {
+                "version": event.originator_version,
+                "type": event_type(event),
+                "recorded_at": format_utc(event.timestamp),
+                "data": redact(data),
+            }
+        )
+    return rows
+
+
+STATE_BY_TYPE = {
+    "Queued": "queued",
+    "Leased": "executing",
+    "Requeued": "queued",
+    "DispatchStarted": "executing",
+    "ManuallyResolved": "manually_resolved",
+}
+
+
+def mermaid_state_diagram(rows: Sequence[dict[str, Any]]) -> str:
+    """The attempt's state timeline as a Mermaid ``stateDiagram-v2``."""
+    lines = ["stateDiagram-v2"]
+    state = "[*]"
+    for row in rows:
+        kind = row["type"]
+        if kind == "ResultRecorded":
+            target = str(row["data"].get("status", "unknown"))
+        elif kind == "LateResultObserved":
+            lines.append(f"    note right of {state} : v{row['version']} late result observed")
+            continue
+        else:
+            target = STATE_BY_TYPE.get(kind, state)
+        label = f"v{row['version']} {kind}"
+        if kind == "Leased":
+            label += f" g{row['data'].get('generation')}"
+        reason = row["data"].get("reason_code") or row["data"].get("reason")
+        if kind == "ResultRecorded" and reason:
+            label += f" ({reason})"
+        if kind == "ManuallyResolved":
+            label += f" ({row['data'].get('outcome')})"
+        lines.append(f"    {state} --> {target} : {_mermaid_text(label)}")
+        state = target
+    if state in ("succeeded", "failed_safe", "manually_resolved"):
+        lines.append(f"    {state} --> [*]")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_text(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in " _-()." else " " for ch in text)
+
+
+def audit_stream(
+    store: EventStore, stream_id: str, anchor: tuple[int, str] | None = None
+) -> dict[str, Any]:
+    """One stream's redacted timeline and the verdict of its hash chain."""
+    events, undecodable = store.audit_events(stream_id)
+    check = verify_chain(stream_id, events, anchor if undecodable is None else None)
+    first_bad = check.first_bad_version
+    reason = check.reason
+    if undecodable is not None and (first_bad is None or undecodable < first_bad):
+        first_bad, reason = undecodable, "undecodable"
+    return {
+        "stream_id": stream_id,
+        "events": timeline(events),
+        "verified": first_bad is None,
+        "first_bad_version": first_bad,
+        "reason": reason,
+    }
+
+
+def audit_attempt(store: EventStore, views: ViewStore | None, attempt_id: str) -> dict[str, Any]:
+    """An attempt's audit with its proposal and directory context.
+
+    The attempt stream is anchored to the status view's recorded head, so an
+    edit or removal of its newest event is detected too.
+    """
+    anchor = None
+    if views is not None:
+        view = views.get_view(STATUS_VIEW, attempt_id)
+        if view is not None and view.data.get("chain_head"):
+            anchor = (view.version, str(view.data["chain_head"]))
+    attempt = audit_stream(store, attempt_id, anchor)
+    context: list[dict[str, Any]] = []
+    first = attempt["events"][0]["data"] if attempt["events"] else {}
+    related = []
+    if first.get("proposal_id"):
+        related.append(str(first["proposal_id"]))
+    for record_id in _directory_ids(first):
+        related.append(record_id)
+    for stream_id in related:
+        context.append(audit_stream(store, stream_id))
+    verified = attempt["verified"] and all(c["verified"] for c in context)
+    return {"attempt": attempt, "context": context, "verified": verified}
+
+
+def _directory_ids(queued: dict[str, Any]) -> list[str]:
+    ids = []
+    if queued.get("actor_id"):
+        ids.append(actor_record_id(str(queued["actor_id"])))
+        if queued.get("permission"):
+            ids.append(grant_record_id(str(queued["actor_id"]), str(queued["permission"])))
+    if queued.get("identity_binding_id"):
+        ids.append(identity_binding_record_id(str(queued["identity_binding_id"])))
+    if queued.get("channel_binding_id"):
+        ids.append(channel_binding_record_id(str(queued["channel_binding_id"])))
+    if queued.get("capability") and queued.get("executor_build"):
+        ids.append(executor_build_record_id(str(queued["capability"]),
+                                            str(queued["executor_build"])))
+    if queued.get("target_id"):
+        ids.append(target_record_id(str(queued["target_id"])))
+    return ids
