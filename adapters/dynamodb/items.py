@@ -44,7 +44,8 @@ LIST_INDEX = "list"
 LOOKUP_PREFIX = "lookup#"
 DUE_PREFIX = "due#"
 SNAPSHOT_PREFIX = "snapshot#"
-RESERVED_PREFIXES = (LOOKUP_PREFIX, DUE_PREFIX, SNAPSHOT_PREFIX, "list#")
+# view# holds projection rows (adapters/dynamodb/views.py); list# is kept free for lists.
+RESERVED_PREFIXES = (LOOKUP_PREFIX, DUE_PREFIX, SNAPSHOT_PREFIX, "view#", "list#")
 
 Item = dict[str, Any]
 

@@ -161,7 +161,7 @@ def test_duplicates_inside_one_commit(dynamodb_recorder: DynamoDBLedgerRecorder)
 
 
 def test_reserved_prefixes_cannot_be_stream_ids(dynamodb_recorder: DynamoDBLedgerRecorder) -> None:
-    for stream in ("lookup#x", "due#att", "snapshot#s", ""):
+    for stream in ("lookup#x", "due#att", "snapshot#s", "view#status#att", ""):
         with pytest.raises(ReservedStreamIdError):
             dynamodb_recorder.insert_events([event(stream, 1)])
 
