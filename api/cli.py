@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -29,6 +29,8 @@ app = typer.Typer(
 )
 dynamodb_app = typer.Typer(help="Manage the DynamoDB table.", no_args_is_help=True)
 app.add_typer(dynamodb_app, name="dynamodb")
+projections_app = typer.Typer(help="Rebuild and check the views.", no_args_is_help=True)
+app.add_typer(projections_app, name="projections")
 
 
 def _fail(message: str) -> NoReturn:
@@ -171,6 +173,96 @@ def demo() -> None:
         from api.demo import run_demo
 
         run_demo(Console(highlight=False))
+
+
+@app.command()
+def audit(
+    attempt_id: Annotated[str, typer.Argument(help="The execution attempt id (att_...).")],
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Exit 1 naming the first bad version if a hash chain is broken.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: Annotated[str, typer.Option(
+        "--format", help="text, json or mermaid (the attempt's state diagram).")] = "text",
+) -> None:
+    """The redacted timeline of an attempt with its proposal and directory context."""
+    with _one_line_errors():
+        import json as jsonlib
+
+        from adapters.bootstrap import build_ledger
+        from projections.audit import audit_attempt, mermaid_state_diagram
+
+        if output not in ("text", "json", "mermaid"):
+            _fail("--format must be text, json or mermaid")
+        settings = load_settings()
+        ledger = build_ledger(settings)
+        try:
+            if len(attempt_id) > 80 or not attempt_id.startswith("att_"):
+                _fail("not_found: no such attempt")
+            report = audit_attempt(ledger.store, ledger.views, attempt_id)
+        finally:
+            ledger.close()
+        if not report["attempt"]["events"] and report["attempt"]["first_bad_version"] is None:
+            _fail("not_found: no such attempt")
+        if as_json or output == "json":
+            typer.echo(jsonlib.dumps(report, indent=2, sort_keys=True))
+        elif output == "mermaid":
+            typer.echo(mermaid_state_diagram(report["attempt"]["events"]), nl=False)
+        else:
+            _print_audit(report)
+        if verify and not report["verified"]:
+            streams = [report["attempt"], *report["context"]]
+            bad = next(s for s in streams if not s["verified"])
+            _fail(f"verification failed: {bad['stream_id']} version "
+                  f"{bad['first_bad_version']} ({bad['reason']})")
+
+
+def _print_audit(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    for stream in [report["attempt"], *report["context"]]:
+        mark = "verified" if stream["verified"] else (
+            f"BROKEN at version {stream['first_bad_version']} ({stream['reason']})")
+        table = Table("v", "type", "recorded at", "data", title=f"{stream['stream_id']}: {mark}",
+                      title_justify="left")
+        for event in stream["events"]:
+            data = ", ".join(f"{k}={v}" for k, v in sorted(event["data"].items()))
+            table.add_row(str(event["version"]), event["type"], event["recorded_at"], data)
+        console.print(table)
+    console.print("all chains verified" if report["verified"] else "verification FAILED")
+
+
+@projections_app.command("rebuild")
+def projections_rebuild(
+    view: Annotated[str | None, typer.Option(
+        "--view", help="status or due_work (default: both).")] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Compare with the live views only; write nothing.")] = False,
+) -> None:
+    """Fold every attempt stream again, compare with the live views, write the result."""
+    with _one_line_errors():
+        from rich.progress import Progress
+
+        from adapters.bootstrap import build_ledger
+        from adapters.rebuild import VIEWS, attempt_ids, rebuild
+
+        if view is not None and view not in VIEWS:
+            _fail(f"--view must be one of: {', '.join(VIEWS)}")
+        settings = load_settings()
+        ledger = build_ledger(settings)
+        try:
+            total = sum(1 for _ in attempt_ids(ledger))
+            for name in [view] if view else list(VIEWS):
+                with Progress(console=Console(stderr=True)) as progress:
+                    task = progress.add_task(f"rebuilding {name}", total=total)
+                    report = rebuild(ledger, name, write=not check,
+                                     progress=lambda n, t=task: progress.advance(t, n))
+                verb = "checked" if check else "rebuilt"
+                typer.echo(f"{name}: {verb} {report.total} attempts; "
+                           f"{report.identical} identical to the live view, "
+                           f"{len(report.changed)} differed")
+        finally:
+            ledger.close()
 
 
 @app.command("fake-executors")
