@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 from adapters.bootstrap import Ledger
@@ -89,10 +90,8 @@ def random_workload(world: ExecutionWorld, rng: random.Random, steps: int) -> li
                 world.worker().process(rng.choice(attempts))
             elif action == "crash" and attempts:
                 crash = CrashAt(rng.choice(list(CrashPoint)))
-                try:
+                with contextlib.suppress(SimulatedCrash):
                     world.worker(crash).process(rng.choice(attempts))
-                except SimulatedCrash:
-                    pass
             elif action == "recover":
                 run_recovery(world.worker())
             elif action == "jump":
