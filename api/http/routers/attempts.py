@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -73,6 +74,8 @@ def encode_cursor(raw: str | None) -> str | None:
 def decode_cursor(token: str | None) -> str | None:
     if not token:
         return None
+    if not re.fullmatch(r"[A-Za-z0-9_\-]+", token):
+        raise InvalidInput("cursor: not a cursor this API returned")
     try:
         return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
