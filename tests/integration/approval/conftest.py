@@ -11,7 +11,7 @@ from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
 
-from .world import World
+from .world import World, check_approval_invariants
 
 
 @pytest.fixture(
@@ -34,5 +34,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStor
 
 
 @pytest.fixture
-def world(store: LedgerStore) -> World:
-    return World(store)
+def world(store: LedgerStore) -> Iterator[World]:
+    """The approval world; after every test, I1-I3 are checked on the raw store
+    for every proposal the test created."""
+    created = World(store)
+    yield created
+    check_approval_invariants(store, created.tokens.proposal_ids, created.clock.now())

@@ -120,3 +120,24 @@ def test_presentation_ttl_is_bounded(world: World, ttl: int) -> None:
     proposal_id = world.propose()
     with pytest.raises(InvalidInput):
         world.present(proposal_id, ttl_seconds=ttl)
+
+
+def test_invariant_checker_sees_a_claim_without_its_attempt(world: World) -> None:
+    """The I1-I3 checker run after every test can fail: a claim committed without
+    its attempt (what a non-atomic approval would leave) is caught."""
+    from domain.ports import Commit
+    from domain.spec import derive_attempt_id
+
+    from .world import check_approval_invariants
+
+    proposal_id = world.propose()
+    control = world.present(proposal_id)
+    proposal = world.store.get(Proposal, proposal_id)
+    assert proposal is not None
+    attempt_id = derive_attempt_id(proposal_id, 1, proposal.versions[1]["payload_hash"])
+    proposal.claim(presentation_id=control.presentation_id, attempt_id=attempt_id,
+                   now=world.clock.now(), at="2026-11-29T12:00:00Z")
+    world.store.commit(Commit(aggregates=[proposal]))
+    with pytest.raises(AssertionError, match="claimed proposal without its attempt"):
+        check_approval_invariants(world.store, [proposal_id], world.clock.now())
+    world.tokens.proposal_ids.remove(proposal_id)  # the after-test check would fail too

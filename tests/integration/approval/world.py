@@ -51,6 +51,19 @@ class FixedClock:
             self.moment += timedelta(seconds=seconds)
 
 
+class RecordingTokens(SecretsTokenSource):
+    """Real tokens and ids; remembers every proposal id it hands out."""
+
+    def __init__(self) -> None:
+        self.proposal_ids: list[str] = []
+
+    def new_id(self, prefix: str) -> str:
+        value = super().new_id(prefix)
+        if prefix == "prop":
+            self.proposal_ids.append(value)
+        return value
+
+
 class ForbiddenExecutor:
     """Fails the test if anything calls it: approval must never execute (I6)."""
 
@@ -106,10 +119,11 @@ class World:
         self.executors: list[ForbiddenExecutor] = []
         if self.registry is None:
             self.registry, self.executors = forbidden_registry()
+        self.tokens = RecordingTokens()
         self.ctx = ServiceContext(
             store=self.store,
             clock=self.clock,
-            tokens=SecretsTokenSource(),
+            tokens=self.tokens,
             permissions=frozenset({"tasks.write", "social.post"}),
             registry=self.registry,
         )
