@@ -66,7 +66,7 @@ class LedgerRecorder(AggregateRecorder, ABC):
         """Due entries with ``next_action_at <= upto`` ordered by (time, attempt id),
         strictly after ``cursor``; returns the page and the next cursor (None when done)."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release connections."""
 
 
