@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRecorder
+from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.sqlite import (
+    SQLiteCursor,
+    SQLiteDatastore,
+    SQLiteProcessRecorder,
+    SQLiteTransaction,
+)
 
 from adapters.recorder import (
     LedgerRecorder,
@@ -32,15 +38,32 @@ def open_datastore(path: str, *, lock_timeout: int = 10) -> SQLiteDatastore:
     )
 
 
+class _ImmediateTransaction(SQLiteTransaction):
+    """A write transaction that takes SQLite's write lock before its first read.
+
+    A commit reads (version and read-set checks) before it writes. In a
+    deferred transaction a WAL reader whose snapshot went stale cannot upgrade
+    to a writer: SQLite answers "database is locked" at once, without waiting.
+    ``BEGIN IMMEDIATE`` waits for the lock (up to the busy timeout) and then
+    reads the latest data, so a lost race is a clean version conflict.
+    """
+
+    def __enter__(self) -> SQLiteCursor:
+        cursor = self.connection.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise OperationalError(exc) from exc
+        return cursor
+
+
 class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     """The embedded default backend."""
 
     def __init__(self, datastore: SQLiteDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
         t = self.events_table_name
-        self._version_exists = (
-            f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
-        )
+        self._version_exists = f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
 
     def construct_create_table_statements(self) -> list[str]:
         statements = super().construct_create_table_statements()
@@ -57,7 +80,17 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     def insert_events(  # type: ignore[override]
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        return super().insert_events(stored_events, **kwargs)
+        with self._write_transaction() as c:
+            return self._insert_events(c, stored_events, **kwargs)
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[SQLiteCursor]:
+        with (
+            self.datastore.get_connection(commit=True) as connection,
+            _ImmediateTransaction(connection, commit=True) as cursor,
+            cursor,
+        ):
+            yield cursor
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
