@@ -1,0 +1,168 @@
+"""What the Lambda handlers share: the cached ledger, redacted logging, the
+stream batch processor and safe record keys.
+
+Nothing here does work at import time. The ledger (and with it the settings)
+is built on the first invocation by :func:`get_ledger`; a bad setting fails
+that invocation with one clear ``SettingsError`` line. Tests inject a wired
+ledger with :func:`set_ledger_for_tests`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+
+from adapters.bootstrap import Ledger, build_ledger
+from adapters.settings import SettingsError, StoreKind, load_settings
+from domain.errors import LedgerError
+from domain.redaction import looks_secret, secret_shaped_key
+
+NAMESPACE = "ExecutionLedger"
+REDACTED = "[redacted]"
+
+# Keys whose values are item images, request bodies or provider data: never logged (I10).
+CONTENT_KEYS = frozenset(
+    {
+        "newimage", "oldimage", "state", "content", "spec", "receipt", "body", "headers",
+        "multivalueheaders", "querystringparameters", "cookies", "records", "payload",
+    }
+)
+
+
+def redact(value: Any) -> Any:
+    """A copy of a log structure with secret-shaped and content-bearing values removed."""
+    if isinstance(value, Mapping):
+        cleaned: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = str(key)
+            if name.lower() in CONTENT_KEYS or secret_shaped_key(name):
+                cleaned[key] = REDACTED
+            else:
+                cleaned[key] = redact(item)
+        return cleaned
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    if isinstance(value, str) and looks_secret(value):
+        return REDACTED
+    return value
+
+
+class RedactingFormatter(LambdaPowertoolsFormatter):
+    """Powertools' JSON formatter, with every log line passed through :func:`redact`."""
+
+    def serialize(self, log: Any) -> str:
+        return super().serialize(redact(log))
+
+
+def make_logger(service: str) -> Logger:
+    """A structured logger that never writes item images, tokens or secrets."""
+    return Logger(service=service, logger_formatter=RedactingFormatter())
+
+
+# -- the ledger, built once per execution environment -----------------------------
+
+_lock = threading.Lock()
+_ledger: Ledger | None = None
+
+
+def load_lambda_settings() -> Any:
+    """Settings for a Lambda function: validated, and only the DynamoDB store.
+
+    An embedded store would create a file (a resource) inside the function and
+    lose it with the execution environment, so it is refused here.
+    """
+    settings = load_settings()
+    if settings.store is not StoreKind.DYNAMODB:
+        raise SettingsError(
+            "invalid settings: LEDGER_STORE: the Lambda functions need 'dynamodb' "
+            f"(got {settings.store.value!r})"
+        )
+    return settings
+
+
+def get_ledger() -> Ledger:
+    """The ledger of this execution environment, built on first use (cold start)."""
+    global _ledger
+    with _lock:
+        if _ledger is None:
+            # build_ledger makes a DynamoDB client and nothing else: no table,
+            # no queue, no request is sent until a use case needs one.
+            _ledger = build_ledger(load_lambda_settings())
+        return _ledger
+
+
+def set_ledger_for_tests(ledger: Ledger | None) -> None:
+    """Use ``ledger`` instead of one built from the environment (None resets)."""
+    global _ledger
+    with _lock:
+        _ledger = ledger
+
+
+# -- stream records ----------------------------------------------------------------
+
+
+class RecordFailed(Exception):
+    """A stream record was not handled; the message is a bounded reason code only."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def reason_code(exc: BaseException) -> str:
+    """A bounded, content-free code for an exception (never its message)."""
+    if isinstance(exc, RecordFailed):
+        return exc.reason
+    if isinstance(exc, LedgerError):
+        return exc.code
+    return "unexpected_" + type(exc).__name__
+
+
+def record_keys(record: Any) -> dict[str, str]:
+    """The keys of a stream record that are safe to log: table key and sequence number."""
+    keys: dict[str, str] = {}
+    if not isinstance(record, Mapping):
+        return keys
+    dynamodb = record.get("dynamodb")
+    if isinstance(dynamodb, Mapping):
+        item_keys = dynamodb.get("Keys")
+        if isinstance(item_keys, Mapping):
+            for name in ("pk", "sk"):
+                attribute = item_keys.get(name)
+                if isinstance(attribute, Mapping):
+                    for value in attribute.values():
+                        keys[name] = str(value)[:200]
+        sequence = dynamodb.get("SequenceNumber")
+        if isinstance(sequence, str):
+            keys["sequence_number"] = sequence
+    event_name = record.get("eventName")
+    if isinstance(event_name, str):
+        keys["event_name"] = event_name
+    return keys
+
+
+class StreamBatchProcessor(BatchProcessor):
+    """Powertools' DynamoDB Streams processor that reports every failure as a
+    batch item failure, never as an exception.
+
+    A failed record is reported by its sequence number and Lambda retries from
+    it. A record without a sequence number (not from a stream) is reported with
+    an empty identifier, which Lambda treats as a failure of the whole batch:
+    the safe answer when the record cannot be named.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(event_type=EventType.DynamoDBStreams,
+                         raise_on_entire_batch_failure=False)
+
+    def _collect_dynamodb_failures(self) -> list[dict[str, str]]:
+        failures: list[dict[str, str]] = []
+        for message in self.fail_messages:
+            raw = getattr(message, "raw_event", None)
+            failures.append({"itemIdentifier": record_keys(raw).get("sequence_number", "")})
+        return failures
