@@ -1,0 +1,166 @@
+"""Least privilege: each function's role, action by action, resource by resource.
+
+The expected grants are written out in full, so adding or widening any
+permission fails here first. Key prefixes come from the code that makes keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from adapters.dynamodb import items as it
+from adapters.dynamodb.views import VIEW_PREFIX
+from domain.directory import DirectoryKind
+from projections.projector import ATTEMPT_PREFIX
+from tests.infra.template import (
+    DUE_INDEX_ARN,
+    LIST_INDEX_ARN,
+    STREAM_ARN,
+    TABLE_ARN,
+    TABLE_STREAMS_ARN,
+    as_list,
+    get_att,
+    grants,
+    resources_of,
+    statements,
+)
+
+ATTEMPTS = f"{ATTEMPT_PREFIX}*"
+DUE = f"{it.DUE_PREFIX}{ATTEMPT_PREFIX}*"
+VIEWS = f"{VIEW_PREFIX}*"
+LOOKUPS = f"{it.LOOKUP_PREFIX}*"
+PROPOSALS = "prop_*"
+DIRECTORY = frozenset(f"{kind.value}:*" for kind in DirectoryKind)
+
+Grant = tuple[str, str, frozenset[str] | None]
+
+
+def _stream_consumer(log_group: str, queue: str) -> set[Grant]:
+    return {
+        ("logs:CreateLogStream", get_att(log_group, "Arn"), None),
+        ("logs:PutLogEvents", get_att(log_group, "Arn"), None),
+        ("dynamodb:DescribeStream", STREAM_ARN, None),
+        ("dynamodb:GetRecords", STREAM_ARN, None),
+        ("dynamodb:GetShardIterator", STREAM_ARN, None),
+        ("dynamodb:ListStreams", TABLE_STREAMS_ARN, None),
+        ("sqs:SendMessage", get_att(queue, "Arn"), None),
+    }
+
+
+EXPECTED: dict[str, set[Grant]] = {
+    "WorkerRole": _stream_consumer("WorkerLogGroup", "WorkerFailureQueue") | {
+        ("dynamodb:GetItem", TABLE_ARN, None),
+        ("dynamodb:Query", TABLE_ARN, None),
+        ("dynamodb:Query", DUE_INDEX_ARN, None),
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({ATTEMPTS, DUE})),
+        ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
+        ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
+    },
+    "ProjectorRole": _stream_consumer("ProjectorLogGroup", "ProjectorFailureQueue") | {
+        ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS})),
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({VIEWS})),
+    },
+    "ApiRole": {
+        ("logs:CreateLogStream", get_att("ApiLogGroup", "Arn"), None),
+        ("logs:PutLogEvents", get_att("ApiLogGroup", "Arn"), None),
+        ("dynamodb:GetItem", TABLE_ARN, None),
+        ("dynamodb:Query", TABLE_ARN, None),
+        ("dynamodb:Query", LIST_INDEX_ARN, None),
+        ("dynamodb:PutItem", TABLE_ARN,
+         frozenset({PROPOSALS, ATTEMPTS, DUE, LOOKUPS}) | DIRECTORY),
+        ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
+        ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
+    },
+}
+ROLE_OF = {"WorkerFunction": "WorkerRole", "ProjectorFunction": "ProjectorRole",
+           "ApiFunction": "ApiRole"}
+
+
+@pytest.mark.parametrize("role", sorted(EXPECTED))
+def test_role_grants_exactly_the_expected_actions_on_the_expected_resources(
+    template: dict[str, Any], role: str
+) -> None:
+    found = list(grants(template["Resources"][role]))
+    assert len(found) == len(set(found)), "a grant is repeated"
+    assert set(found) == EXPECTED[role]
+
+
+@pytest.mark.parametrize("function", sorted(ROLE_OF))
+def test_each_function_runs_with_its_own_role(transformed: dict[str, Any], function: str) -> None:
+    role = transformed["Resources"][function]["Properties"]["Role"]
+    assert role == {"Fn::GetAtt": [ROLE_OF[function], "Arn"]}
+
+
+# (role, Sid) of statements AWS forces to a "*" resource. None: every action
+# used here supports resource-level permissions (ListStreams included, scoped
+# to this table's streams as AWS documents).
+WILDCARD_EXEMPT: frozenset[tuple[str, str]] = frozenset()
+
+
+def test_no_statement_has_a_wildcard_resource_or_action(transformed: dict[str, Any]) -> None:
+    for name, role in resources_of(transformed, "AWS::IAM::Role").items():
+        for statement in statements(role):
+            for action in as_list(statement["Action"]):
+                assert "*" not in action, (name, action)
+            if (name, statement.get("Sid", "")) in WILDCARD_EXEMPT:
+                continue
+            for resource in as_list(statement["Resource"]):
+                assert isinstance(resource, dict), (name, statement.get("Sid"), resource)
+                assert resource != "*", (name, statement.get("Sid"))
+
+
+def test_roles_are_assumable_by_lambda_only(transformed: dict[str, Any]) -> None:
+    for name, role in resources_of(transformed, "AWS::IAM::Role").items():
+        (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "lambda.amazonaws.com"}, name
+        assert statement["Action"] == "sts:AssumeRole", name
+
+
+def _actions(role: dict[str, Any]) -> dict[str, set[str]]:
+    by_action: dict[str, set[str]] = {}
+    for action, resource, _ in grants(role):
+        by_action.setdefault(action, set()).add(resource)
+    return by_action
+
+
+def test_api_cannot_read_the_stream_query_due_work_or_write_views(
+    template: dict[str, Any]
+) -> None:
+    role = template["Resources"]["ApiRole"]
+    actions = _actions(role)
+    stream_reads = {"dynamodb:DescribeStream", "dynamodb:GetRecords",
+                    "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+    assert not stream_reads & set(actions)
+    assert DUE_INDEX_ARN not in actions["dynamodb:Query"]
+    assert not any(a.startswith("sqs:") for a in actions)
+    put_keys = {k for a, _, keys in grants(role) if a == "dynamodb:PutItem" for k in keys or ()}
+    assert VIEWS not in put_keys
+
+
+def test_worker_cannot_write_directory_proposal_lookup_or_view_items(
+    template: dict[str, Any]
+) -> None:
+    role = template["Resources"]["WorkerRole"]
+    writable = {k for a, _, keys in grants(role)
+                if a in {"dynamodb:PutItem", "dynamodb:DeleteItem"} for k in keys or ()}
+    assert writable == {ATTEMPTS, DUE}
+    assert not writable & (DIRECTORY | {PROPOSALS, LOOKUPS, VIEWS})
+
+
+def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> None:
+    forbidden = {"dynamodb:Scan", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem",
+                 "dynamodb:BatchGetItem", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
+                 "dynamodb:CreateTable", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLInsert"}
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+        assert not set(_actions(template["Resources"][role])) & forbidden, role
+
+
+def test_every_item_write_is_limited_to_key_prefixes(template: dict[str, Any]) -> None:
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+        for action, _, keys in grants(template["Resources"][role]):
+            if action in {"dynamodb:PutItem", "dynamodb:DeleteItem",
+                          "dynamodb:ConditionCheckItem"}:
+                assert keys, (role, action)
+                assert all(k.endswith("*") and len(k) > 1 for k in keys), (role, action)
