@@ -42,8 +42,9 @@ def transform_template(template: Mapping[str, Any]) -> dict[str, Any]:
     packaged["Globals"]["Function"]["CodeUri"] = PACKAGED_CODE
     # The translator derives the ARN partition from the region; any region will do.
     with mock.patch.dict(os.environ, {"AWS_DEFAULT_REGION": "us-east-1"}):
-        result: dict[str, Any] = transform(packaged, dict(PARAMETERS), NoManagedPolicies())
-    return json.loads(json.dumps(result))
+        result = transform(packaged, dict(PARAMETERS), NoManagedPolicies())
+    plain: dict[str, Any] = json.loads(json.dumps(result))
+    return plain
 
 
 def resources_of(template: Mapping[str, Any], kind: str) -> dict[str, dict[str, Any]]:
