@@ -8,6 +8,7 @@ from typing import Any
 
 from adapters.executors.fake import EffectLedger, register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
+from adapters.metrics import Metrics
 from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
@@ -73,6 +74,7 @@ class Ledger:
     renderer: Renderer = field(default_factory=TextRenderer)
     effects: EffectLedger | None = None
     views: ViewStore | None = None
+    metrics: Metrics = field(default_factory=Metrics)
 
     @property
     def projector(self) -> Projector:

@@ -159,8 +159,11 @@ class Runtime:
                 for attempt_id in self.feed.poll(self.poll_seconds):
                     outcome = worker.process(attempt_id)
                     logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value)
-                    if self.ledger.views is not None:
-                        self.ledger.projector.project_attempt(attempt_id)
+                    self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)
+                    if self.ledger.views is not None and self.ledger.projector.project_attempt(
+                        attempt_id
+                    ):
+                        self.ledger.metrics.inc("ledger_projection_updates_total")
             except LedgerError as exc:
                 logger.warning("worker step failed: %s", exc.code)
                 self.stop_event.wait(self.poll_seconds)
@@ -173,7 +176,9 @@ class Runtime:
         projector = self.ledger.projector
         while not self.stop_event.is_set():
             try:
-                projector.project_streams(self.projection_feed.poll(self.poll_seconds))
+                moved = projector.project_streams(self.projection_feed.poll(self.poll_seconds))
+                if moved:
+                    self.ledger.metrics.inc("ledger_projection_updates_total", moved)
             except Exception as exc:
                 logger.error("projection step failed: %s", type(exc).__name__)
                 self.stop_event.wait(self.poll_seconds)
@@ -183,6 +188,9 @@ class Runtime:
         while not self.stop_event.is_set():
             try:
                 report = run_recovery(worker)
+                for outcome, count in report.outcomes.items():
+                    self.ledger.metrics.inc("ledger_recovery_examined_total", count,
+                                            outcome=outcome)
                 if report.examined:
                     logger.info("recovery examined=%d outcomes=%s", report.examined,
                                 dict(report.outcomes))

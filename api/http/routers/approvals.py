@@ -9,7 +9,7 @@ from fastapi import APIRouter, status
 from api.http.deps import ChannelCaller, LedgerDep
 from api.http.errors import error_responses
 from api.http.schemas.proposals import ApprovalIn, ApprovalOut
-from domain.errors import ApprovalUnavailable
+from domain.errors import ApprovalUnavailable, ProposalConflicted
 from domain.services.approval import approve
 
 logger = logging.getLogger("ledger.approval")
@@ -31,7 +31,12 @@ def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: Ledger
         result = approve(ledger.context, token=body.token, provenance=caller.require_provenance())
     except ApprovalUnavailable as denied:
         logger.info("approval denied reason=%s", denied.reason)
+        ledger.metrics.inc("ledger_approvals_total", result="denied", reason=denied.reason)
         raise
+    except ProposalConflicted:
+        ledger.metrics.inc("ledger_approvals_total", result="conflicted", reason="target_drift")
+        raise
+    ledger.metrics.inc("ledger_approvals_total", result="accepted", reason="none")
     return ApprovalOut(
         status=result.status, attempt_id=result.attempt_id,
         attempt_revision=result.attempt_revision,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
 
 from api.http.deps import LedgerDep
 from api.http.errors import error_responses
@@ -23,3 +24,9 @@ def readyz(ledger: LedgerDep) -> dict[str, str]:
     if not ledger.ready():
         raise StoreUnavailable("The store is not answering.")
     return {"status": "ready"}
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(ledger: LedgerDep) -> str:
+    """Counters in the Prometheus text format; labels carry no ids or content."""
+    return ledger.metrics.render()
