@@ -1,12 +1,12 @@
 """The projector Lambda: keeps the status views current from the table's stream.
 
 Its event source mapping delivers INSERTs of attempt events (``pk`` begins
-with ``att_``). A record only names the stream that changed: the projector
-re-reads that stream with a consistent read and writes the folded view with a
-version guard (``Projector.project_streams``), so duplicates, retries and
-reordering can never regress a view. A stream is read once per batch: every
-record of a batch was written before the batch was delivered, so one read
-covers them all.
+with ``att_``); the handler applies the local stream reader's rule again. A
+record only names the stream that changed: the projector re-reads that stream
+with a consistent read and writes the folded view with a version guard
+(``Projector.project_streams``), so duplicates, retries and reordering can
+never regress a view. A stream is read once per batch: every record of a batch
+was written before the batch was delivered, so one read covers them all.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from adapters.aws_lambda.common import (
     record_keys,
     set_ledger_for_tests,
 )
+from adapters.runtime import attempt_streams_from_records
 from adapters.streams import MalformedRecord
-from projections.projector import ATTEMPT_PREFIX
 
 __all__ = ["handler", "set_ledger_for_tests", "stream_id_from_record"]
 
@@ -41,23 +41,22 @@ metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 
 def stream_id_from_record(record: Any) -> str | None:
-    """The attempt stream an INSERT record changed, or None for anything else.
+    """The attempt stream a record changed, or None for anything else.
 
-    Raises MalformedRecord when the record has no table key to name.
+    The choice is the local stream reader's (``attempt_streams_from_records``);
+    a record without a table key to name raises MalformedRecord.
     """
     if not isinstance(record, Mapping):
         raise MalformedRecord("record is not an object")
-    if record.get("eventName") != "INSERT":
-        return None
     dynamodb = record.get("dynamodb")
     if not isinstance(dynamodb, Mapping):
         raise MalformedRecord("record has no dynamodb section")
     keys = dynamodb.get("Keys")
     pk = keys.get("pk") if isinstance(keys, Mapping) else None
-    value = pk.get("S") if isinstance(pk, Mapping) else None
-    if not isinstance(value, str) or not value:
+    if not isinstance(pk, Mapping) or not isinstance(pk.get("S"), str) or not pk["S"]:
         raise MalformedRecord("record has no pk")
-    return value if value.startswith(ATTEMPT_PREFIX) else None
+    found = attempt_streams_from_records([dict(record)])
+    return found[0] if found else None
 
 
 @metrics.log_metrics
