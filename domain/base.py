@@ -79,8 +79,43 @@ class LedgerEvent(CanMutateAggregate[str], CanCreateTimestamp, metaclass=MetaDom
     def mutate(self, aggregate: Any) -> Any:
         result = super().mutate(aggregate)
         assert result is not None
-        result._chain_head = self.hash()
+        result._chain_head = LazyHash(self)
         return result
+
+
+class LazyHash:
+    """The hash of one event, computed when first asked for.
+
+    Replaying a stream only to read its state (the directory records of every
+    authorization, an attempt before its next step) then hashes nothing; the
+    hash is computed for the next event's link or the status view's anchor.
+    Two of them are equal when the hashes are.
+    """
+
+    __slots__ = ("_event", "_value")
+
+    def __init__(self, event: LedgerEvent) -> None:
+        self._event = event
+        self._value: str | None = None
+
+    @property
+    def value(self) -> str:
+        if self._value is None:
+            self._value = self._event.hash()
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyHash):
+            return self.value == other.value
+        if isinstance(other, str):
+            return self.value == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 @dataclass(frozen=True)
@@ -92,14 +127,14 @@ class LedgerCreated(CanInitAggregate[str], LedgerEvent):
     def mutate(self, aggregate: Any) -> Any:
         result = CanInitAggregate.mutate(self, aggregate)
         assert result is not None
-        result._chain_head = self.hash()
+        result._chain_head = LazyHash(self)
         return result
 
 
 class LedgerAggregate(BaseAggregate[str]):
     """An aggregate whose id is a string chosen by the domain."""
 
-    _chain_head: str
+    _chain_head: LazyHash
 
     class Event(LedgerEvent):
         pass
@@ -116,7 +151,7 @@ class LedgerAggregate(BaseAggregate[str]):
         return created
 
     def trigger_event(self, event_class: type[Any], **kwargs: Any) -> None:
-        kwargs["prev_hash"] = self._chain_head
+        kwargs["prev_hash"] = self._chain_head.value
         super().trigger_event(event_class, **kwargs)
 
     @property
@@ -127,4 +162,4 @@ class LedgerAggregate(BaseAggregate[str]):
     @property
     def chain_head(self) -> str:
         """The hash of the latest event applied."""
-        return self._chain_head
+        return self._chain_head.value

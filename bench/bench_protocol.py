@@ -1,0 +1,294 @@
+"""Protocol cost on DynamoDB: requests, items and capacity units per attempt.
+
+For one attempt's happy path (approval, then the worker woken by the stream
+record) and for each recovery path (a missed stream record, a crash after the
+lease, after the dispatch marker in each delivery mode, after the effect),
+counted on a real boto3 client against ministack: requests by operation,
+items written and read, and the write/read units DynamoDB would bill,
+computed from the item sizes in the request and response payloads (see
+``harness.CapacityMeter`` for the rules). Counts do not depend on the machine.
+
+Run: ``.venv/bin/python bench/bench_protocol.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from harness import (
+    CAPABILITY,
+    CapacityMeter,
+    Emulator,
+    Lifecycle,
+    ManualClock,
+    Report,
+    Usage,
+    dynamodb_store,
+    parse_args,
+)
+
+from adapters.dynamodb.views import DynamoDBViewStore
+from adapters.executors.fake import fake_build_digest
+from domain.attempt import AttemptStatus, ExecutionAttempt, Resolution
+from domain.ports import ExecutionReceipt, ExecutionRequest
+from domain.services.execution import CrashPoint, SimulatedCrash
+from domain.services.recovery import run_recovery
+from domain.services.resolution import resolve
+from projections.projector import Projector
+
+# us-east-1 on-demand, standard table class; see bench/CAPACITY.md for the source and date.
+PRICE_PER_MILLION_WRU = 0.625
+PRICE_PER_MILLION_RRU = 0.125
+LEASE = 60
+
+
+class CrashAt:
+    """Kills the worker once at one boundary."""
+
+    def __init__(self, point: CrashPoint) -> None:
+        self.point = point
+        self.fired = False
+
+    def __call__(self, point: CrashPoint, attempt_id: str) -> None:
+        if point is self.point and not self.fired:
+            self.fired = True
+            raise SimulatedCrash(point.value)
+
+
+class CrashAfterEffect:
+    """Boundary (d): the provider applies the effect, then the worker dies."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.capability = inner.capability
+        self.build_digest = inner.build_digest
+        self.delivery_mode = inner.delivery_mode
+        self.armed = True
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        receipt: ExecutionReceipt = self.inner.execute(request)
+        if self.armed:
+            self.armed = False
+            raise SimulatedCrash("after_effect")
+        return receipt
+
+
+class World:
+    """A fresh table, a metered client, a directory and a manual clock."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.client = emulator.client()
+        self.meter = CapacityMeter(self.client)
+        self.table = emulator.table(self.client)
+        self.store = dynamodb_store(self.client, self.table)
+        self.clock = ManualClock()
+        self.life = Lifecycle(self.store, clock=self.clock, lease_seconds=LEASE)
+        self.projector = Projector(self.store, DynamoDBViewStore(self.client, self.table))
+
+    def approved(self, capability: str = CAPABILITY, simulate: str = "success") -> str:
+        _, token = self.life.propose_and_present(0, capability, simulate)
+        return self.life.approve(token)
+
+    def crash(self, attempt_id: str, point: CrashPoint) -> None:
+        try:
+            self.life.worker(crash_hook=CrashAt(point)).process(attempt_id)
+        except SimulatedCrash:
+            return
+        raise AssertionError("the worker did not crash")
+
+    def status(self, attempt_id: str) -> str:
+        attempt = self.store.get(ExecutionAttempt, attempt_id)
+        assert attempt is not None
+        return attempt.status.value
+
+    def close(self) -> None:
+        self.client.delete_table(TableName=self.table)
+        self.client.close()
+
+
+def row(path: str, step: str, used: Usage, outcome: str) -> list[Any]:
+    return [path, step, used.ops(), used.writes, used.consistent_reads, used.items_written,
+            used.condition_checks, used.items_read, f"{used.wcu:g}", f"{used.gsi_wcu:g}",
+            f"{used.rcu:g}", outcome]
+
+
+HEADERS = ["path", "step", "requests by operation", "write requests", "consistent reads",
+           "items written", "condition checks", "items read", "WCU", "GSI WCU", "RCU",
+           "outcome"]
+
+
+def happy_path(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Usage]]:
+    w = World(emulator)
+    rows: list[list[Any]] = []
+    steps: dict[str, Usage] = {}
+    try:
+        with w.meter.measure() as used:
+            _proposal_id, token = w.life.propose_and_present()
+        rows.append(row("happy", "propose + present (before the attempt)", used, "presented"))
+        steps["propose+present"] = used
+        with w.meter.measure() as used:
+            attempt_id = w.life.approve(token)
+        rows.append(row("happy", "approval", used, "queued"))
+        steps["approval"] = used
+        with w.meter.measure() as used:
+            outcome = w.life.worker().process(attempt_id)
+        rows.append(row("happy", "worker (stream record)", used, outcome.value))
+        steps["worker"] = used
+        with w.meter.measure() as used:
+            w.projector.project_attempt(attempt_id)
+        rows.append(row("happy", "status projection (per stream batch)", used, "view written"))
+        steps["projection"] = used
+        total = steps["approval"] + steps["worker"]
+        rows.append(row("happy", "**attempt total (approval + worker)**", total, ""))
+        steps["attempt"] = total
+    finally:
+        w.close()
+    return rows, steps
+
+
+def recovery_paths(emulator: Emulator, quick: bool) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+
+    def tick(w: World, path: str, attempt_id: str, advance: float) -> None:
+        w.clock.advance(advance)
+        with w.meter.measure() as used:
+            report = run_recovery(w.life.worker())
+        assert report.examined == 1, report
+        rows.append(row(path, "recovery tick", used, w.status(attempt_id)))
+
+    cases: list[tuple[str, str, str, CrashPoint | None]] = [
+        ("(a) stream record missed", CAPABILITY, "success", None),
+        ("(b) crash after lease, before marker", CAPABILITY, "success", CrashPoint.AFTER_LEASE),
+        ("(c) crash after marker: provider_idempotency", CAPABILITY, "success",
+         CrashPoint.AFTER_DISPATCH_MARKER),
+        ("(c) crash after marker: correlation_lookup", "fake.correlation_lookup", "success",
+         CrashPoint.AFTER_DISPATCH_MARKER),
+        ("(c) crash after marker: operator_only", "fake.operator_only", "success",
+         CrashPoint.AFTER_DISPATCH_MARKER),
+        ("(e) crash after response, before result: provider_idempotency", CAPABILITY, "success",
+         CrashPoint.AFTER_RESPONSE),
+    ]
+    for path, capability, simulate, point in cases:
+        w = World(emulator)
+        try:
+            attempt_id = w.approved(capability, simulate)
+            if point is None:
+                tick(w, path, attempt_id, 1)
+            else:
+                w.crash(attempt_id, point)
+                tick(w, path, attempt_id, LEASE + 1)
+        finally:
+            w.close()
+
+    # (d) the effect applied, the response lost: correlation lookup finds it.
+    w = World(emulator)
+    try:
+        capability = "fake.correlation_lookup"
+        current = w.life.registry.get(capability, fake_build_digest(capability))
+        w.life.registry.replace(CrashAfterEffect(current))
+        attempt_id = w.approved(capability)
+        with contextlib.suppress(SimulatedCrash):
+            w.life.worker().process(attempt_id)
+        tick(w, "(d) crash after effect: correlation_lookup", attempt_id, LEASE + 1)
+    finally:
+        w.close()
+
+    # An operator-only uncertainty settled by an admin.
+    w = World(emulator)
+    try:
+        attempt_id = w.approved("fake.operator_only")
+        w.crash(attempt_id, CrashPoint.AFTER_DISPATCH_MARKER)
+        w.clock.advance(LEASE + 1)
+        run_recovery(w.life.worker())
+        attempt = w.store.get(ExecutionAttempt, attempt_id)
+        assert attempt is not None and attempt.status is AttemptStatus.OUTCOME_UNKNOWN
+        with w.meter.measure() as used:
+            resolve(w.life.ctx, attempt_id=attempt_id, expected_revision=attempt.version,
+                    outcome=Resolution.NO_EFFECT, reason="checked with the provider",
+                    resolved_by="ops")
+        rows.append(row("admin resolve of outcome_unknown", "resolve", used,
+                        w.status(attempt_id)))
+        # An empty tick: what recovery costs when nothing is due.
+        w.clock.advance(LEASE + 1)
+        with w.meter.measure() as used:
+            run_recovery(w.life.worker())
+        rows.append(row("recovery tick, nothing due", "recovery tick", used, "-"))
+    finally:
+        w.close()
+    return rows
+
+
+def cost_rows(steps: dict[str, Usage]) -> list[list[Any]]:
+    attempt, projection = steps["attempt"], steps["projection"]
+    before = steps["propose+present"]
+    rows = []
+    for name, wru, rru in [
+        ("attempt (approval + worker)", attempt.wcu + attempt.gsi_wcu, attempt.rcu),
+        ("attempt + status projection", attempt.wcu + attempt.gsi_wcu + projection.wcu
+         + projection.gsi_wcu, attempt.rcu + projection.rcu),
+        ("propose + present + attempt + projection",
+         attempt.wcu + attempt.gsi_wcu + projection.wcu + projection.gsi_wcu + before.wcu
+         + before.gsi_wcu, attempt.rcu + projection.rcu + before.rcu),
+    ]:
+        dollars = wru * PRICE_PER_MILLION_WRU + rru * PRICE_PER_MILLION_RRU
+        rows.append([name, f"{wru:g}", f"{rru:g}", f"${wru * PRICE_PER_MILLION_WRU:,.2f}",
+                     f"${rru * PRICE_PER_MILLION_RRU:,.2f}", f"**${dollars:,.2f}**"])
+    return rows
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    report = Report("bench_protocol", args.quick)
+    with Emulator() as emulator:
+        happy, steps = happy_path(emulator)
+        report.table("Happy path of one attempt", HEADERS, happy, align="lllrrrrrrrrl")
+        recovery = recovery_paths(emulator, args.quick)
+        report.table("Recovery paths (the tick that recovers one attempt; the first, crashed "
+                     "run is not counted)", HEADERS, recovery, align="lllrrrrrrrrl")
+    report.table(
+        "On-demand cost per million attempts (table + GSI write units; read units)",
+        ["scope", "WRU per attempt", "RRU per attempt", "writes $/M", "reads $/M",
+         "total $/M attempts"],
+        cost_rows(steps), align="lrrrrr",
+    )
+    worker = steps["worker"]
+    report.write(INTRO.format(
+        approval_writes=steps["approval"].writes, worker_writes=worker.writes,
+        worker_reads=worker.consistent_reads,
+        wru=PRICE_PER_MILLION_WRU, rru=PRICE_PER_MILLION_RRU))
+
+
+INTRO = """
+Requests counted with botocore event hooks on the client the ledger uses,
+against ministack; capacity units computed from the item sizes in the request
+and response payloads with DynamoDB's published rules: 1 WCU per KB written
+per item, doubled for items in a transaction (a `ConditionCheck` billed as a
+transactional write of the checked item, 2 WCU); 1 RCU per 4 KB strongly
+consistent (a Query rounds up its total, a missing item still costs 1); an
+eventually consistent GSI query half of that; index maintenance as "GSI WCU"
+(a new `due` entry 1, a moved one 2: delete and put, a removed one 1). These
+are counts: they do not depend on the machine. Prices: ${wru} per million
+write request units and ${rru} per million read request units (us-east-1,
+on-demand, standard table class; see bench/CAPACITY.md for the source).
+
+**Writes.** The happy path is {approval_writes} write request for the approval
+and {worker_writes} for the worker: the lease, the dispatch marker and the
+result, each one `TransactWriteItems` (the event plus its due-work entry, and
+for the marker the condition checks on the directory records), so **4 write
+requests per attempt**, as targeted. The status projection adds one
+conditional `PutItem` per stream batch (on AWS the projector runs on the
+stream, off the attempt's path).
+
+**Reads.** The worker makes {worker_reads} strongly consistent reads: the
+attempt stream (the stream record is only a hint), the proposal (the stored
+spec whose hashes were approved, I4), and the directory records of I7
+(see "Worker reads" below for what each is and what was measured to reduce
+them). The recovery tick adds 16 eventually consistent queries of the `due`
+index, one per bucket (`LEDGER_DUE_WORK_BUCKETS`), whatever the number of
+attempts: see bench_recovery.md.
+"""
+
+
+if __name__ == "__main__":
+    main()
