@@ -86,7 +86,7 @@ HEADERS = ["operation", "attempts", "events", "seconds", "events/s", "ratio to p
 def main() -> None:
     args = parse_args(__doc__ or "")
     report = Report("bench_rebuild", args.quick)
-    embedded, dynamo = (30, 10) if args.quick else (2000, 300)
+    embedded, dynamo = (30, 10) if args.quick else (600, 200)
     base = ROOT / "var"
     base.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=base, prefix="bench-rebuild-") as tmp:

@@ -116,10 +116,11 @@ class Report:
         head = (f"# {self.name}\n\n`python bench/{self.name}.py`{mode}; "
                 f"{machine_line(self.started)}.\n\n{intro.strip()}\n")
         body = "\n\n".join(self.parts)
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        path = RESULTS / f"{self.name}{'.quick' if self.quick else ''}.md"
+        where = Path(os.environ.get("LEDGER_BENCH_RESULTS", RESULTS))
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"{self.name}{'.quick' if self.quick else ''}.md"
         path.write_text(head + "\n" + body + "\n")
-        print(f"\nwrote {path.relative_to(ROOT)}")
+        print(f"\nwrote {path}")
         return path
 
 

@@ -1,0 +1,43 @@
+"""The cheapest benchmarks run with --quick and print their tables, so they cannot
+rot. Nothing here looks at a timing: the figures of a smoke run mean nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.mark.dynamodb
+def test_protocol_and_rebuild_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
+    runs = {  # side by side: each mostly waits for its own emulator
+        script: subprocess.Popen(
+            [sys.executable, str(BENCH / script), "--quick"], cwd=BENCH, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for script in ("bench_protocol.py", "bench_rebuild.py")
+    }
+    outputs = {}
+    for script, process in runs.items():
+        try:
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 0, out[-2000:] + err[-2000:]
+        outputs[script] = out
+
+    out = outputs["bench_protocol.py"]
+    assert "Happy path of one attempt" in out and "| happy | approval |" in out
+    assert "Worker reads" in out and "Recovery paths" in out
+    assert "On-demand cost per million attempts" in out
+    assert (tmp_path / "bench_protocol.quick.md").read_text().startswith("# bench_protocol")
+    out = outputs["bench_rebuild.py"]
+    assert "Embedded (SQLite)" in out and "DynamoDB (ministack)" in out
+    assert (tmp_path / "bench_rebuild.quick.md").exists()
