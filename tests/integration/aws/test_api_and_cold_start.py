@@ -1,4 +1,4 @@
-"""The API handler (Mangum over the app), cold-start settings checks and log redaction."""
+"""The API handler (Mangum over the app), cold-start settings, log redaction, conflict count."""
 
 from __future__ import annotations
 
@@ -12,10 +12,15 @@ import pytest
 
 from adapters.aws_lambda import common, worker
 from adapters.aws_lambda.common import REDACTED, make_logger, redact
+from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.settings import SettingsError
 from api import aws_lambda as api_lambda
+from domain.attempt import ExecutionAttempt
+from domain.errors import ConcurrencyConflict
+from domain.ports import Commit
 
 from ..approval.world import FixedClock
+from ..execution.crash import ExecutionWorld
 from .conftest import FakeLambdaContext, wire
 
 
@@ -39,8 +44,6 @@ def http_event(method: str, path: str, headers: dict[str, str] | None = None) ->
 
 @pytest.fixture
 def api() -> Iterator[None]:
-    from adapters.memory.recorder import MemoryLedgerRecorder
-
     api_lambda.reset_for_tests()
     common.set_ledger_for_tests(wire(MemoryLedgerRecorder(), FixedClock()))
     yield
@@ -130,3 +133,21 @@ def test_handler_logger_redacts_what_a_careless_caller_passes() -> None:
     assert written["secret"] == REDACTED and written["state"] == REDACTED
     assert written["pk"] == "att_1"
     assert "s3cr3t-value" not in buffer.getvalue()
+
+
+def test_worker_counts_the_appends_it_loses_as_lease_conflicts() -> None:
+    ledger = wire(MemoryLedgerRecorder(), FixedClock())
+    assert isinstance(ledger.clock, FixedClock) and ledger.effects is not None
+    world = ExecutionWorld(ledger.store, clock=ledger.clock, registry=ledger.registry,
+                           effects=ledger.effects)
+    attempt_id = world.approved("provider_idempotency")
+    _, counting = worker._worker(ledger)
+    now = ledger.clock.now()
+    first, second = (ledger.store.get(ExecutionAttempt, attempt_id) for _ in range(2))
+    assert first is not None and second is not None
+    first.lease(owner="one", now=now, lease_seconds=60)
+    counting.commit(Commit(aggregates=[first]))
+    second.lease(owner="two", now=now, lease_seconds=60)
+    with pytest.raises(ConcurrencyConflict):
+        counting.commit(Commit(aggregates=[second]))
+    assert counting.conflicts == 1
