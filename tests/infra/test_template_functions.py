@@ -41,6 +41,16 @@ QUEUED, REQUEUED = sorted(WORK_TOPICS)
 OTHER_ATTEMPT_TOPIC = "domain.attempt:ExecutionAttempt.ResultRecorded"
 
 
+@pytest.mark.parametrize(("function", "event"), [("WorkerFunction", "QueuedAttempts"),
+                                                  ("ProjectorFunction", "AttemptEvents")])
+def test_filter_patterns_are_one_line_of_json(
+    template: dict[str, Any], function: str, event: str
+) -> None:
+    for entry in _source(template, function, event)["FilterCriteria"]["Filters"]:
+        assert "\n" not in entry["Pattern"]
+        assert isinstance(json.loads(entry["Pattern"]), dict)
+
+
 def test_worker_filter_is_exactly_inserts_of_the_work_topics(template: dict[str, Any]) -> None:
     (pattern,) = filter_patterns(_function(template, "WorkerFunction"), "QueuedAttempts")
     assert pattern["eventName"] == ["INSERT"]
