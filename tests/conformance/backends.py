@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -58,5 +59,17 @@ class SQLiteBackend(Backend):
         directory = Path(tempfile.mkdtemp(prefix="ledger-conformance-"))
         self.addCleanup(shutil.rmtree, directory, True)
         recorder = new_sqlite_recorder(directory)
-        self.addCleanup(recorder.close)
+        self.addCleanup(_close_after_stray_threads, recorder, set(threading.enumerate()))
         return recorder
+
+
+def _close_after_stray_threads(
+    recorder: SQLiteLedgerRecorder, before: set[threading.Thread]
+) -> None:
+    # The library's concurrent case signals its reader threads to stop but
+    # does not join them; closing the pool under a reader still inside a
+    # query can crash the sqlite3 module, so wait for them first.
+    for thread in set(threading.enumerate()) - before:
+        if thread is not threading.current_thread():
+            thread.join(timeout=30)
+    recorder.close()
