@@ -129,6 +129,7 @@ class Runtime:
     feed: WorkFeed | None
     recovery_interval: float
     projection_feed: WorkFeed | None = None
+    recovery: bool = True
     poll_seconds: float = 0.2
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -139,7 +140,8 @@ class Runtime:
             self._spawn("ledger-worker", self._worker_loop)
         if self.projection_feed is not None:
             self._spawn("ledger-projector", self._projector_loop)
-        self._spawn("ledger-recovery", self._recovery_loop)
+        if self.recovery:
+            self._spawn("ledger-recovery", self._recovery_loop)
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
@@ -214,12 +216,18 @@ def attempt_streams_from_records(records: list[dict[str, Any]]) -> list[str]:
 
 def build_runtime(ledger: Ledger, *, worker: bool = True, dynamodb_streams_client: Any = None
                   ) -> Runtime:
-    """Worker, projector and recovery loops for the configured store."""
+    """Worker, projector and recovery loops for the configured store.
+
+    With ``LEDGER_EXECUTION_ENABLED=false`` only the projector runs: nothing is
+    leased, and queued work waits in the due-work index until execution is on.
+    """
     interval = ledger.settings.recovery_interval_seconds
-    feed = build_feed(ledger, dynamodb_streams_client=dynamodb_streams_client) if worker else None
+    executing = worker and ledger.settings.execution_enabled
+    feed = build_feed(ledger, dynamodb_streams_client=dynamodb_streams_client) if executing else None
     projection = build_feed(ledger, dynamodb_streams_client=dynamodb_streams_client,
                             projection=True)
-    return Runtime(ledger, feed, recovery_interval=interval, projection_feed=projection)
+    return Runtime(ledger, feed, recovery_interval=interval, projection_feed=projection,
+                   recovery=executing)
 
 
 def build_feed(ledger: Ledger, *, dynamodb_streams_client: Any = None,

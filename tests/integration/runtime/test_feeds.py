@@ -121,3 +121,17 @@ def test_stream_record_parsing() -> None:
     with pytest.raises(MalformedRecord):
         work_from_record({"eventName": "INSERT", "dynamodb": {}})
     assert work_from_records([queued, queued, {"eventName": "INSERT"}, result]) == ["att_1"]
+
+
+def test_execution_switch_off_runs_only_the_projector(tmp_path: Path) -> None:
+    from adapters.runtime import build_runtime
+
+    ledger = build_ledger(load_settings(store="sqlite", sqlite_path=str(tmp_path / "l.db"),
+                                        execution_enabled=False))
+    runtime = build_runtime(ledger)
+    assert runtime.feed is None and runtime.recovery is False
+    assert runtime.projection_feed is not None
+    on = build_runtime(build_ledger(load_settings(store="sqlite",
+                                                  sqlite_path=str(tmp_path / "m.db"))))
+    assert on.feed is not None and on.recovery is True
+    ledger.close()
