@@ -223,9 +223,9 @@ def build_runtime(ledger: Ledger, *, worker: bool = True, dynamodb_streams_clien
     """
     interval = ledger.settings.recovery_interval_seconds
     executing = worker and ledger.settings.execution_enabled
-    feed = build_feed(ledger, dynamodb_streams_client=dynamodb_streams_client) if executing else None
-    projection = build_feed(ledger, dynamodb_streams_client=dynamodb_streams_client,
-                            projection=True)
+    streams = dynamodb_streams_client
+    feed = build_feed(ledger, dynamodb_streams_client=streams) if executing else None
+    projection = build_feed(ledger, dynamodb_streams_client=streams, projection=True)
     return Runtime(ledger, feed, recovery_interval=interval, projection_feed=projection,
                    recovery=executing)
 
