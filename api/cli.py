@@ -141,6 +141,8 @@ def recover_command(
         from domain.services.recovery import RecoveryReport, run_recovery
 
         settings = load_settings()
+        if not settings.execution_enabled:
+            _fail("execution is disabled (LEDGER_EXECUTION_ENABLED=false); recovery leases nothing")
         ledger = build_ledger(settings)
 
         def show(report: RecoveryReport) -> None:
