@@ -47,9 +47,10 @@ def ledger_recorder(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         recorder.close()
     else:
         try:
-            yield request.getfixturevalue("dynamodb_recorder")
+            recorder = request.getfixturevalue("dynamodb_recorder")
         except pytest.FixtureLookupError:
             pytest.skip("the dynamodb_recorder fixture is not available")
+        yield recorder
 
 
 @pytest.fixture
