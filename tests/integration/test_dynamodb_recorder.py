@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -169,7 +169,8 @@ def test_reserved_prefixes_cannot_be_stream_ids(dynamodb_recorder: DynamoDBLedge
 def test_lookup_items_carry_the_ttl_attribute(
     dynamodb_recorder: DynamoDBLedgerRecorder, dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
-    expires = T0 + timedelta(minutes=30)
+    # in the real future: an emulator (like DynamoDB) reaps items whose TTL has passed
+    expires = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=30)
     dynamodb_recorder.insert_events(
         [], lookups=[Lookup("expiring", {"a": "1"}, expires_at=expires), Lookup("kept", {})]
     )

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from domain.proposal import Proposal
 from domain.services.proposals import propose
-from domain.spec import canonical_bytes, parse_spec, payload_hash
+from domain.spec import canonical_bytes, format_utc, parse_spec, payload_hash
 
-from .world import DIGEST, World, base_spec
+from .world import DIGEST, SPEC_EXPIRES, World, base_spec
 
 OTHER = "sha256:" + "cd" * 32
 
@@ -26,7 +27,7 @@ SEMANTIC_CHANGES: dict[str, dict[str, Any]] = {
     "sources": {"sources": ["message:124"]},
     "base_revision": {"target": {"id": "task:42", "base_revision": "r8"}},
     "target_id": {"target": {"id": "task:43", "base_revision": "r7"}},
-    "expiry": {"expires_at": "2026-12-01T00:00:01Z"},
+    "expiry": {"expires_at": format_utc(SPEC_EXPIRES + timedelta(seconds=1))},
     "effect": {"effect": "update"},
 }
 

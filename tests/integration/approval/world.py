@@ -28,18 +28,26 @@ from domain.services.approval import Provenance
 from domain.services.context import ServiceContext
 from domain.services.directory import put_record
 from domain.services.proposals import PresentationResult, present, propose
-from domain.spec import derive_attempt_id
+from domain.spec import derive_attempt_id, format_utc
 
 DIGEST = "sha256:" + "ab" * 32
 CAPABILITY = "fake.provider_idempotency"
 BUILD = fake_build_digest(CAPABILITY)
 
 
+# Tests start at the real current time (to the second) and move by hand from
+# there. Not a fixed date: lookup items carry a TTL derived from the domain
+# clock, and the DynamoDB emulator (like DynamoDB) deletes items whose TTL is
+# in the real past, so a clock fixed in the past would lose fresh tokens.
+START = datetime.now(UTC).replace(microsecond=0)
+SPEC_EXPIRES = START + timedelta(days=2)
+
+
 class FixedClock:
     """A clock tests move by hand."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self.moment = start or datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+        self.moment = start or START
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
@@ -99,7 +107,7 @@ def base_spec(**changes: Any) -> dict[str, Any]:
         "destination": "tasks",
         "content": {"title": "Buy milk"},
         "sources": ["message:123"],
-        "expires_at": "2026-12-01T00:00:00Z",
+        "expires_at": format_utc(SPEC_EXPIRES),
     }
     spec.update(changes)
     return spec
