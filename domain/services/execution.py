@@ -308,16 +308,27 @@ class Worker:
         reason: str | None,
         receipt: dict[str, Any] | None,
     ) -> Outcome:
-        """Record the result if our lease still holds; otherwise only observe it."""
-        now = self.ctx.clock.now()
-        try:
-            attempt.record_result(
-                generation=generation, status=status, now=now, reason_code=reason, receipt=receipt
-            )
-        except IllegalTransition:
-            return self._observe(attempt.id, generation, status)
-        if self._commit(attempt, due=None):
-            return Outcome(status.value)
+        """Record the result if our lease still holds; otherwise only observe it.
+
+        A lost commit race is not proof that the lease is gone: a stale
+        generation's late observation also appends to the stream. So re-read and
+        record again while the lease holds; only then fall back to observing.
+        """
+        for _ in range(5):
+            now = self.ctx.clock.now()
+            try:
+                attempt.record_result(
+                    generation=generation, status=status, now=now, reason_code=reason,
+                    receipt=receipt,
+                )
+            except IllegalTransition:
+                return self._observe(attempt.id, generation, status)
+            if self._commit(attempt, due=None):
+                return Outcome(status.value)
+            fresh = self.ctx.store.get(ExecutionAttempt, attempt.id)
+            if fresh is None:
+                return Outcome.MISSING
+            attempt = fresh
         return self._observe(attempt.id, generation, status)
 
     def _observe(self, attempt_id: str, generation: int, status: AttemptStatus) -> Outcome:

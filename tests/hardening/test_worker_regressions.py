@@ -1,0 +1,69 @@
+"""Regressions found by the chaos simulation (tests/chaos), pinned as plain scenarios."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.attempt import ExecutionAttempt
+from domain.ports import Commit, DueWork, ExecutionReceipt, ExecutionRequest
+from domain.services.execution import Outcome
+from domain.services.recovery import run_recovery
+from tests.integration.execution.crash import LEASE, MODES, ExecutionWorld
+
+
+class FirstCallLosesItsResponse:
+    """Generation 1's call applies the effect, but its answer never comes back.
+
+    On the next call (generation 2), ``during_second`` runs after the provider
+    answered and before the worker records.
+    """
+
+    def __init__(self, inner: Any, during_second: Any) -> None:
+        self.inner = inner
+        self.capability = inner.capability
+        self.build_digest = inner.build_digest
+        self.delivery_mode = inner.delivery_mode
+        self.during_second = during_second
+        self.calls = 0
+
+    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
+        self.calls += 1
+        receipt: ExecutionReceipt = self.inner.execute(request)
+        if self.calls == 1:
+            raise TimeoutError("the response was lost")
+        self.during_second()
+        return receipt
+
+
+def test_a_late_observation_cannot_make_the_lease_holder_lose_its_result(
+    xworld: ExecutionWorld,
+) -> None:
+    """Chaos seed 5887: generation 1 reports late (it is observed, never authoritative)
+    while generation 2 holds the lease and is in its call. Generation 2's result
+    commit then lost the race to that observation and was dropped: the attempt
+    stayed executing and needed another dispatch. The holder must re-read and record."""
+    attempt_id = xworld.approved("provider_idempotency")
+
+    def generation_one_reports_late() -> None:
+        stale = xworld.attempt(attempt_id)
+        stale.observe_late_result(generation=1, kind="succeeded", now=xworld.clock.now())
+        xworld.store.commit(Commit(aggregates=[stale],
+                                   due=[DueWork(stale.id, stale.next_action_at())]))
+
+    xworld.swap_executor(MODES["provider_idempotency"],
+                         lambda inner: FirstCallLosesItsResponse(inner,
+                                                                 generation_one_reports_late))
+    assert xworld.worker().process(attempt_id) is Outcome.PENDING
+    xworld.clock.advance(LEASE + 1)
+    report = run_recovery(xworld.worker())
+
+    assert report.outcomes == {"succeeded": 1}
+    attempt: ExecutionAttempt = xworld.attempt(attempt_id)
+    assert attempt.status == "succeeded"
+    assert attempt.lease_generation == 2
+    assert xworld.topics(attempt_id) == ["Queued", "Leased", "DispatchStarted", "Leased",
+                                         "DispatchStarted", "LateResultObserved",
+                                         "ResultRecorded"]
+    assert xworld.effects.effect_count(attempt.idempotency_key) == 1
+    assert attempt_id not in {d.attempt_id for d in
+                              xworld.store.due_work(xworld.clock.now(), 100).items}
