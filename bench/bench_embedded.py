@@ -134,7 +134,7 @@ def appends(directory: Path, samples: int, per_sample: int) -> list[tuple[str, f
 def main() -> None:
     args = parse_args(__doc__ or "")
     report = Report("bench_embedded", args.quick)
-    samples, per_sample = (2, 5) if args.quick else (9, 40)
+    samples, per_sample = (2, 5) if args.quick else (7, 40)
     life_rows = []
     figures: dict[str, float] = {}
     places = [("repository file system (fsync per commit)", ROOT / "var"),
@@ -177,13 +177,37 @@ its own transaction on a WAL file (the floor of a durable commit here); a
 lifecycle is six durable commits (proposal, presentation, approval, lease,
 marker, result) plus the reads between them.
 
-**Lifecycles: {disk:,.0f}/s on the repository's disk, {ram:,.0f}/s on a RAM file
-system; target >= 1,000/s: see "Target and profile" below.**
 **Appends: the ledger recorder runs at {worst:.2f}x the library's recorder at
 worst; target within 1.5x (>= 0.67): {appends}.** Our recorder does a little
 more per append (`BEGIN IMMEDIATE`, a version check per event that names the
 conflicting stream); on the disk both are bound by the same fsync.
+
+**Lifecycles: {disk:,.0f}/s on the repository's disk, {ram:,.0f}/s on a RAM file
+system; target >= 1,000/s: missed.** Two causes, measured here:
+
+- On the disk every commit is fsynced (WAL, `synchronous=FULL`, which the
+  durable dispatch marker needs: a marker lost to a power cut would allow a
+  blind duplicate). The raw-commit column is this disk's ceiling, and a
+  lifecycle costs about six of them, so no code change takes it past a sixth of
+  that column on this machine.
+- On RAM the bound is our CPU. Profiled with cProfile and pyinstrument over
+  300 lifecycles: before the fix, a fifth of the CPU went to hashing (RFC 8785
+  canonical JSON plus SHA-256) every event of every stream read, because
+  replaying a stream computed the hash chain head at each event even when
+  nobody asked for it (the six directory records of each authorization, the
+  attempt, the proposal). Fixed in `domain/base.py`: the head is computed when
+  the next event links to it or the status view records it
+  (`tests/bench/test_lazy_chain_head.py`). The "before the fix" column runs the
+  old behaviour side by side in the same run (eager hashing patched back in):
+  see "after / before". What is left per lifecycle is about 30 store
+  operations, each a transaction (73 SQL statements per lifecycle), JSON
+  decoding and event folding in the eventsourcing mapper, the spec's pydantic
+  validation and payload hash at propose, approval and the pre-dispatch
+  recheck (I4), and the six commits. A thousand lifecycles per second is one
+  millisecond for all of that on CPython; getting there would need aggregates
+  kept across requests, which the I7 re-reads rule out for the directory.
 """
+
 
 
 if __name__ == "__main__":

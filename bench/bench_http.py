@@ -128,7 +128,7 @@ def main() -> None:
     from tests.support.ministack import free_port
 
     report = Report("bench_http", args.quick)
-    total, attempts, warmup = (200, 5, 40) if args.quick else (6000, 50, 400)
+    total, attempts, warmup = (200, 5, 40) if args.quick else (4000, 50, 400)
     with tempfile.TemporaryDirectory(dir=ROOT / "var" if (ROOT / "var").is_dir() else None,
                                      prefix="bench-http-") as tmp:
         db_path = str(Path(tmp) / "ledger.db")

@@ -319,13 +319,23 @@ requests per attempt**, as targeted. The status projection adds one
 conditional `PutItem` per stream batch (on AWS the projector runs on the
 stream, off the attempt's path).
 
-**Reads.** The worker makes {worker_reads} strongly consistent reads: the
-attempt stream (the stream record is only a hint), the proposal (the stored
-spec whose hashes were approved, I4), and the directory records of I7
-(see "Worker reads" below for what each is and what was measured to reduce
-them). The recovery tick adds 16 eventually consistent queries of the `due`
-index, one per bucket (`LEDGER_DUE_WORK_BUCKETS`), whatever the number of
-attempts: see bench_recovery.md.
+**Reads: the worker makes {worker_reads} strongly consistent reads; target at
+most 3: exceeded, by design.** One is the attempt stream (a stream record is
+only a hint), one the proposal (the stored spec whose hashes were approved,
+I4), and six are the directory records of I7 (actor, identity binding,
+channel binding, grant, executor build, target), re-read immediately before
+dispatch because authorization must hold then, not only at approval. The
+"Worker reads" table measures two single-request alternatives side by side on
+the same records: a consistent `BatchGetItem` of each record's next slot
+(absent means "unchanged since approval", so approval's verdict still holds)
+turns six requests into one at the same 6 RCU; a `TransactGetItems` snapshot
+does the same at twice the RCU. Either needs the approval's read set (stream,
+version) kept on the attempt, a schema change of the `Queued` event, and saves
+requests and latency, not capacity: it is proposed, not done. The dispatch
+marker's condition checks already make the recheck atomic with the marker.
+The recovery tick adds 16 eventually consistent queries of the `due` index,
+one per bucket (`LEDGER_DUE_WORK_BUCKETS`), whatever the number of attempts:
+see bench_recovery.md.
 """
 
 

@@ -6,12 +6,14 @@ single-event appends per second, and ledger multi-stream commits per second
 entry), each with its ratio to the raw write; for DynamoDB also the HTTP
 requests per operation, counted with a botocore event hook.
 
-Run: ``.venv/bin/python bench/bench_store.py`` (starts and stops its own
-ministack; writes bench/results/bench_store.md).
+Run: ``.venv/bin/python bench/bench_store.py [--quick]`` (starts and stops its own
+ministack; writes bench/results/bench_store.md, or bench_store.quick.md for a
+``--quick`` smoke run).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import sqlite3
@@ -202,6 +204,14 @@ def render(results: dict[str, list[tuple[str, float, float | None]]]) -> str:
 
 
 def main() -> None:
+    global OPS, WARMUP, REPEATS
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a small smoke run")
+    quick = parser.parse_args().quick
+    out_path = Path(os.environ.get("LEDGER_BENCH_RESULTS", RESULTS.parent)) / (
+        "bench_store.quick.md" if quick else "bench_store.md")
+    if quick:
+        OPS, WARMUP, REPEATS = 5, 2, 2
     started = time.perf_counter()
     results = {
         f"DynamoDB (ministack {ministack_version()})": bench_dynamodb(),
@@ -229,8 +239,8 @@ def main() -> None:
         "cost within noise; the multi-stream commit costs about 1.5-2x on the "
         "emulator.\n\n"
     )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(header + table + "\n")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(header + table + "\n")
     print(table)
 
 
