@@ -176,13 +176,28 @@ class Runtime:
     def _projector_loop(self) -> None:
         assert self.projection_feed is not None
         projector = self.ledger.projector
+        # The feed's position has moved past a batch once it is polled, so a stream
+        # whose projection fails is kept and retried: a settled attempt never
+        # changes again, and its view would otherwise stay stale for good.
+        retry: list[str] = []
         while not self.stop_event.is_set():
             try:
-                moved = projector.project_streams(self.projection_feed.poll(self.poll_seconds))
-                if moved:
-                    self.ledger.metrics.inc("ledger_projection_updates_total", moved)
+                batch = [*retry, *self.projection_feed.poll(0 if retry else self.poll_seconds)]
             except Exception as exc:
-                logger.error("projection step failed: %s", type(exc).__name__)
+                logger.error("projection feed failed: %s", type(exc).__name__)
+                self.stop_event.wait(self.poll_seconds)
+                continue
+            retry = []
+            moved = 0
+            for stream_id in dict.fromkeys(batch):
+                try:
+                    moved += projector.project_streams([stream_id])
+                except Exception as exc:
+                    logger.error("projection step failed: %s", type(exc).__name__)
+                    retry.append(stream_id)
+            if moved:
+                self.ledger.metrics.inc("ledger_projection_updates_total", moved)
+            if retry:
                 self.stop_event.wait(self.poll_seconds)
 
     def _recovery_loop(self) -> None:
