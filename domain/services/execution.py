@@ -183,6 +183,9 @@ class Worker:
             return self._back_off(attempt, generation, "store_unavailable")
 
         now = self.ctx.clock.now()
+        if checked.spec.expires_at <= now:
+            # The recheck's reads take time: expiry is judged at the marker's own time.
+            return self._refuse(attempt, generation, "spec_expired")
         try:
             attempt.mark_dispatch(generation=generation, now=now)
         except IllegalTransition:

@@ -67,3 +67,60 @@ def test_a_late_observation_cannot_make_the_lease_holder_lose_its_result(
     assert xworld.effects.effect_count(attempt.idempotency_key) == 1
     assert attempt_id not in {d.attempt_id for d in
                               xworld.store.due_work(xworld.clock.now(), 100).items}
+
+
+class ClockMovesDuringRead:
+    """A store whose read of one record takes long enough for the clock to move."""
+
+    def __init__(self, inner: Any, clock: Any, stream_id: str, seconds: float) -> None:
+        self.inner = inner
+        self.clock = clock
+        self.stream_id = stream_id
+        self.seconds = seconds
+        self.armed = False
+
+    def get(self, cls: Any, stream_id: str) -> Any:
+        if self.armed and stream_id == self.stream_id:
+            self.armed = False
+            self.clock.advance(self.seconds)
+        return self.inner.get(cls, stream_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_spec_that_expires_during_the_recheck_is_never_dispatched(
+    xworld: ExecutionWorld,
+) -> None:
+    """Chaos seed 20332: the pre-dispatch recheck judged the spec's expiry at the
+    time it started, then read the directory; the clock passed the expiry during
+    those reads and the marker (stamped later) still went out. Expiry is judged
+    at the marker's own time."""
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from adapters.executors.fake import fake_build_digest
+    from domain.directory import grant_record_id
+    from domain.services.approval import approve
+    from domain.spec import format_utc
+
+    expires = xworld.clock.now() + timedelta(seconds=30)
+    capability = MODES["provider_idempotency"]
+    proposal_id = xworld.propose(capability=capability,
+                                 executor_build=fake_build_digest(capability),
+                                 expires_at=format_utc(expires))
+    attempt_id = approve(xworld.ctx, token=xworld.present(proposal_id).token,
+                         provenance=xworld.who).attempt_id
+    slow = ClockMovesDuringRead(xworld.store, xworld.clock,
+                                grant_record_id("alice", "tasks.write"), 40)
+    xworld.ctx = replace(xworld.ctx, store=slow)
+    slow.armed = True
+
+    outcome = xworld.worker().process(attempt_id)
+
+    attempt = xworld.attempt(attempt_id)
+    assert outcome is Outcome.FAILED_SAFE
+    assert attempt.status == "failed_safe"
+    assert attempt.result is not None and attempt.result["reason_code"] == "spec_expired"
+    assert "DispatchStarted" not in xworld.topics(attempt_id)
+    assert xworld.calls_for(attempt_id) == 0
