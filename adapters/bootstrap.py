@@ -59,7 +59,8 @@ def build_views(recorder: LedgerRecorder) -> ViewStore:
         return SQLiteViewStore(recorder.datastore)
     from adapters.dynamodb.views import DynamoDBViewStore
 
-    return DynamoDBViewStore(recorder.client, recorder.table_name)  # type: ignore[attr-defined]
+    return DynamoDBViewStore(recorder.client, recorder.table_name,  # type: ignore[attr-defined]
+                             retrier=recorder.retrier)  # type: ignore[attr-defined]
 
 
 @dataclass
