@@ -120,14 +120,21 @@ def worker_command() -> None:
         ledger = build_ledger(settings)
         runtime = build_runtime(ledger)
         typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
-        runtime.start()
         try:
-            runtime.stop_event.wait()
-        except KeyboardInterrupt:
-            pass
+            _run_until_interrupted(runtime)
         finally:
-            runtime.stop()
             ledger.close()
+
+
+def _run_until_interrupted(runtime: Any) -> None:
+    """Start the runtime's loops and block until Ctrl-C; stop the loops either way."""
+    runtime.start()
+    try:
+        runtime.stop_event.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        runtime.stop()
 
 
 @app.command("recover")
@@ -155,15 +162,9 @@ def recover_command(
                 show(run_recovery(make_worker(ledger)))
                 return
             _configure_logging()
-            runtime = Runtime(ledger, None, recovery_interval=settings.recovery_interval_seconds,
-                              on_recovery=show)
-            runtime.start()
-            try:
-                runtime.stop_event.wait()
-            except KeyboardInterrupt:
-                pass
-            finally:
-                runtime.stop()
+            _run_until_interrupted(Runtime(
+                ledger, None, recovery_interval=settings.recovery_interval_seconds,
+                on_recovery=show))
         finally:
             ledger.close()
 
