@@ -45,6 +45,11 @@ TERMINAL = frozenset(
 )
 
 
+RESULT_STATUSES = frozenset(
+    {AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.OUTCOME_UNKNOWN}
+)
+
+
 class Resolution(StrEnum):
     """An admin's verdict on an uncertain outcome."""
 
@@ -239,9 +244,7 @@ class ExecutionAttempt(LedgerAggregate):
         receipt: dict[str, Any] | None = None,
     ) -> None:
         """Record the worker's result; only the current unexpired lease wins (I5)."""
-        if status not in (
-            AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.OUTCOME_UNKNOWN
-        ):
+        if status not in RESULT_STATUSES:
             raise IllegalTransition("Not a result status.")
         if not self.holds_lease(generation, now):
             raise IllegalTransition("The lease is not held.")
@@ -250,14 +253,8 @@ class ExecutionAttempt(LedgerAggregate):
         without_marker_ok = status is AttemptStatus.FAILED_SAFE and not self.dispatched
         if self.dispatched_generation != generation and not without_marker_ok:
             raise IllegalTransition("A result needs this generation's dispatch marker.")
-        self._result_recorded(
-            generation=generation,
-            status=status.value,
-            reason_code=reason_code,
-            receipt=receipt,
-            source="executor",
-            at=format_utc(now),
-        )
+        self._record(now, status.value, source="executor", generation=generation,
+                     reason_code=reason_code, receipt=receipt)
 
     def fail_safe(self, *, reason_code: str, now: datetime, generation: int | None = None) -> None:
         """Provably no effect: a pre-dispatch recheck failed or leases ran out."""
@@ -267,14 +264,8 @@ class ExecutionAttempt(LedgerAggregate):
             raise IllegalTransition("An effect may exist; failed_safe needs proof.")
         if generation is not None and not self.holds_lease(generation, now):
             raise IllegalTransition("The lease is not held.")
-        self._result_recorded(
-            generation=generation,
-            status=AttemptStatus.FAILED_SAFE.value,
-            reason_code=reason_code,
-            receipt=None,
-            source="worker",
-            at=format_utc(now),
-        )
+        self._record(now, AttemptStatus.FAILED_SAFE.value, source="worker", generation=generation,
+                     reason_code=reason_code, receipt=None)
 
     def record_unknown(
         self, *, reason_code: str, now: datetime, generation: int | None = None
@@ -291,14 +282,9 @@ class ExecutionAttempt(LedgerAggregate):
                 raise IllegalTransition("The lease has not expired.")
         elif not self.holds_lease(generation, now):
             raise IllegalTransition("The lease is not held.")
-        self._result_recorded(
-            generation=generation,
-            status=AttemptStatus.OUTCOME_UNKNOWN.value,
-            reason_code=reason_code,
-            receipt=None,
-            source="worker" if generation is not None else "recovery",
-            at=format_utc(now),
-        )
+        source = "worker" if generation is not None else "recovery"
+        self._record(now, AttemptStatus.OUTCOME_UNKNOWN.value, source=source, generation=generation,
+                     reason_code=reason_code, receipt=None)
 
     def record_reconciled(
         self,
@@ -319,19 +305,26 @@ class ExecutionAttempt(LedgerAggregate):
         elif self.status is AttemptStatus.EXECUTING and self.dispatched and self.lease_expired(
             now
         ):
-            if status not in (
-                AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.OUTCOME_UNKNOWN
-            ):
+            if status not in RESULT_STATUSES:
                 raise IllegalTransition("Not a result status.")
         else:
             raise IllegalTransition("Nothing to reconcile in the current state.")
+        self._record(now, status.value, source="reconciler", generation=None,
+                     reason_code=reason_code, receipt=receipt)
+
+    def _record(
+        self,
+        now: datetime,
+        status: str,
+        *,
+        source: str,
+        generation: int | None,
+        reason_code: str | None,
+        receipt: dict[str, Any] | None,
+    ) -> None:
         self._result_recorded(
-            generation=None,
-            status=status.value,
-            reason_code=reason_code,
-            receipt=receipt,
-            source="reconciler",
-            at=format_utc(now),
+            generation=generation, status=status, reason_code=reason_code, receipt=receipt,
+            source=source, at=format_utc(now),
         )
 
     @event("ResultRecorded")
