@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
+import threading
+from datetime import UTC, datetime, timedelta
 
 
 class SystemClock:
@@ -21,3 +22,19 @@ class SecretsTokenSource:
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}_{secrets.token_hex(16)}"
+
+
+class ManualClock:
+    """A clock that only moves when told to: demos, tests and benchmarks."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.moment = start or datetime.now(UTC).replace(microsecond=0)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self.moment
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.moment += timedelta(seconds=seconds)

@@ -8,8 +8,7 @@ API and the worker use, with a clock the story moves by hand.
 from __future__ import annotations
 
 import tempfile
-import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from adapters.bootstrap import Ledger, build_ledger
 from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
 from adapters.runtime import make_worker
 from adapters.settings import load_settings
+from adapters.system import ManualClock
 from domain.attempt import ExecutionAttempt
 from domain.directory import (
     DirectoryKind,
@@ -39,23 +39,7 @@ DIGEST = "sha256:" + "5e" * 32
 WHO = Provenance("alice", "ib-alice-chat", "cb-kitchen", "conversation-42")
 
 
-class StoryClock:
-    """Real time at the start; the story moves it forward explicitly."""
-
-    def __init__(self) -> None:
-        self.moment = datetime.now(UTC).replace(microsecond=0)
-        self._lock = threading.Lock()
-
-    def now(self) -> datetime:
-        with self._lock:
-            return self.moment
-
-    def advance(self, seconds: int) -> None:
-        with self._lock:
-            self.moment += timedelta(seconds=seconds)
-
-
-def _spec(clock: StoryClock, capability: str, title: str, simulate: str) -> dict[str, Any]:
+def _spec(clock: ManualClock, capability: str, title: str, simulate: str) -> dict[str, Any]:
     return {
         "capability": capability,
         "executor_build": fake_build_digest(capability),
@@ -91,7 +75,7 @@ def _directory(ledger: Ledger) -> None:
                    values={"delivery_mode": mode.value, "available": True})
 
 
-def _approved(ledger: Ledger, clock: StoryClock, capability: str, title: str,
+def _approved(ledger: Ledger, clock: ManualClock, capability: str, title: str,
               simulate: str, say: Any, *, twice: bool = False) -> str:
     ctx = ledger.context
     proposal = propose(ctx, actor_id="alice", spec_data=_spec(clock, capability, title, simulate))
@@ -124,7 +108,7 @@ def run_demo(console: Console | None = None, directory: Path | None = None) -> d
 
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(directory or scratch) / "demo.db"
-        clock = StoryClock()
+        clock = ManualClock()
         settings = load_settings(store="sqlite", sqlite_path=str(path), env="development",
                                  lease_seconds=30)
         ledger = build_ledger(settings, clock=clock)
@@ -134,7 +118,7 @@ def run_demo(console: Console | None = None, directory: Path | None = None) -> d
             ledger.close()
 
 
-def _story(ledger: Ledger, clock: StoryClock, out: Console, say: Any) -> dict[str, str]:
+def _story(ledger: Ledger, clock: ManualClock, out: Console, say: Any) -> dict[str, str]:
     worker = make_worker(ledger)
     assert ledger.effects is not None
     out.rule("1. The directory")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
-from adapters.system import SecretsTokenSource
+from adapters.system import ManualClock, SecretsTokenSource
 from domain.attempt import ExecutionAttempt
 from domain.directory import (
     DeliveryMode,
@@ -43,20 +42,11 @@ START = datetime.now(UTC).replace(microsecond=0)
 SPEC_EXPIRES = START + timedelta(days=2)
 
 
-class FixedClock:
-    """A clock tests move by hand."""
+class FixedClock(ManualClock):
+    """A clock tests move by hand, starting at ``START``."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self.moment = start or START
-        self._lock = threading.Lock()
-
-    def now(self) -> datetime:
-        with self._lock:
-            return self.moment
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.moment += timedelta(seconds=seconds)
+        super().__init__(start or START)
 
 
 class RecordingTokens(SecretsTokenSource):
