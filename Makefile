@@ -41,5 +41,19 @@ test: $(STAMP) $(MINISTACK) lint ## install, start what tests need, run the whol
 bench: $(STAMP) $(MINISTACK) ## run the benchmarks and write bench/results/
 	@for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
+# `make chaos`: >= 10,000 randomized schedules on memory + SQLite (one in four), then
+# CHAOS_DYNAMODB schedules on ministack. `make chaos SEED=<n> [STORE=dynamodb]` replays one.
+CHAOS_SCHEDULES ?= 10000
+CHAOS_DYNAMODB ?= 50
+CHAOS_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+
+chaos: $(STAMP) $(MINISTACK) ## randomized schedules checking I1-I9 (SEED=<n> replays one)
+ifdef SEED
+	PYTHONHASHSEED=0 $(BIN)/python -m tests.chaos --seed $(SEED) --store $(or $(STORE),mixed) --trace
+else
+	PYTHONHASHSEED=0 $(BIN)/python -m tests.chaos --schedules $(CHAOS_SCHEDULES) --jobs $(CHAOS_JOBS)
+	PYTHONHASHSEED=0 $(BIN)/python -m tests.chaos --store dynamodb --schedules $(CHAOS_DYNAMODB)
+endif
+
 clean: ## remove virtual environments and local state
 	rm -rf $(VENV) $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache

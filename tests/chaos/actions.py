@@ -1,0 +1,267 @@
+"""The actions a schedule picks from: everyone who touches the ledger."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from adapters.executors.fake import fake_build_digest
+from adapters.store import LedgerStore
+from domain.attempt import ExecutionAttempt
+from domain.directory import DirectoryRecord, target_record_id
+from domain.errors import StoreUnavailable
+from domain.proposal import Proposal
+from domain.services.approval import Provenance, approve
+from domain.services.context import ServiceContext
+from domain.services.directory import put_record
+from domain.services.execution import Worker
+from domain.services.proposals import present, propose
+from domain.services.recovery import run_recovery
+from domain.services.resolution import reconcile, resolve
+from domain.spec import derive_attempt_id, format_utc
+from projections.projector import Projector
+from tests.chaos.oracle import Oracle, expect
+from tests.chaos.world import (
+    CAPABILITIES,
+    DIRECTORY,
+    GOOD,
+    LEASE,
+    POLICY,
+    SIMULATE,
+    STRANGERS,
+    SeededTokens,
+)
+from tests.chaos.wrappers import ChaosStore
+from tests.integration.approval.world import DIGEST, FixedClock
+
+
+class Actions:
+    """Mixed into :class:`~tests.chaos.sim.Simulation`; each ``do_*`` is one actor's job."""
+
+    # provided by the simulation
+    rng: random.Random
+    clock: FixedClock
+    store: LedgerStore
+    chaos: ChaosStore
+    ctx: ServiceContext
+    tokens: SeededTokens
+    workers: list[Worker]
+    projector: Projector
+    oracle: Oracle
+    proposals: list[str]
+    attempts: list[str]
+    presentations: list[str]
+    presented: dict[str, tuple[str, Provenance]]
+    used_tokens: list[str]
+    deliveries: list[str]
+    projection_hints: list[str]
+
+    def count(self, name: str) -> None:
+        raise NotImplementedError
+
+    def maybe_read_fault(self) -> None:
+        raise NotImplementedError
+
+    def pick(self) -> tuple[str, Callable[[], str | None]]:
+        have_attempts = 3 if self.attempts else 0
+        table: list[tuple[int, str, Callable[[], str | None]]] = [
+            (8 if len(self.open_proposals()) < 2 else 3, "propose", self.do_propose),
+            (8 if len(self.presentations) < 2 * len(self.proposals) else 3, "present",
+             self.do_present),
+            (10 if self.presentations else 1, "approve", self.do_approve),
+            (14 if self.deliveries else 1, "deliver", self.do_deliver),
+            (5, "recover", self.do_recover),
+            (7, "clock", self.do_clock),
+            (2, "directory", self.do_directory),
+            (have_attempts, "reconcile", self.do_reconcile),
+            (have_attempts, "resolve", self.do_resolve),
+            (3 if self.projection_hints else 0, "project", self.do_project),
+        ]
+        total = sum(weight for weight, _, _ in table)
+        roll = self.rng.randrange(total)
+        for weight, name, action in table:
+            if roll < weight:
+                return name, action
+            roll -= weight
+        raise AssertionError("unreachable")
+
+    def do_propose(self) -> str | None:
+        capability = self.rng.choice(CAPABILITIES)
+        spec: dict[str, Any] = {
+            "capability": capability,
+            "executor_build": fake_build_digest(capability),
+            "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
+            "permission": "tasks.write", "effect": "create", "destination": "tasks",
+            "content": {"title": f"item {self.rng.randrange(1000)}",
+                        "simulate": self.rng.choice(SIMULATE)},
+            "sources": ["message:1"],
+            "expires_at": format_utc(self.clock.now() + timedelta(
+                seconds=self.rng.choice((600, 3600, 86400)))),
+        }
+        if self.rng.random() < 0.5:
+            spec["target"] = {"id": "task:42", "base_revision": self.target_revision()}
+        lineage = None
+        expected = None
+        if self.proposals and self.rng.random() < 0.3:
+            lineage = self.rng.choice(self.proposals)
+            if self.rng.random() < 0.5:
+                found = self.store.get(Proposal, lineage)
+                expected = found.current_version if found else None
+        result = propose(self.ctx, actor_id="alice", spec_data=spec, lineage_id=lineage,
+                         expected_version=expected)
+        return f"{result.proposal_id} v{result.version} {capability} {spec['content']['simulate']}"
+
+    def target_revision(self) -> str:
+        record = self.store.get(DirectoryRecord, target_record_id("task:42"))
+        current = record.text("revision") if record else "r7"
+        return current if self.rng.random() < 0.85 else ("r8" if current == "r7" else "r7")
+
+    def open_proposals(self) -> list[str]:
+        """Proposals whose current version can still be presented and claimed."""
+        found = []
+        for proposal_id in self.proposals:
+            state = self.oracle.live[proposal_id]  # as last committed
+            if state["versions"][state["current_version"]]["status"] == "presented":
+                found.append(proposal_id)
+        return found
+
+    def do_present(self) -> str | None:
+        if not self.proposals:
+            return "nothing to present"
+        candidates = self.open_proposals()
+        if not candidates or self.rng.random() < 0.15:
+            candidates = self.proposals
+        proposal_id = self.rng.choice(candidates)
+        found = self.store.get(Proposal, proposal_id)
+        assert found is not None
+        version = found.current_version if self.rng.random() < 0.9 else max(
+            1, found.current_version - 1)
+        binding = GOOD if self.rng.random() < 0.85 else STRANGERS[0]
+        shown = present(self.ctx, proposal_id=proposal_id, version=version,
+                        identity_binding_id=binding.identity_binding_id,
+                        channel_binding_id=binding.channel_binding_id,
+                        conversation_key=binding.conversation_key,
+                        ttl_seconds=self.rng.choice((60, 600, 1800, 1800)))
+        self.presentations.append(shown.token)
+        # A presentation binds the proposal's actor to the ids it was shown through.
+        self.presented[shown.token] = (proposal_id, Provenance(
+            found.actor_id, binding.identity_binding_id, binding.channel_binding_id,
+            binding.conversation_key))
+        return f"{shown.presentation_id} for {proposal_id} v{version}"
+
+    def do_approve(self) -> str | None:
+        roll = self.rng.random()
+        if roll < 0.05 or not self.presentations:
+            token = self.tokens.new_token()  # unknown token
+            proposal_id, binding = "", GOOD
+        else:
+            pool = self.presentations
+            if roll < 0.25 and self.used_tokens:
+                pool = self.used_tokens  # a duplicate approval
+            elif roll < 0.75:
+                pool = self.presentations[-3:]  # the freshest controls
+            token = self.rng.choice(pool)
+            proposal_id, binding = self.presented[token]
+        who = binding if self.rng.random() < 0.85 else self.rng.choice(STRANGERS)
+        result = approve(self.ctx, token=token, provenance=who)
+        expect(bool(proposal_id), "an unknown token was approved")
+        expect(who == binding, "an approval succeeded through another caller's provenance")
+        attempt = self.store.get(ExecutionAttempt, result.attempt_id)
+        expect(attempt is not None and attempt.proposal_id == proposal_id,
+               "approval answered with an attempt of another proposal")
+        assert attempt is not None
+        expect(result.attempt_id == derive_attempt_id(
+            proposal_id, attempt.proposal_version, attempt.payload_hash),
+            "approval answered with a non-derived attempt id (I1)")
+        if token not in self.used_tokens:
+            self.used_tokens.append(token)
+        return f"{result.attempt_id[:16]} rev {result.attempt_revision}"
+
+    def do_deliver(self) -> str | None:
+        if not self.deliveries:
+            return "stream idle"
+        index = self.rng.randrange(len(self.deliveries))
+        attempt_id = self.deliveries[index]
+        roll = self.rng.random()
+        if roll < 0.1:
+            del self.deliveries[index]
+            self.count("stream:lost")
+            return f"record for {attempt_id[:16]} lost (a)"
+        if roll < 0.35:
+            self.count("stream:redelivered")
+        else:
+            del self.deliveries[index]
+        worker = self.rng.randrange(len(self.workers))
+        outcome = self.workers[worker].process(attempt_id)
+        return f"worker {worker} {attempt_id[:16]} -> {outcome.value}"
+
+    def do_recover(self) -> str | None:
+        worker = self.rng.randrange(len(self.workers))
+        report = run_recovery(self.workers[worker], page_size=self.rng.choice((1, 2, 100)))
+        return f"worker {worker} examined {report.examined} {dict(sorted(report.outcomes.items()))}"
+
+    def do_clock(self) -> str | None:
+        roll = self.rng.random()
+        if roll < 0.5:
+            seconds = self.rng.randint(1, 20)
+        elif roll < 0.9:
+            seconds = LEASE + self.rng.randint(0, 30)
+            self.count("clock:past_lease")
+        else:
+            seconds = POLICY.backoff_max_seconds + self.rng.randint(1, 600)
+            self.count("clock:big_jump")
+        self.clock.advance(seconds)
+        return f"+{seconds}s"
+
+    def do_directory(self) -> str | None:
+        kind, record_id, good, bad = self.rng.choice(DIRECTORY)
+        values = good if self.rng.random() < 0.7 else bad
+        put_record(self.chaos, self.clock, kind=kind, record_id=record_id, values=values)
+        return f"{record_id} {values}"
+
+    def pick_attempt(self) -> ExecutionAttempt | None:
+        if not self.attempts:
+            return None
+        attempt = self.store.get(ExecutionAttempt, self.rng.choice(self.attempts))
+        assert attempt is not None
+        return attempt
+
+    def do_reconcile(self) -> str | None:
+        attempt = self.pick_attempt()
+        if attempt is None:
+            return "no attempt"
+        revision = attempt.revision - (1 if self.rng.random() < 0.2 else 0)
+        # I6: an executor call made while this actor runs fails check_call
+        settled = reconcile(self.ctx, attempt_id=attempt.id, expected_revision=revision)
+        return f"{attempt.id[:16]} -> {settled.status.value}"
+
+    def do_resolve(self) -> str | None:
+        attempt = self.pick_attempt()
+        if attempt is None:
+            return "no attempt"
+        revision = attempt.revision - (1 if self.rng.random() < 0.2 else 0)
+        outcome = self.rng.choice(("effect_applied", "no_effect"))
+        settled = resolve(self.ctx, attempt_id=attempt.id, expected_revision=revision,
+                          outcome=outcome, reason="checked the provider console",
+                          resolved_by="ops")
+        return f"{attempt.id[:16]} {outcome} -> {settled.status.value}"
+
+    def do_project(self) -> str | None:
+        moved = 0
+        hints = self.projection_hints
+        self.projection_hints = []
+        self.rng.shuffle(hints)
+        for index, attempt_id in enumerate(hints):
+            if self.rng.random() < 0.2:
+                self.projection_hints.append(attempt_id)  # redelivered later
+            try:
+                self.maybe_read_fault()
+                moved += self.projector.project_attempt(attempt_id)
+            except StoreUnavailable:
+                self.projection_hints.extend(hints[index:])  # a consumer keeps its place
+                raise
+        return f"{moved} views moved"
+
+    # -- the run ---------------------------------------------------------------

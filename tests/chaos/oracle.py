@@ -1,0 +1,300 @@
+"""The oracle: I1-I9 checked from the raw store, independently of the aggregates.
+
+The aggregates enforce the state machine; the oracle re-derives it from the
+stored events with its own small model, so a rule the aggregate forgot to
+enforce shows up as a violation here rather than as silent agreement.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from adapters.store import LedgerStore
+from domain.attempt import ExecutionAttempt
+from domain.audit import verify_chain
+from domain.base import LedgerAggregate, LedgerEvent
+from domain.directory import DeliveryMode
+from domain.proposal import Proposal
+from domain.redaction import validate_receipt
+from domain.services.execution import WorkerPolicy
+from domain.spec import derive_attempt_id, derive_idempotency_key, parse_utc
+from projections.audit import event_type
+from projections.ports import ViewStore
+from projections.status import STATUS_VIEW, status_record
+from tests.integration.approval.world import check_approval_invariants
+
+TERMINAL = ("succeeded", "failed_safe", "manually_resolved")
+REASON_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+class Violation(AssertionError):
+    """An invariant does not hold; the message names it and the stream."""
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise Violation(message)
+
+
+def state_of(aggregate: LedgerAggregate) -> dict[str, Any]:
+    """Everything an aggregate holds except its not-yet-collected events (the chain
+    head as its hash text)."""
+    state = {k: v for k, v in vars(aggregate).items()
+             if k not in ("_pending_events", "_chain_head")}
+    state["chain_head"] = aggregate.chain_head
+    return state
+
+
+@dataclass
+class AttemptSummary:
+    """What the independent model says about one attempt stream."""
+
+    status: str
+    mode: DeliveryMode
+    idempotency_key: str
+    generation: int = 0
+    lease_expires_at: datetime | None = None
+    not_before: datetime | None = None
+    dispatched_generations: list[int] = field(default_factory=list)
+    lease_expiries: dict[int, datetime] = field(default_factory=dict)
+    result_source: str | None = None
+
+    def next_action_at(self) -> datetime | None:
+        if self.status == "queued":
+            return self.not_before
+        if self.status == "executing":
+            return self.lease_expires_at
+        return None
+
+
+def _at(data: dict[str, Any]) -> datetime:
+    return parse_utc(str(data["at"]))
+
+
+def check_attempt_stream(
+    stream_id: str, events: Sequence[LedgerEvent], policy: WorkerPolicy
+) -> AttemptSummary:
+    """Replay an attempt stream through the oracle's own state machine (I5, I8)."""
+    expect(bool(events), f"{stream_id}: empty attempt stream")
+    first = events[0]
+    expect(event_type(first) == "Queued", f"{stream_id}: v1 is {event_type(first)}")
+    queued = first.data()
+    proposal_id, version, payload = (
+        queued["proposal_id"], queued["proposal_version"], queued["payload_hash"])
+    expect(derive_attempt_id(proposal_id, version, payload) == stream_id,
+           f"{stream_id}: attempt id is not derived from its proposal version (I1)")
+    expect(derive_idempotency_key(proposal_id, version, payload) == queued["idempotency_key"],
+           f"{stream_id}: idempotency key is not derived from its proposal version (I1)")
+    s = AttemptSummary("queued", DeliveryMode(queued["delivery_mode"]),
+                       queued["idempotency_key"], not_before=_at(queued))
+    predispatch_leases = 0
+    where = stream_id
+    for event in events[1:]:
+        kind, d = event_type(event), event.data()
+        where = f"{stream_id} v{event.originator_version} {kind}"
+        at = _at(d)
+        expect(kind != "Queued", f"{where}: a second Queued (I1)")
+        if s.status in TERMINAL:
+            expect(kind == "LateResultObserved", f"{where}: after terminal {s.status} (I8)")
+            continue
+        if kind == "Leased":
+            expect(d["generation"] == s.generation + 1, f"{where}: generation skips")
+            if s.status == "queued":
+                expect(s.not_before is not None and at >= s.not_before,
+                       f"{where}: leased while backing off")
+            else:
+                expect(s.status == "executing" and bool(s.dispatched_generations)
+                       and s.lease_expires_at is not None and at >= s.lease_expires_at
+                       and s.mode is DeliveryMode.PROVIDER_IDEMPOTENCY,
+                       f"{where}: re-leased outside provider-idempotent recovery")
+            s.generation = d["generation"]
+            s.lease_expires_at = parse_utc(d["expires_at"])
+            s.lease_expiries[s.generation] = s.lease_expires_at
+            s.status = "executing"
+            if not s.dispatched_generations:
+                predispatch_leases += 1
+                expect(predispatch_leases <= policy.max_predispatch_leases,
+                       f"{where}: more pre-dispatch leases than the policy allows")
+        elif kind == "DispatchStarted":
+            expect(s.status == "executing" and d["generation"] == s.generation
+                   and s.lease_expires_at is not None and at < s.lease_expires_at,
+                   f"{where}: dispatch marked without the current unexpired lease (I5)")
+            expect(d["generation"] not in s.dispatched_generations, f"{where}: marked twice")
+            s.dispatched_generations.append(d["generation"])
+            if s.mode is not DeliveryMode.PROVIDER_IDEMPOTENCY:
+                expect(len(s.dispatched_generations) == 1,
+                       f"{where}: second dispatch in {s.mode.value} (blind duplicate)")
+            expect(len(s.dispatched_generations) <= policy.max_dispatches,
+                   f"{where}: more dispatches than the policy allows")
+        elif kind == "Requeued":
+            expect(s.status == "executing" and not s.dispatched_generations
+                   and d["generation"] == s.generation,
+                   f"{where}: requeued a dispatched or foreign lease")
+            s.status, s.not_before, s.lease_expires_at = "queued", parse_utc(d["not_before"]), None
+        elif kind == "ResultRecorded":
+            _check_result(where, s, d, at)
+            s.status, s.lease_expires_at, s.result_source = d["status"], None, d["source"]
+        elif kind == "ManuallyResolved":
+            expect(s.status == "outcome_unknown", f"{where}: resolved from {s.status}")
+            s.status, s.result_source = "manually_resolved", "admin"
+        elif kind == "LateResultObserved":
+            held = (s.status == "executing" and d["generation"] == s.generation
+                    and s.lease_expires_at is not None and at < s.lease_expires_at)
+            expect(not held, f"{where}: the lease holder's result was only observed")
+        else:
+            raise Violation(f"{where}: unknown event type")
+    return s
+
+
+def _check_result(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime) -> None:
+    new, source, generation = d["status"], d["source"], d["generation"]
+    expect(new in ("succeeded", "failed_safe", "outcome_unknown"), f"{where}: status {new}")
+    if d.get("reason_code") is not None:
+        expect(bool(REASON_CODE.match(d["reason_code"])), f"{where}: unbounded reason code")
+    if d.get("receipt") is not None:
+        expect(validate_receipt(d["receipt"]) == d["receipt"], f"{where}: unsafe receipt stored")
+    holds = (s.status == "executing" and generation == s.generation
+             and s.lease_expires_at is not None and at < s.lease_expires_at)
+    dispatched = bool(s.dispatched_generations)
+    if source == "executor":
+        expect(holds, f"{where}: executor result without the current unexpired lease (I5)")
+        expect(generation in s.dispatched_generations or (new == "failed_safe" and not dispatched),
+               f"{where}: result without this generation's dispatch marker")
+    elif source == "worker":
+        if generation is None:
+            expect(s.status == "queued", f"{where}: lease-less worker result from {s.status}")
+        else:
+            expect(holds, f"{where}: worker result without the current unexpired lease (I5)")
+        if new == "failed_safe":
+            expect(not dispatched, f"{where}: failed_safe after a dispatch (needs proof)")
+        else:
+            expect(new == "outcome_unknown" and dispatched, f"{where}: worker {new}")
+    elif source == "recovery":
+        expect(s.status == "executing" and dispatched and new == "outcome_unknown"
+               and s.lease_expires_at is not None and at >= s.lease_expires_at,
+               f"{where}: recovery result on a live or undispatched lease")
+    elif source == "reconciler":
+        if s.status == "outcome_unknown":
+            expect(new in ("succeeded", "failed_safe"), f"{where}: reconciled to {new}")
+        else:
+            expect(s.status == "executing" and dispatched and s.lease_expires_at is not None
+                   and at >= s.lease_expires_at,
+                   f"{where}: reconciled a live or undispatched lease")
+    else:
+        raise Violation(f"{where}: unknown result source {source}")
+
+
+@dataclass
+class StreamRecord:
+    """What the oracle last saw of one stream."""
+
+    stored: list[tuple[int, str, bytes]]
+
+
+class Oracle:
+    """Checks the raw store after every step; remembers what it saw (append-only)."""
+
+    def __init__(self, store: LedgerStore, views: ViewStore, policy: WorkerPolicy) -> None:
+        self.store = store
+        self.views = views
+        self.policy = policy
+        self.seen: dict[str, StreamRecord] = {}
+        self.live: dict[str, dict[str, Any]] = {}
+        self.kinds: dict[str, type[LedgerAggregate]] = {}
+        self.view_versions: dict[str, int] = {}
+        self.summaries: dict[str, AttemptSummary] = {}
+
+    def committed(self, aggregate: LedgerAggregate) -> None:
+        """A writer's in-memory aggregate right after its commit succeeded."""
+        import copy
+
+        self.live[aggregate.id] = copy.deepcopy(state_of(aggregate))
+        self.kinds[aggregate.id] = type(aggregate)
+
+    def check_streams(self, stream_ids: Iterable[str]) -> None:
+        """Append-only, hash chain, replay = the writer's state (I9); attempt rules."""
+        for stream_id in stream_ids:
+            raw = self.store.read_stream(stream_id)
+            stored = [(s.originator_version, s.topic, bytes(s.state)) for s in raw]
+            before = self.seen.get(stream_id)
+            if before is not None:
+                expect(stored[: len(before.stored)] == before.stored,
+                       f"{stream_id}: a stored event was changed or removed (I9)")
+            self.seen[stream_id] = StreamRecord(stored)
+            events: list[LedgerEvent] = [
+                self.store.mapper.to_domain_event(s) for s in raw  # type: ignore[misc]
+            ]
+            rebuilt: Any = None
+            for event in events:
+                rebuilt = event.mutate(rebuilt)
+            cls = self.kinds[stream_id]
+            expect(isinstance(rebuilt, cls), f"{stream_id}: stream vanished or changed kind")
+            expect(state_of(rebuilt) == self.live[stream_id],
+                   f"{stream_id}: replay differs from the state its last writer held (I9)")
+            check = verify_chain(stream_id, events, (len(events), rebuilt.chain_head))
+            expect(check.ok, f"{stream_id}: hash chain broken at {check.first_bad_version} "
+                             f"({check.reason})")
+            if cls is ExecutionAttempt:
+                self.summaries[stream_id] = check_attempt_stream(stream_id, events, self.policy)
+
+    def check_proposals(self, proposal_ids: list[str], now: datetime) -> None:
+        """I1-I3 from the raw store."""
+        try:
+            check_approval_invariants(self.store, proposal_ids, now)
+        except AssertionError as exc:
+            raise Violation(f"I1-I3: {exc}") from exc
+
+    def check_due(self, attempt_ids: Iterable[str], horizon: datetime) -> None:
+        """The due-work index says exactly when each attempt needs recovery next."""
+        due = self.all_due(horizon)
+        for attempt_id in attempt_ids:
+            summary = self.summaries[attempt_id]
+            expected = summary.next_action_at()
+            found = due.get(attempt_id)
+            expect(_millis(found) == _millis(expected),
+                   f"{attempt_id}: due entry {found} but the attempt says {expected} "
+                   f"({summary.status})")
+
+    def all_due(self, horizon: datetime) -> dict[str, datetime]:
+        found: dict[str, datetime] = {}
+        cursor: str | None = None
+        for _ in range(1000):
+            page = self.store.due_work(horizon, 500, cursor)
+            for item in page.items:
+                if item.next_action_at is not None:
+                    found[item.attempt_id] = item.next_action_at
+            if page.cursor is None:
+                return found
+            cursor = page.cursor
+        raise Violation("due-work paging did not end")
+
+    def check_views(self, attempt_ids: Iterable[str], *, exact: bool = False) -> None:
+        """A view never regresses, never runs ahead of its stream, and equals the fold
+        of the stream at the version it names (``exact``: at the stream's head)."""
+        for attempt_id in attempt_ids:
+            view = self.views.get_view(STATUS_VIEW, attempt_id)
+            attempt = self.store.get(ExecutionAttempt, attempt_id)
+            assert attempt is not None
+            if view is None:
+                expect(not exact, f"{attempt_id}: no status view after projection")
+                continue
+            previous = self.view_versions.get(attempt_id, 0)
+            expect(view.version >= previous, f"{attempt_id}: status view regressed")
+            expect(view.version <= attempt.version, f"{attempt_id}: view ahead of its stream")
+            self.view_versions[attempt_id] = view.version
+            if exact or view.version == attempt.version:
+                expect(view.version == attempt.version, f"{attempt_id}: view is stale")
+                expect(dict(view.data) == dict(status_record(attempt).data),
+                       f"{attempt_id}: view differs from the replayed stream")
+
+    def proposal_of(self, attempt_id: str) -> Proposal | None:
+        summary = self.store.get(ExecutionAttempt, attempt_id)
+        return None if summary is None else self.store.get(Proposal, summary.proposal_id)
+
+
+def _millis(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)

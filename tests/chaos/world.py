@@ -1,0 +1,127 @@
+"""The simulated world: who exists, what they may do, and how hard a schedule shakes it."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
+from domain.directory import (
+    DirectoryKind,
+    actor_record_id,
+    channel_binding_record_id,
+    executor_build_record_id,
+    grant_record_id,
+    identity_binding_record_id,
+    target_record_id,
+)
+from domain.services.approval import Provenance
+from domain.services.execution import WorkerPolicy
+
+LEASE = 60
+POLICY = WorkerPolicy(lease_seconds=LEASE, backoff_base_seconds=1, backoff_max_seconds=120,
+                      max_predispatch_leases=4, max_dispatches=4)
+START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+GOOD = Provenance("alice", "ib1", "cb1", "conv-1")
+STRANGERS = (
+    Provenance("bob", "ib-bob", "cb1", "conv-1"),
+    Provenance("alice", "ib1", "cb2", "conv-2"),
+    Provenance("alice", "ib1", "cb1", "conv-2"),
+    Provenance("alice", "ib-bob", "cb1", "conv-1"),
+)
+CAPABILITIES = tuple(FAKE_CAPABILITIES)
+SIMULATE = ("success",) * 5 + ("no_write_error", "timeout_before_effect",
+                               "timeout_after_effect", "unsafe_receipt", "slow", "lookup_unknown")
+# (kind, record id, good values, bad values)
+DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any], dict[str, Any]], ...] = (
+    (DirectoryKind.ACTOR, actor_record_id("alice"), {"enabled": True}, {"enabled": False}),
+    (DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib1"),
+     {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True},
+     {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": False}),
+    (DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb1"),
+     {"conversation_key": "conv-1", "channel": "slack", "active": True},
+     {"conversation_key": "conv-1", "channel": "slack", "active": False}),
+    (DirectoryKind.PERMISSION_GRANT, grant_record_id("alice", "tasks.write"),
+     {"granted": True}, {"granted": False}),
+    *(
+        (DirectoryKind.EXECUTOR_BUILD,
+         executor_build_record_id(cap, fake_build_digest(cap)),
+         {"delivery_mode": mode.value, "available": True},
+         {"delivery_mode": mode.value, "available": False})
+        for cap, mode in FAKE_CAPABILITIES.items()
+    ),
+    (DirectoryKind.TARGET, target_record_id("task:42"), {"revision": "r7"}, {"revision": "r8"}),
+)
+STATIC_DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any]], ...] = (
+    (DirectoryKind.ACTOR, actor_record_id("bob"), {"enabled": True}),
+    (DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib-bob"),
+     {"actor_id": "bob", "channel": "slack", "external_id": "U2", "active": True}),
+    (DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb2"),
+     {"conversation_key": "conv-2", "channel": "slack", "active": True}),
+    (DirectoryKind.PERMISSION_GRANT, grant_record_id("bob", "tasks.write"), {"granted": True}),
+)
+
+# What each action may legitimately answer; anything else is a bug.
+ALLOWED: dict[str, frozenset[str]] = {
+    "propose": frozenset({"invalid_spec", "executor_build_unavailable", "stale_version",
+                          "proposal_claimed", "concurrency_conflict", "store_unavailable"}),
+    "present": frozenset({"illegal_transition", "stale_version", "concurrency_conflict",
+                          "store_unavailable"}),
+    "approve": frozenset({"approval_unavailable", "proposal_conflicted", "store_unavailable"}),
+    "deliver": frozenset({"store_unavailable"}),
+    "recover": frozenset({"store_unavailable"}),
+    "reconcile": frozenset({"not_outcome_unknown", "stale_revision", "reconciler_unavailable",
+                            "store_unavailable"}),
+    "resolve": frozenset({"not_outcome_unknown", "stale_revision", "store_unavailable"}),
+    "directory": frozenset({"concurrency_conflict", "store_unavailable"}),
+    "project": frozenset({"store_unavailable"}),
+    "clock": frozenset(),
+}
+WORKER_ACTIONS = ("deliver", "recover")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How hard a schedule shakes the system."""
+
+    steps: int = 80
+    switch_rate: float = 0.3  # an actor parks at a commit / executor / crash point
+    read_switch_rate: float = 0.05  # ... and at a read
+    resume_rate: float = 0.55  # a tick resumes a parked actor rather than start one
+    max_actors: int = 4
+    crash_rate: float = 0.05
+    fault_rate: float = 0.04
+    read_fault_rate: float = 0.01
+    check_due_every_step: bool = True
+    drain_rounds: int = 40
+
+
+FLAVOURS: dict[str, Profile] = {
+    "default": Profile(),
+    # many switches, few faults: races between live actors
+    "races": Profile(switch_rate=0.5, read_switch_rate=0.15, resume_rate=0.6, max_actors=5,
+                     crash_rate=0.02, fault_rate=0.01, read_fault_rate=0.0),
+    # many crashes and ambiguous commits
+    "faults": Profile(switch_rate=0.2, crash_rate=0.1, fault_rate=0.1, read_fault_rate=0.03),
+}
+
+
+def profile_for(seed: int, steps: int | None = None) -> Profile:
+    """Each seed picks a flavour, so a run mixes race-heavy and fault-heavy schedules."""
+    profile = FLAVOURS[("default", "races", "faults")[seed % 3]]
+    return profile if steps is None else replace(profile, steps=steps)
+
+
+class SeededTokens:
+    """Deterministic 256-bit tokens and ids drawn from the schedule's own generator."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def new_token(self) -> str:
+        return f"{self.rng.getrandbits(256):064x}"
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}_{self.rng.getrandbits(128):032x}"
