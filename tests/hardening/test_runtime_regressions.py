@@ -59,6 +59,7 @@ def test_a_transient_view_failure_does_not_drop_the_rest_of_the_batch() -> None:
     the batch kept a stale view until it changed again, which a settled attempt
     never does. A failed stream is retried; the others are projected."""
     ledger = build_ledger(load_settings(store="memory", env="test"))
+    assert ledger.effects is not None
     world = ExecutionWorld(ledger.store, registry=ledger.registry, effects=ledger.effects)
     first = world.approved("provider_idempotency")
     second = world.approved("provider_idempotency")
