@@ -21,7 +21,6 @@ from harness import (
     CapacityMeter,
     Emulator,
     Lifecycle,
-    ManualClock,
     Report,
     Usage,
     dynamodb_store,
@@ -30,6 +29,7 @@ from harness import (
 
 from adapters.dynamodb.views import DynamoDBViewStore
 from adapters.executors.fake import fake_build_digest
+from adapters.system import ManualClock
 from domain.attempt import AttemptStatus, ExecutionAttempt, Resolution
 from domain.ports import ExecutionReceipt, ExecutionRequest
 from domain.proposal import Proposal

@@ -32,7 +32,6 @@ from harness import (
     CapacityMeter,
     Emulator,
     Lifecycle,
-    ManualClock,
     Report,
     dynamodb_store,
     parse_args,
@@ -40,6 +39,7 @@ from harness import (
 
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
+from adapters.system import ManualClock
 from domain.services.recovery import run_recovery
 
 DUE = 10

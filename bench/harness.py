@@ -407,22 +407,6 @@ class CapacityMeter:
 # -- a ledger and a directory to run lifecycles on ------------------------------------------
 
 
-class ManualClock:
-    """UTC time that moves only when told (protocol counts, crash paths)."""
-
-    def __init__(self) -> None:
-        self.moment = datetime.now(UTC).replace(microsecond=0)
-        self._lock = threading.Lock()
-
-    def now(self) -> datetime:
-        with self._lock:
-            return self.moment
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.moment += timedelta(seconds=seconds)
-
-
 def sqlite_store(path: str) -> LedgerStore:
     recorder = SQLiteLedgerRecorder(open_datastore(path))
     recorder.create_table()
