@@ -17,7 +17,7 @@ logger = logging.getLogger("ledger.approval")
 router = APIRouter(
     prefix="/approvals",
     tags=["approvals"],
-    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
 
 

@@ -30,7 +30,7 @@ from projections.status import STATUS_VIEW, public_view, status_list_key
 router = APIRouter(
     prefix="/execution-attempts",
     tags=["execution-attempts"],
-    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
 
 MAX_ID_CHARS = 80

@@ -41,7 +41,7 @@ router = APIRouter(
     prefix="/directory",
     tags=["directory"],
     dependencies=[Depends(require_admin)],
-    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
 
 

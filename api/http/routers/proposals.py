@@ -13,7 +13,7 @@ router = APIRouter(
     prefix="/proposals",
     tags=["proposals"],
     dependencies=[Depends(require_proposer)],
-    responses=error_responses(401, 403, 404, 409, 413, 422, 503),
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
 
 
