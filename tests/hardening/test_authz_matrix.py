@@ -1,0 +1,235 @@
+"""Authorization matrix: every route x every role x owner / non-owner / missing id.
+
+The routes come from the app's own router table, so a new route without an
+expectation here fails ``test_every_route_has_an_expectation``. Where SPEC
+says a refusal must not reveal existence (approval failures; an attempt's
+status for a non-owner), the refusal is byte-identical to the answer for a
+missing record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from adapters.bootstrap import Ledger
+from adapters.executors.fake import fake_build_digest
+from tests.e2e.conftest import _hermetic_env, bearer, client, ledger, settings
+from tests.e2e.helpers import DIRECTORY, Headers
+from tests.e2e.test_lifecycle_http import API, spec
+from tests.hardening.http_world import (
+    MISSING_ATTEMPT,
+    MISSING_PROPOSAL,
+    RELATIONS,
+    ROLES,
+    HttpWorld,
+    build_world,
+    flat_routes,
+)
+
+__all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
+
+Request = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # path, json, params
+Build = Callable[[HttpWorld, str], Request]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Who may call a route, and what each relation to the record answers."""
+
+    roles: frozenset[str]  # roles past the role check; "*" = no authentication at all
+    build: Build
+    answers: dict[str, int]  # relation -> status for an allowed role
+    hidden: frozenset[str] = frozenset()  # allowed roles whose non-owner answer == missing
+    blind: frozenset[str] = frozenset()  # allowed roles that always get the missing answer
+    same_as_missing: bool = False  # such refusals must be byte-identical to the missing one
+
+    def expected(self, role: str, relation: str) -> int:
+        if "*" in self.roles:
+            return self.answers[relation]
+        if role == "anonymous":
+            return 401
+        if role not in self.roles:
+            return 403
+        if role in self.blind or (role in self.hidden and relation == "non_owner"):
+            return self.answers["missing"]
+        return self.answers[relation]
+
+
+def ids(existing: str, missing: str) -> Callable[[str], str]:
+    return lambda relation: missing if relation == "missing" else existing
+
+
+def directory(path: str, missing_path: str, body: dict[str, Any] | None = None) -> Build:
+    return lambda w, rel: (DIRECTORY + (missing_path if rel == "missing" else path), body, None)
+
+
+ADMIN = frozenset({"admin"})
+EVERYONE = frozenset({"*"})
+OK_200 = {"owner": 200, "non_owner": 200, "missing": 200}
+FOUND = {"owner": 200, "non_owner": 200, "missing": 404}
+BUILD = "sha256:" + "0" * 64
+NEW_BUILD = "sha256:" + "1" * 64
+FAKE = "fake.provider_idempotency"
+
+
+def _presentation(w: HttpWorld, rel: str) -> Request:
+    target = MISSING_PROPOSAL if rel == "missing" else w.proposal_id
+    return (f"{API}/proposals/{target}/presentations",
+            {"version": 1, "identity_binding_id": "ib-alice-slack",
+             "channel_binding_id": "cb-general", "conversation_key": "C042"}, None)
+
+
+def _approval(w: HttpWorld, rel: str) -> Request:
+    return (f"{API}/approvals", {"token": "x" * 43 if rel == "missing" else w.token}, None)
+
+
+def _attempt(suffix: str = "", which: str = "queued") -> Build:
+    def build(w: HttpWorld, rel: str) -> Request:
+        attempt = MISSING_ATTEMPT if rel == "missing" else getattr(w, which)
+        body: dict[str, Any] | None = None
+        if suffix == "/reconcile":
+            body = {"expected_revision": 1 if rel == "missing" else w.revision(attempt)}
+        elif suffix == "/resolve":
+            body = {"expected_revision": 1 if rel == "missing" else w.revision(attempt),
+                    "resolution": "no_effect", "reason": "checked the provider console"}
+        return f"{API}/execution-attempts/{attempt}{suffix}", body, None
+    return build
+
+
+RULES: dict[tuple[str, str], Rule] = {
+    ("GET", "/openapi.json"): Rule(EVERYONE, lambda w, r: ("/openapi.json", None, None), OK_200),
+    ("GET", "/docs"): Rule(EVERYONE, lambda w, r: ("/docs", None, None), OK_200),
+    ("GET", "/docs/oauth2-redirect"): Rule(
+        EVERYONE, lambda w, r: ("/docs/oauth2-redirect", None, None), OK_200),
+    ("GET", "/healthz"): Rule(EVERYONE, lambda w, r: ("/healthz", None, None), OK_200),
+    ("GET", "/readyz"): Rule(EVERYONE, lambda w, r: ("/readyz", None, None), OK_200),
+    ("GET", "/metrics"): Rule(EVERYONE, lambda w, r: ("/metrics", None, None), OK_200),
+    ("PUT", "/api/conversational/directory/actors/{actor_id}"): Rule(
+        ADMIN, directory("/actors/alice", "/actors/newcomer", {"enabled": True}), OK_200),
+    ("GET", "/api/conversational/directory/actors/{actor_id}"): Rule(
+        ADMIN, directory("/actors/alice", "/actors/nobody"), FOUND),
+    ("PUT", "/api/conversational/directory/identity-bindings/{binding_id}"): Rule(
+        ADMIN, directory("/identity-bindings/ib-alice-slack", "/identity-bindings/ib-new",
+                         {"actor_id": "alice", "channel": "slack", "external_id": "U1",
+                          "active": True}), OK_200),
+    ("GET", "/api/conversational/directory/identity-bindings/{binding_id}"): Rule(
+        ADMIN, directory("/identity-bindings/ib-alice-slack", "/identity-bindings/ib-none"),
+        FOUND),
+    ("PUT", "/api/conversational/directory/channel-bindings/{binding_id}"): Rule(
+        ADMIN, directory("/channel-bindings/cb-general", "/channel-bindings/cb-new",
+                         {"conversation_key": "C042", "channel": "slack", "active": True}),
+        OK_200),
+    ("GET", "/api/conversational/directory/channel-bindings/{binding_id}"): Rule(
+        ADMIN, directory("/channel-bindings/cb-general", "/channel-bindings/cb-none"), FOUND),
+    ("PUT", "/api/conversational/directory/actors/{actor_id}/permissions/{permission}"): Rule(
+        ADMIN, directory("/actors/alice/permissions/tasks.write",
+                         "/actors/newcomer/permissions/tasks.write", {"granted": True}),
+        OK_200),
+    ("GET", "/api/conversational/directory/actors/{actor_id}/permissions/{permission}"): Rule(
+        ADMIN, directory("/actors/alice/permissions/tasks.write",
+                         "/actors/nobody/permissions/tasks.write"), FOUND),
+    ("PUT", "/api/conversational/directory/executor-builds/{capability}/{build_digest}"): Rule(
+        ADMIN, directory(f"/executor-builds/{FAKE}/{fake_build_digest(FAKE)}",
+                         f"/executor-builds/{FAKE}/{NEW_BUILD}",
+                         {"delivery_mode": "provider_idempotency", "available": True}), OK_200),
+    ("GET", "/api/conversational/directory/executor-builds/{capability}/{build_digest}"): Rule(
+        ADMIN, directory(f"/executor-builds/{FAKE}/{fake_build_digest(FAKE)}",
+                         f"/executor-builds/{FAKE}/{BUILD}"), FOUND),
+    ("PUT", "/api/conversational/directory/targets/{target_id}"): Rule(
+        ADMIN, directory("/targets/task:42", "/targets/task:new", {"revision": "r7"}), OK_200),
+    ("GET", "/api/conversational/directory/targets/{target_id}"): Rule(
+        ADMIN, directory("/targets/task:42", "/targets/task:none"), FOUND),
+    ("POST", "/api/conversational/proposals"): Rule(
+        frozenset({"proposer"}),
+        lambda w, rel: (f"{API}/proposals", {"actor_id": "alice", "spec": spec()}, None),
+        {"owner": 201, "non_owner": 201, "missing": 201}),
+    ("POST", "/api/conversational/proposals/{proposal_id}/presentations"): Rule(
+        frozenset({"proposer"}), _presentation, {"owner": 201, "non_owner": 201, "missing": 404}),
+    ("POST", "/api/conversational/approvals"): Rule(
+        frozenset({"channel"}), _approval, {"owner": 202, "non_owner": 404, "missing": 404},
+        same_as_missing=True),
+    ("GET", "/api/conversational/execution-attempts"): Rule(
+        ADMIN, lambda w, rel: (f"{API}/execution-attempts", None, {"status": "queued"}), OK_200),
+    # the owner (actor or its channel) and admins; a proposer sees no attempt at all
+    ("GET", "/api/conversational/execution-attempts/{attempt_id}"): Rule(
+        frozenset({"admin", "actor", "channel", "proposer"}), _attempt(), FOUND,
+        hidden=frozenset({"actor", "channel"}), blind=frozenset({"proposer"}),
+        same_as_missing=True),
+    ("GET", "/api/conversational/execution-attempts/{attempt_id}/events"): Rule(
+        ADMIN, _attempt("/events"), FOUND),
+    ("POST", "/api/conversational/execution-attempts/{attempt_id}/reconcile"): Rule(
+        ADMIN, _attempt("/reconcile", "reconcilable"), FOUND),
+    ("POST", "/api/conversational/execution-attempts/{attempt_id}/resolve"): Rule(
+        ADMIN, _attempt("/resolve", "resolvable"), FOUND),
+}
+
+
+@pytest.fixture
+def http_world(client: TestClient, ledger: Ledger, bearer: Callable[..., Headers]) -> HttpWorld:
+    return build_world(client, ledger, bearer)
+
+
+def send(w: HttpWorld, method: str, request: Request, headers: Headers) -> Any:
+    path, body, params = request
+    return w.client.request(method, path, json=body, params=params, headers=headers)
+
+
+def cells() -> Iterator[tuple[str, str, str]]:
+    for role in ROLES:
+        for relation in RELATIONS:
+            yield role, relation, f"{role}-{relation}"
+
+
+def test_every_route_has_an_expectation(client: TestClient) -> None:
+    routes = {(method, path) for method, path, _ in flat_routes(client.app)}  # type: ignore[arg-type]
+    assert routes, "no routes found in the router table"
+    missing = sorted(routes - set(RULES))
+    assert not missing, f"routes without an authorization expectation: {missing}"
+    stale = sorted(set(RULES) - routes)
+    assert not stale, f"expectations for routes that no longer exist: {stale}"
+
+
+def test_the_whole_matrix(http_world: HttpWorld, client: TestClient) -> None:
+    """Every route x role x relation answers as its rule says; refusals that must not
+    reveal existence are byte-identical to the missing answer."""
+    checked = 0
+    mismatches: list[str] = []
+    for method, path, _ in flat_routes(client.app):  # type: ignore[arg-type]
+        rule = RULES[(method, path)]
+        for role, relation, _cell in cells():
+            headers = http_world.headers(role, relation)
+            response = send(http_world, method, rule.build(http_world, relation), headers)
+            expected = rule.expected(role, relation)
+            checked += 1
+            if response.status_code != expected:
+                mismatches.append(f"{method} {path} as {role}/{relation}: "
+                                  f"{response.status_code} != {expected} {response.text[:120]}")
+                continue
+            if response.status_code >= 400:
+                body = response.json()
+                assert set(body) == {"error", "detail"}, (method, path, role, body)
+            refused = expected == rule.answers["missing"] and relation != "missing"
+            if rule.same_as_missing and refused and role in rule.roles:
+                missing = send(http_world, method, rule.build(http_world, "missing"),
+                               http_world.headers(role, "missing"))
+                assert response.content == missing.content, (method, path, role)
+                assert dict(response.headers) == dict(missing.headers), (method, path, role)
+    assert not mismatches, "\n".join(mismatches)
+    assert checked == len(RULES) * len(ROLES) * len(RELATIONS)
+
+
+def test_a_proposer_and_a_stranger_get_the_missing_answer_for_an_attempt(
+    http_world: HttpWorld,
+) -> None:
+    missing = http_world.client.get(f"{API}/execution-attempts/{MISSING_ATTEMPT}",
+                               headers=http_world.headers("actor", "non_owner"))
+    for role in ("actor", "channel", "proposer"):
+        hidden = http_world.client.get(f"{API}/execution-attempts/{http_world.queued}",
+                                  headers=http_world.headers(role, "non_owner"))
+        assert hidden.status_code == 404
+        assert hidden.content == missing.content
