@@ -42,9 +42,11 @@ bench: $(STAMP) $(MINISTACK) ## run the benchmarks and write bench/results/
 	@for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 # `make chaos`: >= 10,000 randomized schedules on memory + SQLite (one in four), then
-# CHAOS_DYNAMODB schedules on ministack. `make chaos SEED=<n> [STORE=dynamodb]` replays one.
+# CHAOS_DYNAMODB schedules and the LOAD_PROPOSALS x 25 approvals load run on ministack.
+# `make chaos SEED=<n> [STORE=dynamodb]` replays one schedule.
 CHAOS_SCHEDULES ?= 10000
 CHAOS_DYNAMODB ?= 50
+LOAD_PROPOSALS ?= 100
 CHAOS_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 chaos: $(STAMP) $(MINISTACK) ## randomized schedules checking I1-I9 (SEED=<n> replays one)
@@ -53,6 +55,7 @@ ifdef SEED
 else
 	PYTHONHASHSEED=0 $(BIN)/python -m tests.chaos --schedules $(CHAOS_SCHEDULES) --jobs $(CHAOS_JOBS)
 	PYTHONHASHSEED=0 $(BIN)/python -m tests.chaos --store dynamodb --schedules $(CHAOS_DYNAMODB)
+	$(BIN)/python -m tests.hardening.load --proposals $(LOAD_PROPOSALS)
 endif
 
 clean: ## remove virtual environments and local state
