@@ -23,6 +23,7 @@ from domain.errors import (
     ExecutorNoEffect,
     IllegalTransition,
     InvalidSpec,
+    ReconcilerUnavailable,
     StoreUnavailable,
 )
 from domain.ports import Commit, DueWork, ExecutionRequest, Executor
@@ -350,8 +351,17 @@ class Worker:
         return Outcome.STALE
 
     def _reconcile_expired(self, attempt: ExecutionAttempt, now: datetime) -> Outcome:
-        """correlation_lookup after an expired dispatched lease: look it up first."""
-        status, reason, receipt = lookup_outcome(self.ctx, attempt)
+        """correlation_lookup after an expired dispatched lease: look it up first.
+
+        Without a registered reconciler (or with a stored spec it cannot read)
+        nothing can settle the outcome automatically: outcome_unknown.
+        """
+        try:
+            status, reason, receipt = lookup_outcome(self.ctx, attempt)
+        except ReconcilerUnavailable:
+            status, reason, receipt = AttemptStatus.OUTCOME_UNKNOWN, "reconciler_unavailable", None
+        except InvalidSpec:
+            status, reason, receipt = AttemptStatus.OUTCOME_UNKNOWN, "stored_spec_invalid", None
         try:
             attempt.record_reconciled(status=status, now=now, reason_code=reason, receipt=receipt)
         except IllegalTransition:

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from domain.services.execution import Outcome, Worker
+from domain.errors import LedgerError, StoreUnavailable
+from domain.services.execution import Worker
 
 DEFAULT_PAGE_SIZE = 100
+ERROR = "error"  # an attempt the worker raised on (it stays due)
 
 
 @dataclass
@@ -35,9 +37,16 @@ def run_recovery(
         page = worker.ctx.store.due_work(now, page_size, cursor)
         report.pages += 1
         for item in page.items:
-            outcome: Outcome = worker.recover(item.attempt_id)
+            try:
+                outcome = worker.recover(item.attempt_id).value
+            except StoreUnavailable:
+                raise  # the store is down: the next tick tries again
+            except LedgerError:
+                # One attempt that cannot be recovered must not stop the tick at
+                # the oldest due entry forever; it stays due and is reported.
+                outcome = ERROR
             report.examined += 1
-            report.outcomes[outcome.value] += 1
+            report.outcomes[outcome] += 1
             if max_items is not None and report.examined >= max_items:
                 return report
         if page.cursor is None:

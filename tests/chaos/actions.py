@@ -200,6 +200,7 @@ class Actions:
     def do_recover(self) -> str | None:
         worker = self.rng.randrange(len(self.workers))
         report = run_recovery(self.workers[worker], page_size=self.rng.choice((1, 2, 100)))
+        expect(not report.outcomes.get("error"), f"recovery raised on an attempt: {report}")
         return f"worker {worker} examined {report.examined} {dict(sorted(report.outcomes.items()))}"
 
     def do_clock(self) -> str | None:

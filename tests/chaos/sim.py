@@ -364,6 +364,7 @@ class Simulation(Actions):
                     break
                 self.clock.advance(max(LEASE, POLICY.backoff_max_seconds) + 1)
                 report = run_recovery(self.workers[0])
+                expect(not report.outcomes.get("error"), f"recovery raised: {report}")
                 self.note(f"recovery examined {report.examined}")
                 self.check()
         finally:

@@ -241,7 +241,8 @@ def run_load(store: LedgerStore, *, proposals: int, seed: int = 7,
         if all(s not in ("queued", "executing") for s in statuses):
             break
         world.clock.advance(max(LEASE, policy.backoff_max_seconds) + 1)
-        run_recovery(recovery)
+        tick = run_recovery(recovery)
+        assert not tick.outcomes.get("error"), tick
         report.recovery_ticks += 1
 
     report.attempts = len(attempt_of)

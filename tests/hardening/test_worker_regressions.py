@@ -124,3 +124,53 @@ def test_a_spec_that_expires_during_the_recheck_is_never_dispatched(
     assert attempt.result is not None and attempt.result["reason_code"] == "spec_expired"
     assert "DispatchStarted" not in xworld.topics(attempt_id)
     assert xworld.calls_for(attempt_id) == 0
+
+
+def test_a_correlation_attempt_without_a_reconciler_does_not_block_recovery(
+    xworld: ExecutionWorld,
+) -> None:
+    """A correlation_lookup build registered without its read-only reconciler
+    (approval does not require one): once a call's outcome was uncertain,
+    recovery raised ReconcilerUnavailable for that attempt, aborting every tick
+    at the oldest due entry, so no other attempt was ever recovered again. The
+    attempt becomes outcome_unknown (nothing can settle it automatically) and
+    recovery goes on."""
+    stuck = xworld.approved("correlation_lookup", simulate="timeout_after_effect")
+    assert xworld.worker().process(stuck) is Outcome.PENDING
+    assert xworld.registry is not None
+    xworld.registry._reconcilers.clear()  # the misconfigured deployment
+    xworld.clock.advance(LEASE + 1)
+    waiting = xworld.approved("provider_idempotency")  # its stream record was missed
+
+    report = run_recovery(xworld.worker())
+
+    assert report.outcomes == {"outcome_unknown": 1, "succeeded": 1}
+    attempt = xworld.attempt(stuck)
+    assert attempt.status == "outcome_unknown"
+    assert attempt.result is not None and attempt.result["reason_code"] == "reconciler_unavailable"
+    assert xworld.attempt(waiting).status == "succeeded"
+    assert xworld.calls_for(stuck) == 1  # never called again
+
+
+def test_one_attempt_that_cannot_be_recovered_does_not_stop_the_tick(
+    xworld: ExecutionWorld, monkeypatch: Any,
+) -> None:
+    """Whatever one attempt raises (short of the store being down), the tick
+    goes on with the others and reports it."""
+    from domain.errors import IllegalTransition
+    from domain.services.execution import Worker
+
+    first = xworld.approved("provider_idempotency")
+    xworld.clock.advance(1)
+    second = xworld.approved("provider_idempotency")
+    original = Worker.recover
+
+    def recover(self: Worker, attempt_id: str) -> Outcome:
+        if attempt_id == first:
+            raise IllegalTransition("poison")
+        return original(self, attempt_id)
+
+    monkeypatch.setattr(Worker, "recover", recover)
+    report = run_recovery(xworld.worker())
+    assert report.outcomes == {"error": 1, "succeeded": 1}
+    assert xworld.attempt(second).status == "succeeded"
