@@ -217,8 +217,8 @@ class Actions:
         return f"+{seconds}s"
 
     def do_directory(self) -> str | None:
-        kind, record_id, good, bad = self.rng.choice(DIRECTORY)
-        values = good if self.rng.random() < 0.7 else bad
+        kind, record_id, good, wrong = self.rng.choice(DIRECTORY)
+        values = good if self.rng.random() < 0.7 else self.rng.choice(wrong)
         put_record(self.chaos, self.clock, kind=kind, record_id=record_id, values=values)
         return f"{record_id} {values}"
 

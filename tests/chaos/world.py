@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
 from domain.directory import (
+    DeliveryMode,
     DirectoryKind,
     actor_record_id,
     channel_binding_record_id,
@@ -34,25 +35,32 @@ STRANGERS = (
 CAPABILITIES = tuple(FAKE_CAPABILITIES)
 SIMULATE = ("success",) * 5 + ("no_write_error", "timeout_before_effect",
                                "timeout_after_effect", "unsafe_receipt", "slow", "lookup_unknown")
-# (kind, record id, good values, bad values)
-DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any], dict[str, Any]], ...] = (
-    (DirectoryKind.ACTOR, actor_record_id("alice"), {"enabled": True}, {"enabled": False}),
+# (kind, record id, good values, ways it can be wrong)
+DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any], tuple[dict[str, Any], ...]], ...] = (
+    (DirectoryKind.ACTOR, actor_record_id("alice"), {"enabled": True}, ({"enabled": False},)),
     (DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib1"),
      {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True},
-     {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": False}),
+     ({"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": False},
+      {"actor_id": "bob", "channel": "slack", "external_id": "U1", "active": True},
+      {"actor_id": "alice", "channel": "teams", "external_id": "U1", "active": True})),
     (DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb1"),
      {"conversation_key": "conv-1", "channel": "slack", "active": True},
-     {"conversation_key": "conv-1", "channel": "slack", "active": False}),
+     ({"conversation_key": "conv-1", "channel": "slack", "active": False},
+      {"conversation_key": "conv-9", "channel": "slack", "active": True},
+      {"conversation_key": "conv-1", "channel": "teams", "active": True})),
     (DirectoryKind.PERMISSION_GRANT, grant_record_id("alice", "tasks.write"),
-     {"granted": True}, {"granted": False}),
+     {"granted": True}, ({"granted": False},)),
     *(
         (DirectoryKind.EXECUTOR_BUILD,
          executor_build_record_id(cap, fake_build_digest(cap)),
          {"delivery_mode": mode.value, "available": True},
-         {"delivery_mode": mode.value, "available": False})
+         ({"delivery_mode": mode.value, "available": False},
+          {"delivery_mode": next(m for m in DeliveryMode if m is not mode).value,
+           "available": True}))
         for cap, mode in FAKE_CAPABILITIES.items()
     ),
-    (DirectoryKind.TARGET, target_record_id("task:42"), {"revision": "r7"}, {"revision": "r8"}),
+    (DirectoryKind.TARGET, target_record_id("task:42"), {"revision": "r7"},
+     ({"revision": "r8"}, {"revision": "r9"})),
 )
 STATIC_DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any]], ...] = (
     (DirectoryKind.ACTOR, actor_record_id("bob"), {"enabled": True}),
