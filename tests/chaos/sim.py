@@ -227,7 +227,8 @@ class Simulation(Actions):
         assert proposal is not None
         record = proposal.versions[attempt.proposal_version]
         expect(request.spec.canonical_dict() == record["spec"]
-               and payload_hash(request.spec) == attempt.payload_hash == record["payload_hash"],
+               and payload_hash(request.spec) == attempt.payload_hash == record["payload_hash"]
+               and attempt.view_hash == record["view_hash"],
                f"{attempt.id}: executor got a spec other than the approved one (I4)")
         marked = False
         generation: int | None = None
