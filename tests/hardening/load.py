@@ -80,17 +80,23 @@ class CountingStore:
 
 
 class Crashes:
-    """Seeded crash decisions shared by every worker thread."""
+    """Seeded crash decisions shared by every worker thread.
+
+    The first time a worker reaches each boundary it crashes there, so every
+    boundary is exercised however small the run; after that, at ``rate``.
+    """
 
     def __init__(self, seed: int, rate: float) -> None:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.rate = rate
         self.fired: Counter[str] = Counter()
+        self._reached: set[str] = set()
 
     def roll(self, where: str) -> bool:
         with self._lock:
-            hit = self._rng.random() < self.rate
+            hit = where not in self._reached or self._rng.random() < self.rate
+            self._reached.add(where)
             if hit:
                 self.fired[where] += 1
             return hit
