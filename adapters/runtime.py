@@ -94,7 +94,22 @@ class DynamoDBStreamFeed:
         self.stream_arn = stream_arn
         self.select = select
         self.iterators: dict[str, str | None] = {}
+        self.last_sequence: dict[str, str] = {}
         self._discover(initial=True)
+
+    def _renew(self, shard_id: str) -> None:
+        """A fresh iterator just after the last record seen (records are hints, so
+        reading one again is harmless; skipping one is not)."""
+        request: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": shard_id}
+        if shard_id in self.last_sequence:
+            request.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                           SequenceNumber=self.last_sequence[shard_id])
+        else:
+            request["ShardIteratorType"] = "TRIM_HORIZON"
+        try:
+            self.iterators[shard_id] = self.client.get_shard_iterator(**request)["ShardIterator"]
+        except Exception as exc:  # tried again on the next poll
+            logger.warning("stream shard iterator renewal failed: %s", type(exc).__name__)
 
     def _discover(self, *, initial: bool = False) -> None:
         description = self.client.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
@@ -112,9 +127,20 @@ class DynamoDBStreamFeed:
         for shard_id, iterator in list(self.iterators.items()):
             if iterator is None:
                 continue
-            answer = self.client.get_records(ShardIterator=iterator, Limit=100)
+            try:
+                answer = self.client.get_records(ShardIterator=iterator, Limit=100)
+            except Exception as exc:
+                # The other shards' iterators have moved on already: keep their
+                # records, and read this shard again next time from where it was.
+                logger.warning("stream shard read failed: %s", type(exc).__name__)
+                if _error_code(exc) == "ExpiredIteratorException":
+                    self._renew(shard_id)
+                continue
             self.iterators[shard_id] = answer.get("NextShardIterator")
-            records.extend(answer.get("Records", []))
+            found = answer.get("Records", [])
+            if found:
+                self.last_sequence[shard_id] = found[-1]["dynamodb"]["SequenceNumber"]
+            records.extend(found)
         if not records:
             self._discover()
             time.sleep(wait_seconds)
@@ -216,6 +242,11 @@ class Runtime:
             except Exception as exc:
                 logger.error("recovery tick failed: %s", type(exc).__name__)
             self.stop_event.wait(self.recovery_interval)
+
+
+def _error_code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
 def attempt_streams_from_records(records: list[dict[str, Any]]) -> list[str]:
