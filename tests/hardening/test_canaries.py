@@ -41,7 +41,7 @@ from domain.errors import ExecutorNoEffect
 from domain.ports import ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 from domain.redaction import looks_secret
 from projections.audit import audit_attempt, mermaid_state_diagram
-from tests.e2e.helpers import DIRECTORY, PROVENANCE
+from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE
 from tests.e2e.test_cli import invoke
 from tests.e2e.test_lifecycle_http import API, spec
 from tests.hardening.http_world import directory_puts
@@ -195,7 +195,7 @@ def canary_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[t
         if name.startswith("LEDGER_"):
             monkeypatch.delenv(name)
     settings = load_settings(store="sqlite", env="test", sqlite_path=str(tmp_path / "l.db"))
-    ledger = build_ledger(settings, clock=FixedClock(), tokens=CanaryTokens())
+    ledger = build_ledger(settings, clock=FixedClock(FIXED_NOW), tokens=CanaryTokens())
     for capability in ("fake.provider_idempotency", "fake.correlation_lookup",
                        "fake.operator_only"):
         ledger.registry.replace(PlantingExecutor(ledger.registry.get(
