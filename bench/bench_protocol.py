@@ -31,7 +31,6 @@ from adapters.dynamodb.views import DynamoDBViewStore
 from adapters.executors.fake import fake_build_digest
 from adapters.system import ManualClock
 from domain.attempt import AttemptStatus, ExecutionAttempt, Resolution
-from domain.ports import ExecutionReceipt, ExecutionRequest
 from domain.proposal import Proposal
 from domain.services.authorization import Approver, authorize
 from domain.services.execution import CrashPoint, SimulatedCrash
@@ -39,42 +38,12 @@ from domain.services.recovery import run_recovery
 from domain.services.resolution import resolve
 from domain.spec import parse_spec
 from projections.projector import Projector
+from tests.integration.execution.crash import CrashAfterEffect, CrashAt
 
 # us-east-1 on-demand, standard table class; see bench/CAPACITY.md for the source and date.
 PRICE_PER_MILLION_WRU = 0.625
 PRICE_PER_MILLION_RRU = 0.125
 LEASE = 60
-
-
-class CrashAt:
-    """Kills the worker once at one boundary."""
-
-    def __init__(self, point: CrashPoint) -> None:
-        self.point = point
-        self.fired = False
-
-    def __call__(self, point: CrashPoint, attempt_id: str) -> None:
-        if point is self.point and not self.fired:
-            self.fired = True
-            raise SimulatedCrash(point.value)
-
-
-class CrashAfterEffect:
-    """Boundary (d): the provider applies the effect, then the worker dies."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.capability = inner.capability
-        self.build_digest = inner.build_digest
-        self.delivery_mode = inner.delivery_mode
-        self.armed = True
-
-    def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
-        receipt: ExecutionReceipt = self.inner.execute(request)
-        if self.armed:
-            self.armed = False
-            raise SimulatedCrash("after_effect")
-        return receipt
 
 
 class World:

@@ -12,7 +12,7 @@ from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
 from domain.services.approval import Provenance
 from domain.services.execution import Worker, WorkerPolicy
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, assert_error
+from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, assert_error, directory_puts
 
 API = "/api/conversational"
 DIGEST = "sha256:" + "ab" * 32
@@ -39,22 +39,7 @@ def spec(capability: str = "fake.provider_idempotency", **changes: Any) -> dict[
 
 @pytest.fixture
 def directory(client: TestClient, admin: Headers) -> None:
-    p = PROVENANCE
-    puts = [
-        (f"/actors/{p.actor_id}", {"enabled": True}),
-        (f"/identity-bindings/{p.identity_binding_id}",
-         {"actor_id": p.actor_id, "channel": "slack", "external_id": "U1", "active": True}),
-        (f"/channel-bindings/{p.channel_binding_id}",
-         {"conversation_key": p.conversation_key, "channel": "slack", "active": True}),
-        (f"/actors/{p.actor_id}/permissions/tasks.write", {"granted": True}),
-        ("/targets/task:42", {"revision": "r7"}),
-    ]
-    for capability, mode in [("fake.provider_idempotency", "provider_idempotency"),
-                             ("fake.correlation_lookup", "correlation_lookup"),
-                             ("fake.operator_only", "operator_reconciliation_only")]:
-        puts.append((f"/executor-builds/{capability}/{fake_build_digest(capability)}",
-                     {"delivery_mode": mode, "available": True}))
-    for path, body in puts:
+    for path, body in directory_puts():
         response = client.put(DIRECTORY + path, json=body, headers=admin)
         assert response.status_code == 200, response.text
 

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
 from domain.services.approval import Provenance
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers
+from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, directory_puts
 from tests.e2e.test_lifecycle_http import API, propose_and_present, run_worker
 
 STRANGER = Provenance("bob", "ib-bob", "cb-bob", "C999")
@@ -72,25 +72,6 @@ class HttpWorld:
                                headers=self.headers("admin"))
         revision: int = view.json()["revision"]
         return revision
-
-
-def directory_puts() -> list[tuple[str, dict[str, Any]]]:
-    p = PROVENANCE
-    puts: list[tuple[str, dict[str, Any]]] = [
-        (f"/actors/{p.actor_id}", {"enabled": True}),
-        (f"/identity-bindings/{p.identity_binding_id}",
-         {"actor_id": p.actor_id, "channel": "slack", "external_id": "U1", "active": True}),
-        (f"/channel-bindings/{p.channel_binding_id}",
-         {"conversation_key": p.conversation_key, "channel": "slack", "active": True}),
-        (f"/actors/{p.actor_id}/permissions/tasks.write", {"granted": True}),
-        ("/targets/task:42", {"revision": "r7"}),
-    ]
-    for capability, mode in [("fake.provider_idempotency", "provider_idempotency"),
-                             ("fake.correlation_lookup", "correlation_lookup"),
-                             ("fake.operator_only", "operator_reconciliation_only")]:
-        puts.append((f"/executor-builds/{capability}/{fake_build_digest(capability)}",
-                     {"delivery_mode": mode, "available": True}))
-    return puts
 
 
 def build_world(client: TestClient, ledger: Ledger, bearer: Callable[..., Headers]) -> HttpWorld:

@@ -41,10 +41,9 @@ from domain.errors import ExecutorNoEffect
 from domain.ports import ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 from domain.redaction import looks_secret
 from projections.audit import audit_attempt, mermaid_state_diagram
-from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE
+from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
 from tests.e2e.test_cli import invoke
 from tests.e2e.test_lifecycle_http import API, spec
-from tests.hardening.http_world import directory_puts
 from tests.integration.approval.world import FixedClock
 
 RUN = uuid.uuid4().hex[:12].upper()
