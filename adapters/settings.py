@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
+DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 86400
 
 
 class SettingsError(Exception):
@@ -43,6 +44,9 @@ class Settings(BaseSettings):
                                          pattern=r"^[A-Za-z0-9_.\-]+$")] = "ledger"
     auth_hs256_secret: Annotated[str, Field(min_length=32)] = DEVELOPMENT_SECRET
     auth_rs256_public_key: str | None = None
+    # exp - iat (or exp - now without iat) of any accepted bearer token
+    auth_max_token_lifetime_seconds: Annotated[int, Field(ge=60, le=30 * 86400)] = (
+        DEFAULT_MAX_TOKEN_LIFETIME_SECONDS)
     permissions: Annotated[tuple[str, ...], NoDecode] = ("tasks.write", "social.post",
                                                          "demo.execute")
     presentation_ttl_seconds: Annotated[int, Field(ge=60, le=86400)] = 1800

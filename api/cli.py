@@ -18,7 +18,7 @@ from adapters.settings import Environment, Settings, SettingsError, StoreKind, l
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
 
-MAX_TOKEN_TTL_SECONDS = 7 * 86400
+MAX_TOKEN_TTL_SECONDS = 30 * 86400
 
 app = typer.Typer(
     name="ledger",
@@ -292,8 +292,10 @@ def token(
         str | None, typer.Option(help="Channel tokens: channel binding id.")] = None,
     conversation_key: Annotated[
         str | None, typer.Option(help="Channel tokens: conversation key.")] = None,
-    ttl: Annotated[int, typer.Option(min=1, max=MAX_TOKEN_TTL_SECONDS,
-                                     help="Lifetime in seconds.")] = DEFAULT_TTL_SECONDS,
+    ttl: Annotated[int, typer.Option(
+        min=1, max=MAX_TOKEN_TTL_SECONDS,
+        help="Lifetime in seconds (at most LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS)."),
+    ] = DEFAULT_TTL_SECONDS,
 ) -> None:
     """Print a development JWT (HS256, the configured secret) and nothing else on stdout.
 
