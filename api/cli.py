@@ -78,11 +78,10 @@ def serve(
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), with the worker and recovery, on the store."""
     with _one_line_errors():
-        import uvicorn
-
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
         from api.http.app import create_app
+        from api.http.server import ServeLimits, serve_http
 
         settings = load_settings()
         _configure_logging()
@@ -95,7 +94,12 @@ def serve(
         if runtime is not None:
             runtime.start()
         try:
-            uvicorn.run(api, host=host, port=port, log_level="info", access_log=False)
+            serve_http(api, host=host, port=port, limits=ServeLimits(
+                header_timeout=settings.http_header_timeout_seconds,
+                body_timeout=settings.http_body_timeout_seconds,
+                keep_alive_timeout=settings.http_keep_alive_seconds,
+                max_connections=settings.http_max_connections,
+            ))
         finally:
             if runtime is not None:
                 runtime.stop()

@@ -220,3 +220,19 @@ def test_ledger_token_refuses_a_lifetime_beyond_the_cap_in_one_line(
     assert "LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS" in result.output
     ok = CliRunner().invoke(app, ["token", "--sub", "ops", "--role", "admin", "--ttl", "3600"])
     assert ok.exit_code == 0, ok.output
+
+
+# -- bounded presentations -----------------------------------------------------
+
+def test_presentations_beyond_the_bound_are_a_uniform_409(
+    http_world: HttpWorld, settings: Settings
+) -> None:
+    body = {"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
+            "channel_binding_id": PROVENANCE.channel_binding_id,
+            "conversation_key": PROVENANCE.conversation_key}
+    path = f"{API}/proposals/{http_world.proposal_id}/presentations"
+    proposer = http_world.headers("proposer")
+    for _ in range(settings.max_active_presentations):
+        assert http_world.client.post(path, headers=proposer, json=body).status_code == 201
+    response = http_world.client.post(path, headers=proposer, json=body)
+    assert_error(response, 409, "too_many_presentations")
