@@ -61,6 +61,40 @@ def _one_line_errors() -> Iterator[None]:
         _fail(f"{type(exc).__name__}: {exc}")
 
 
+STREAMS_UNREACHABLE = (
+    "cannot reach the DynamoDB Streams endpoint {url} ({error}); set "
+    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS (on a local emulator, the same URL as "
+    "AWS_ENDPOINT_URL_DYNAMODB)"
+)
+
+
+def _check_streams_endpoint(settings: Settings) -> None:
+    """On DynamoDB, the worker and the projector read the table's stream: fail at
+    start-up, in one line naming the variable, when its endpoint does not answer."""
+    if settings.store is not StoreKind.DYNAMODB:
+        return
+    import boto3
+    from botocore.exceptions import (
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    from adapters.dynamodb.client import client_config
+
+    client = boto3.client("dynamodbstreams",
+                          config=client_config(connect_timeout=3, read_timeout=5))
+    try:
+        client.list_streams(Limit=1)
+    except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
+            ConnectionClosedError) as exc:
+        _fail(STREAMS_UNREACHABLE.format(url=client.meta.endpoint_url,
+                                         error=type(exc).__name__))
+    finally:
+        client.close()
+
+
 def _describe_store(settings: Settings) -> str:
     if settings.store is StoreKind.SQLITE:
         return f"sqlite {settings.sqlite_path}"
@@ -84,6 +118,8 @@ def serve(
         from api.http.server import ServeLimits, serve_http
 
         settings = load_settings()
+        if worker:
+            _check_streams_endpoint(settings)
         _configure_logging()
         ledger = build_ledger(settings)
         runtime = build_runtime(ledger) if worker else None
@@ -120,6 +156,7 @@ def worker_command() -> None:
         from adapters.runtime import build_runtime
 
         settings = load_settings()
+        _check_streams_endpoint(settings)
         _configure_logging()
         ledger = build_ledger(settings)
         runtime = build_runtime(ledger)
