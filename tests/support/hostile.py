@@ -50,29 +50,44 @@ any_text = st.one_of(plain_text, hostile_text(), st.text(max_size=40))
 """Anything: most of it must be refused, some accepted; none may be a 5xx."""
 
 # Offsets a timestamp may carry: whole and odd minutes up to +-23:59, Z, none.
-offsets = st.one_of(
-    st.just("Z"), st.just(""),
-    st.builds(lambda sign, h, m: f"{sign}{h:02d}:{m:02d}",
-              st.sampled_from("+-"), st.integers(0, 23), st.integers(0, 59)),
-)
+def _offset(signs: str) -> st.SearchStrategy[str]:
+    return st.builds(lambda sign, h, m: f"{sign}{h:02d}:{m:02d}",
+                     st.sampled_from(signs), st.integers(0, 23), st.integers(0, 59))
+
+
+offsets = st.one_of(st.just("Z"), st.just(""), _offset("+-"))
+
+LAST = datetime(9999, 12, 31, 23, 59, 59, 999999)
+FIRST = datetime(1, 1, 1)
 
 extreme_moments = st.one_of(
-    st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(1, 1, 2, 23, 59)),
-    st.datetimes(min_value=datetime(9999, 12, 30), max_value=datetime(9999, 12, 31, 23, 59, 59)),
+    st.sampled_from([FIRST, LAST, LAST.replace(microsecond=0)]),
+    st.datetimes(min_value=FIRST, max_value=datetime(1, 1, 2, 23, 59)),
+    st.datetimes(min_value=datetime(9999, 12, 30), max_value=LAST),
     st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1)),
 )
 
 
-@st.composite
-def odd_timestamps(draw: st.DrawFn) -> str:
-    """RFC 3339 text near the ends of the calendar with any offset and precision."""
-    moment = draw(extreme_moments)
-    if draw(st.booleans()):
-        moment = moment.replace(microsecond=0)
+def _text(moment: datetime, offset: str, trim: bool) -> str:
     text = moment.isoformat()
-    if draw(st.booleans()) and moment.microsecond:
-        text = text.rstrip("0")
-    return text + draw(offsets)
+    return (text.rstrip("0") if trim and moment.microsecond else text) + offset
+
+
+odd_timestamps_general = st.builds(_text, extreme_moments, offsets, st.booleans())
+"""RFC 3339 text near the ends of the calendar (or not) with any offset and precision."""
+
+# The calendar's edges with the offset that pushes them past it in UTC.
+calendar_overflows = st.one_of(
+    st.builds(_text, st.datetimes(min_value=datetime(9999, 12, 31, 23), max_value=LAST),
+              _offset("-").filter(lambda o: o != "-00:00"), st.booleans()),
+    st.builds(_text, st.datetimes(min_value=FIRST, max_value=datetime(1, 1, 1, 0, 59)),
+              _offset("+").filter(lambda o: o != "+00:00"), st.booleans()),
+)
+
+
+def odd_timestamps() -> st.SearchStrategy[str]:
+    """Odd timestamps, a third of them just past the calendar once in UTC."""
+    return st.one_of(calendar_overflows, odd_timestamps_general, odd_timestamps_general)
 
 
 def fits_in_utc(text: str) -> bool:
