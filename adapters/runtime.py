@@ -34,7 +34,7 @@ def worker_policy(ledger: Ledger) -> WorkerPolicy:
         backoff_base_seconds=s.backoff_base_seconds,
         backoff_max_seconds=s.backoff_max_seconds,
         max_predispatch_leases=s.max_predispatch_leases,
-        max_dispatches=s.max_predispatch_leases,
+        max_dispatches=s.max_dispatches,
     )
 
 
