@@ -34,6 +34,7 @@ def fresh_token(method: Method, kwargs: dict[str, Any]) -> Any:
     return method(**{**kwargs, "ClientRequestToken": uuid.uuid4().hex})
 
 
+@pytest.mark.slow
 def test_transaction_resent_with_its_token_after_a_lost_response_applies_once(
     dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
@@ -64,6 +65,7 @@ def test_without_the_same_token_the_resend_is_misreported_as_a_conflict(
         recorder_on(client, dynamodb_table_name).insert_events([event(a, 1), event(b, 1)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_token", [True, False])
 def test_a_resent_transaction_cannot_undo_a_later_commit(
     dynamodb_client: Any, dynamodb_table_name: str, same_token: bool
@@ -89,6 +91,7 @@ def test_a_resent_transaction_cannot_undo_a_later_commit(
     assert lost == (0 if same_token else 5)
 
 
+@pytest.mark.slow
 def test_conditional_put_resent_after_a_lost_response_finds_its_own_item(
     dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
