@@ -17,6 +17,7 @@ from rich.text import Text
 from adapters.settings import Environment, Settings, SettingsError, StoreKind, load_settings
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
+from domain.spec import ATTEMPT_ID_PREFIX
 
 MAX_TOKEN_TTL_SECONDS = 7 * 86400
 
@@ -199,7 +200,7 @@ def audit(
         settings = load_settings()
         ledger = build_ledger(settings)
         try:
-            if len(attempt_id) > 80 or not attempt_id.startswith("att_"):
+            if len(attempt_id) > 80 or not attempt_id.startswith(ATTEMPT_ID_PREFIX):
                 _fail("not_found: no such attempt")
             report = audit_attempt(ledger.store, ledger.views, attempt_id)
         finally:
