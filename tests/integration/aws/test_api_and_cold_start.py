@@ -19,8 +19,8 @@ from domain.attempt import ExecutionAttempt
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit
 from domain.redaction import REDACTED, redact
+from tests.support.clocks import FixedClock
 
-from ..approval.world import FixedClock
 from ..execution.crash import ExecutionWorld
 from .conftest import FakeLambdaContext, wire
 
