@@ -245,7 +245,7 @@ def projections_rebuild(
 ) -> None:
     """Fold every attempt stream again, compare with the live views, write the result."""
     with _one_line_errors():
-        from rich.progress import Progress
+        from rich.progress import Progress, TaskID
 
         from adapters.bootstrap import build_ledger
         from adapters.rebuild import VIEWS, attempt_ids, rebuild
@@ -259,8 +259,11 @@ def projections_rebuild(
             for name in [view] if view else list(VIEWS):
                 with Progress(console=Console(stderr=True)) as progress:
                     task = progress.add_task(f"rebuilding {name}", total=total)
-                    report = rebuild(ledger, name, write=not check,
-                                     progress=lambda n, t=task: progress.advance(t, n))
+
+                    def advance(n: int, bar: Progress = progress, t: TaskID = task) -> None:
+                        bar.advance(t, n)
+
+                    report = rebuild(ledger, name, write=not check, progress=advance)
                 verb = "checked" if check else "rebuilt"
                 typer.echo(f"{name}: {verb} {report.total} attempts; "
                            f"{report.identical} identical to the live view, "
