@@ -65,8 +65,8 @@ def send_json(client: TestClient, method: str, path: str, headers: Headers, body
 def signed(settings: Settings, claims: dict[str, Any]) -> Headers:
     now = int(time.time())
     body = {"iat": now, "exp": now + 600, **claims}
-    return {"Authorization": "Bearer " + jwt.encode(body, settings.auth_hs256_secret,
-                                                     algorithm="HS256")}
+    secret = settings.auth_hs256_secret.get_secret_value()
+    return {"Authorization": "Bearer " + jwt.encode(body, secret, algorithm="HS256")}
 
 
 def test_odd_expiry_timestamps_are_stored_in_utc_or_refused(http_world: HttpWorld) -> None:

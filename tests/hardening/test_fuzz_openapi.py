@@ -32,6 +32,8 @@ from tests.e2e.helpers import Headers
 from tests.hardening.http_world import ROLES, HttpWorld, build_world, flat_routes
 from tests.support.hostile import odd_timestamps
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
 
 EXAMPLES = int(os.environ.get("LEDGER_FUZZ_EXAMPLES", "6"))

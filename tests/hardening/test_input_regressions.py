@@ -37,8 +37,8 @@ def signed(settings: Settings, **claims: Any) -> Headers:
     body: dict[str, Any] = {"sub": "ops", "role": "admin", "iat": now, "exp": now + 600}
     body.update(claims)
     body = {k: v for k, v in body.items() if v is not None}
-    return {"Authorization": "Bearer " + jwt.encode(body, settings.auth_hs256_secret,
-                                                     algorithm="HS256")}
+    secret = settings.auth_hs256_secret.get_secret_value()
+    return {"Authorization": "Bearer " + jwt.encode(body, secret, algorithm="HS256")}
 
 
 # -- expires_at offsets that overflow on conversion to UTC ---------------------
