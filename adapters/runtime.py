@@ -250,12 +250,13 @@ def _error_code(exc: BaseException) -> str:
 
 
 def attempt_streams_from_records(records: list[dict[str, Any]]) -> list[str]:
-    """Every attempt stream a batch of stream records touched (for the projector)."""
+    """Every attempt and proposal stream a batch of stream records touched (for the
+    projector: status views and the inbox)."""
     found: dict[str, None] = {}
     for record in records:
         image = record.get("dynamodb", {}).get("NewImage", {})
         pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
-        if isinstance(pk, str) and pk.startswith("att_") and "topic" in image:
+        if isinstance(pk, str) and pk.startswith(("att_", "prop_")) and "topic" in image:
             found.setdefault(pk, None)
     return list(found)
 

@@ -180,6 +180,7 @@ def present(
             conversation_key=conversation_key,
             expires_at=format_utc(expires),
             at=format_utc(now),
+            now=now,
         )
         lookup = Lookup(
             key=token_lookup_key(hashed),

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
 from api.http.auth import Caller, Role
+from api.http.cursors import decode_cursor, encode_cursor
 from api.http.deps import AdminCaller, AnyCaller, LedgerDep
 from api.http.errors import error_responses
 from api.http.schemas.attempts import (
@@ -21,7 +19,7 @@ from api.http.schemas.attempts import (
     ResolveIn,
 )
 from domain.attempt import AttemptStatus
-from domain.errors import InvalidInput, NotFound
+from domain.errors import NotFound
 from domain.services.resolution import reconcile, resolve
 from projections.audit import audit_stream, mermaid_state_diagram
 from projections.ports import ViewRecord
@@ -65,21 +63,6 @@ def refreshed(ledger: LedgerDep, attempt_id: str) -> AttemptOut:
     if view is None:
         raise NotFound()
     return AttemptOut.model_validate(public_view(view.data))
-
-
-def encode_cursor(raw: str | None) -> str | None:
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=") if raw else None
-
-
-def decode_cursor(token: str | None) -> str | None:
-    if not token:
-        return None
-    if not re.fullmatch(r"[A-Za-z0-9_\-]+", token):
-        raise InvalidInput("cursor: not a cursor this API returned")
-    try:
-        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidInput("cursor: not a cursor this API returned") from None
 
 
 @router.get("")

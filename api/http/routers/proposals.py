@@ -1,24 +1,73 @@
-"""Propose and present: the proposer role (a trusted channel backend)."""
+"""Proposals: propose and present (the proposer role, a trusted channel backend),
+read one proposal, cancel a version, and the pending-approval inbox."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response, status
+from typing import Annotated
 
-from api.http.deps import LedgerDep, require_proposer
+from fastapi import APIRouter, Depends, Query, Response, status
+
+from adapters.bootstrap import Ledger
+from api.http.auth import Caller, Role
+from api.http.cursors import decode_cursor, encode_cursor
+from api.http.deps import LedgerDep, require_proposer, require_roles
 from api.http.errors import error_responses
-from api.http.schemas.proposals import PresentationIn, PresentationOut, ProposalIn, ProposalOut
+from api.http.schemas.proposals import (
+    CancelIn,
+    InboxItemOut,
+    InboxOut,
+    PresentationIn,
+    PresentationOut,
+    ProposalIn,
+    ProposalOut,
+    ProposalViewOut,
+)
+from domain.directory import Ident
+from domain.errors import NotFound
+from domain.proposal import Proposal, ProposalStatus
+from domain.services.decisions import cancel
 from domain.services.proposals import present, propose
+from projections.inbox import inbox_bounds, inbox_list_key, inbox_row, proposal_view
 
 router = APIRouter(
     prefix="/proposals",
     tags=["proposals"],
-    dependencies=[Depends(require_proposer)],
     responses=error_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
 
+MAX_ID_CHARS = 80
+ProposerCaller = Annotated[Caller, Depends(require_proposer)]
+ReaderCaller = Annotated[Caller, Depends(require_roles(Role.PROPOSER, Role.CHANNEL, Role.ADMIN))]
+CancelCaller = Annotated[Caller, Depends(require_roles(Role.PROPOSER, Role.ADMIN))]
+InboxCaller = Annotated[Caller, Depends(require_roles(Role.CHANNEL, Role.ADMIN))]
+
+
+def may_see_proposal(caller: Caller, actor_id: str) -> bool:
+    """Proposers (trusted backends), admins, and the channel of the proposal's actor."""
+    if caller.role in (Role.PROPOSER, Role.ADMIN):
+        return True
+    return caller.provenance is not None and caller.provenance.actor_id == actor_id
+
+
+def refresh_inbox(ledger: Ledger, proposal_id: str) -> None:
+    """Read-your-writes for the inbox: project the lineage the caller just changed
+    (the projector would get there too; projecting twice is harmless)."""
+    if ledger.views is not None:
+        ledger.projector.project_proposal(proposal_id)
+
+
+def visible_proposal(ledger: Ledger, caller: Caller, proposal_id: str) -> Proposal:
+    """The proposal, or the same 404 whether it is missing or not the caller's."""
+    proposal = None
+    if len(proposal_id) <= MAX_ID_CHARS:
+        proposal = ledger.store.get(Proposal, proposal_id)
+    if proposal is None or not may_see_proposal(caller, proposal.actor_id):
+        raise NotFound()
+    return proposal
+
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create_proposal(body: ProposalIn, ledger: LedgerDep) -> ProposalOut:
+def create_proposal(body: ProposalIn, caller: ProposerCaller, ledger: LedgerDep) -> ProposalOut:
     """Store a proposal version (superseding the previous one of its lineage)."""
     result = propose(
         ledger.context,
@@ -27,12 +76,14 @@ def create_proposal(body: ProposalIn, ledger: LedgerDep) -> ProposalOut:
         lineage_id=body.lineage_id,
         expected_version=body.expected_version,
     )
+    refresh_inbox(ledger, result.proposal_id)
     return ProposalOut(**result.__dict__)
 
 
 @router.post("/{proposal_id}/presentations", status_code=status.HTTP_201_CREATED)
 def create_presentation(
-    proposal_id: str, body: PresentationIn, ledger: LedgerDep, response: Response
+    proposal_id: str, body: PresentationIn, caller: ProposerCaller, ledger: LedgerDep,
+    response: Response,
 ) -> PresentationOut:
     """A single-use approval control; the token is returned only in this response."""
     result = present(
@@ -44,5 +95,55 @@ def create_presentation(
         conversation_key=body.conversation_key,
         ttl_seconds=body.ttl_seconds,
     )
+    refresh_inbox(ledger, proposal_id)
     response.headers["Cache-Control"] = "no-store"
     return PresentationOut(**result.__dict__)
+
+
+@router.get("")
+def list_inbox(
+    caller: InboxCaller,
+    ledger: LedgerDep,
+    actor_id: Ident,
+    status: ProposalStatus = ProposalStatus.PRESENTED,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=400)] = None,
+) -> InboxOut:
+    """An actor's proposals in one status (by default what it still has to
+    approve, soonest expiry first), from the inbox projection. A channel sees
+    only its own actor's inbox; for any other actor the page is empty."""
+    assert ledger.views is not None
+    after = decode_cursor(cursor)
+    if not may_see_proposal(caller, actor_id):
+        return InboxOut(items=[])
+    now = ledger.clock.now()
+    stored, start, stop = inbox_bounds(status, now)
+    if start is not None and (after is None or after < start):
+        after = start
+    rows, next_raw = ledger.views.list_views(inbox_list_key(actor_id, stored), limit, after)
+    if stop is not None and any((r.list_sk or "") >= stop for r in rows):
+        rows = [r for r in rows if (r.list_sk or "") < stop]
+        next_raw = None
+    items = [InboxItemOut.model_validate(inbox_row(r.data, now)) for r in rows]
+    return InboxOut(items=items, next_cursor=encode_cursor(next_raw))
+
+
+@router.get("/{proposal_id}")
+def get_proposal(proposal_id: str, caller: ReaderCaller, ledger: LedgerDep) -> ProposalViewOut:
+    """Versions, statuses (``expired`` derived from the clock), hashes, controls
+    (never tokens) and attempt ids; anyone else gets the same 404 as a missing id."""
+    proposal = visible_proposal(ledger, caller, proposal_id)
+    return ProposalViewOut.model_validate(proposal_view(proposal, ledger.clock.now()))
+
+
+@router.post("/{proposal_id}/cancel")
+def cancel_proposal(
+    proposal_id: str, body: CancelIn, caller: CancelCaller, ledger: LedgerDep
+) -> ProposalViewOut:
+    """Withdraw a presented version and revoke its controls: no attempt can ever
+    come from it. An already decided version is answered with the stored truth."""
+    if len(proposal_id) > MAX_ID_CHARS:
+        raise NotFound()
+    proposal = cancel(ledger.context, proposal_id=proposal_id, version=body.version)
+    refresh_inbox(ledger, proposal_id)
+    return ProposalViewOut.model_validate(proposal_view(proposal, ledger.clock.now()))

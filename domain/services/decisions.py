@@ -1,0 +1,86 @@
+"""Decline and cancel (SPEC 12): the actor says no, the proposer withdraws.
+
+Both are events on the proposal stream that revoke every active control in the
+same append, so they race an approval on one stream version and exactly one of
+them wins. A decline or cancel of a version that is already decided (claimed,
+declined, canceled, superseded, conflicted) appends nothing: the answer is the
+stored truth. Decline failures are the approval's uniform ``ApprovalUnavailable``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from domain.errors import ConcurrencyConflict, IllegalTransition, NotFound
+from domain.ports import Commit
+from domain.proposal import PresentationStatus, Proposal, ProposalStatus
+from domain.services.approval import (
+    Provenance,
+    load_bound_control,
+    resolve_control,
+    unavailable,
+)
+from domain.services.context import ServiceContext
+from domain.timeutil import format_utc
+
+MAX_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class DeclineResult:
+    """The stored truth after a decline: ``declined``, or ``claimed`` (with its
+    attempt) when an approval of a sibling control won."""
+
+    proposal_id: str
+    version: int
+    status: str
+    attempt_id: str | None = None
+
+
+def decline(ctx: ServiceContext, *, token: str, provenance: Provenance) -> DeclineResult:
+    """Consume one control as a refusal; no attempt can come from the version."""
+    proposal_id, presentation_id = resolve_control(ctx, token)
+    for _ in range(MAX_RETRIES):
+        try:
+            return _decline_once(ctx, proposal_id, presentation_id, provenance)
+        except ConcurrencyConflict:
+            continue
+    raise unavailable("contention")
+
+
+def _decline_once(
+    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
+) -> DeclineResult:
+    now = ctx.clock.now()
+    proposal = load_bound_control(ctx, proposal_id, presentation_id, who)
+    version = proposal.presentations[presentation_id]["version"]
+    record = proposal.versions[version]
+    control = proposal.presentation_status(presentation_id, now)
+    if record["status"] in (ProposalStatus.CLAIMED.value, ProposalStatus.DECLINED.value) and (
+        control in (PresentationStatus.CONSUMED, PresentationStatus.REVOKED)
+    ):
+        # A repeated decline, or the approval of a sibling won: the stored truth.
+        return DeclineResult(proposal.id, version, record["status"], record["attempt_id"])
+    try:
+        proposal.decline(presentation_id=presentation_id, now=now, at=format_utc(now))
+    except IllegalTransition:
+        raise unavailable("not_declinable") from None
+    ctx.store.commit(Commit(aggregates=[proposal]))
+    return DeclineResult(proposal.id, version, ProposalStatus.DECLINED.value)
+
+
+def cancel(ctx: ServiceContext, *, proposal_id: str, version: int) -> Proposal:
+    """Withdraw a presented version (revoking its controls); returns the stored
+    proposal, unchanged when the version was already decided."""
+    for _ in range(MAX_RETRIES):
+        proposal = ctx.store.get(Proposal, proposal_id)
+        if proposal is None or version not in proposal.versions:
+            raise NotFound()
+        if not proposal.cancel(version=version, at=format_utc(ctx.clock.now())):
+            return proposal
+        try:
+            ctx.store.commit(Commit(aggregates=[proposal]))
+        except ConcurrencyConflict:
+            continue
+        return proposal
+    raise ConcurrencyConflict(proposal_id)
