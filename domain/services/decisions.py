@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.errors import ConcurrencyConflict, IllegalTransition, NotFound
+from domain.errors import ConcurrencyConflict, IllegalTransition, LookupConflict, NotFound
 from domain.ports import Commit
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
 from domain.services.approval import (
@@ -21,6 +21,7 @@ from domain.services.approval import (
     unavailable,
 )
 from domain.services.context import ServiceContext
+from domain.services.idempotency import IdempotencyKey
 from domain.timeutil import format_utc
 
 MAX_RETRIES = 8
@@ -69,18 +70,45 @@ def _decline_once(
     return DeclineResult(proposal.id, version, ProposalStatus.DECLINED.value)
 
 
-def cancel(ctx: ServiceContext, *, proposal_id: str, version: int) -> Proposal:
+def cancel(
+    ctx: ServiceContext,
+    *,
+    proposal_id: str,
+    version: int,
+    idempotency: IdempotencyKey | None = None,
+) -> Proposal:
     """Withdraw a presented version (revoking its controls); returns the stored
-    proposal, unchanged when the version was already decided."""
+    proposal, unchanged when the version was already decided.
+
+    With an idempotency key, the key is committed with the ``Canceled`` event
+    (or alone when there is nothing to cancel); a retry answers with the stored
+    proposal and appends nothing."""
+    if idempotency is not None and idempotency.stored_answer(ctx.store) is not None:
+        return _stored(ctx, proposal_id)
     for _ in range(MAX_RETRIES):
+        now = ctx.clock.now()
         proposal = ctx.store.get(Proposal, proposal_id)
         if proposal is None or version not in proposal.versions:
             raise NotFound()
-        if not proposal.cancel(version=version, at=format_utc(ctx.clock.now())):
+        changed = proposal.cancel(version=version, at=format_utc(now))
+        lookups = [idempotency.record(now, proposal_id=proposal_id)] if idempotency else []
+        if not changed and not lookups:
             return proposal
         try:
-            ctx.store.commit(Commit(aggregates=[proposal]))
+            ctx.store.commit(Commit(aggregates=[proposal], lookups=lookups))
         except ConcurrencyConflict:
             continue
+        except LookupConflict:
+            assert idempotency is not None
+            if idempotency.stored_answer(ctx.store) is None:
+                raise
+            return _stored(ctx, proposal_id)
         return proposal
     raise ConcurrencyConflict(proposal_id)
+
+
+def _stored(ctx: ServiceContext, proposal_id: str) -> Proposal:
+    proposal = ctx.store.get(Proposal, proposal_id)
+    if proposal is None:
+        raise NotFound()
+    return proposal

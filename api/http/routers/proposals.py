@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 
 from adapters.bootstrap import Ledger
 from api.http.auth import Caller, Role
 from api.http.cursors import decode_cursor, encode_cursor
 from api.http.deps import LedgerDep, require_proposer, require_roles
 from api.http.errors import error_responses
+from api.http.idempotency import KeyHeader, idempotency_key, in_flight
 from api.http.schemas.proposals import (
     CancelIn,
     InboxItemOut,
@@ -67,15 +68,23 @@ def visible_proposal(ledger: Ledger, caller: Caller, proposal_id: str) -> Propos
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create_proposal(body: ProposalIn, caller: ProposerCaller, ledger: LedgerDep) -> ProposalOut:
-    """Store a proposal version (superseding the previous one of its lineage)."""
-    result = propose(
-        ledger.context,
-        actor_id=body.actor_id,
-        spec_data=body.spec.model_dump(mode="json", exclude_none=True),
-        lineage_id=body.lineage_id,
-        expected_version=body.expected_version,
-    )
+def create_proposal(
+    body: ProposalIn, caller: ProposerCaller, ledger: LedgerDep, request: Request,
+    idempotency_key_header: KeyHeader = None,
+) -> ProposalOut:
+    """Store a proposal version (superseding the previous one of its lineage).
+
+    With ``Idempotency-Key``, a retry of the same request gets the first answer."""
+    key = idempotency_key(idempotency_key_header, request, caller, body)
+    with in_flight(request).hold(key):
+        result = propose(
+            ledger.context,
+            actor_id=body.actor_id,
+            spec_data=body.spec.model_dump(mode="json", exclude_none=True),
+            lineage_id=body.lineage_id,
+            expected_version=body.expected_version,
+            idempotency=key,
+        )
     refresh_inbox(ledger, result.proposal_id)
     return ProposalOut(**result.__dict__)
 
@@ -83,18 +92,22 @@ def create_proposal(body: ProposalIn, caller: ProposerCaller, ledger: LedgerDep)
 @router.post("/{proposal_id}/presentations", status_code=status.HTTP_201_CREATED)
 def create_presentation(
     proposal_id: str, body: PresentationIn, caller: ProposerCaller, ledger: LedgerDep,
-    response: Response,
+    response: Response, request: Request, idempotency_key_header: KeyHeader = None,
 ) -> PresentationOut:
-    """A single-use approval control; the token is returned only in this response."""
-    result = present(
-        ledger.context,
-        proposal_id=proposal_id,
-        version=body.version,
-        identity_binding_id=body.identity_binding_id,
-        channel_binding_id=body.channel_binding_id,
-        conversation_key=body.conversation_key,
-        ttl_seconds=body.ttl_seconds,
-    )
+    """A single-use approval control; the token is returned only in this response
+    (and, with ``Idempotency-Key``, again in the answer to a retry)."""
+    key = idempotency_key(idempotency_key_header, request, caller, body)
+    with in_flight(request).hold(key):
+        result = present(
+            ledger.context,
+            proposal_id=proposal_id,
+            version=body.version,
+            identity_binding_id=body.identity_binding_id,
+            channel_binding_id=body.channel_binding_id,
+            conversation_key=body.conversation_key,
+            ttl_seconds=body.ttl_seconds,
+            idempotency=key,
+        )
     refresh_inbox(ledger, proposal_id)
     response.headers["Cache-Control"] = "no-store"
     return PresentationOut(**result.__dict__)
@@ -138,12 +151,16 @@ def get_proposal(proposal_id: str, caller: ReaderCaller, ledger: LedgerDep) -> P
 
 @router.post("/{proposal_id}/cancel")
 def cancel_proposal(
-    proposal_id: str, body: CancelIn, caller: CancelCaller, ledger: LedgerDep
+    proposal_id: str, body: CancelIn, caller: CancelCaller, ledger: LedgerDep,
+    request: Request, idempotency_key_header: KeyHeader = None,
 ) -> ProposalViewOut:
     """Withdraw a presented version and revoke its controls: no attempt can ever
     come from it. An already decided version is answered with the stored truth."""
     if len(proposal_id) > MAX_ID_CHARS:
         raise NotFound()
-    proposal = cancel(ledger.context, proposal_id=proposal_id, version=body.version)
+    key = idempotency_key(idempotency_key_header, request, caller, body)
+    with in_flight(request).hold(key):
+        proposal = cancel(ledger.context, proposal_id=proposal_id, version=body.version,
+                          idempotency=key)
     refresh_inbox(ledger, proposal_id)
     return ProposalViewOut.model_validate(proposal_view(proposal, ledger.clock.now()))
