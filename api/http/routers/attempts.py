@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 
+from adapters.view_changes import ViewChanges
 from api.http.auth import Caller, Role
 from api.http.cursors import decode_cursor, encode_cursor
 from api.http.deps import AdminCaller, AnyCaller, LedgerDep
@@ -32,6 +35,9 @@ router = APIRouter(
 )
 
 MAX_ID_CHARS = 80
+MAX_WAIT_SECONDS = 30
+SETTLED = frozenset({AttemptStatus.SUCCEEDED.value, AttemptStatus.FAILED_SAFE.value,
+                     AttemptStatus.MANUALLY_RESOLVED.value, AttemptStatus.OUTCOME_UNKNOWN.value})
 
 
 def may_see(caller: Caller, owner: str | None) -> bool:
@@ -83,9 +89,39 @@ def list_attempts(
 
 
 @router.get("/{attempt_id}")
-def get_attempt(attempt_id: str, caller: AnyCaller, ledger: LedgerDep) -> AttemptOut:
-    """The redacted status; anyone else gets the same 404 as for a missing id."""
-    view = status_view(ledger, attempt_id)
+async def get_attempt(
+    attempt_id: str,
+    caller: AnyCaller,
+    ledger: LedgerDep,
+    wait: Annotated[int | None, Query(
+        ge=1, le=MAX_WAIT_SECONDS,
+        description="Long poll: answer as soon as the attempt is settled (terminal or "
+                    "outcome_unknown), or after this many seconds with its status then.",
+    )] = None,
+) -> AttemptOut:
+    """The redacted status; anyone else gets the same 404 as for a missing id.
+
+    With ``wait`` the request waits on this process's view-change notification
+    (no store reads while it waits, no connection held)."""
+    changes = getattr(ledger.views, "changes", None)
+    if wait is None or not isinstance(changes, ViewChanges):
+        view = await run_in_threadpool(status_view, ledger, attempt_id)
+        return _visible(caller, view)
+    with changes.watch(STATUS_VIEW, attempt_id) as waiter:
+        view = await run_in_threadpool(status_view, ledger, attempt_id)
+        answer = _visible(caller, view)
+        deadline = time.monotonic() + wait
+        while answer.status not in SETTLED:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not await waiter.wait(remaining):
+                break
+            # the row as the projector just wrote it; read back only when not carried
+            view = waiter.take() or await run_in_threadpool(status_view, ledger, attempt_id)
+            answer = _visible(caller, view)
+    return answer
+
+
+def _visible(caller: Caller, view: ViewRecord | None) -> AttemptOut:
     if view is None or not may_see(caller, view.data.get("owner_actor_id")):
         raise NotFound()
     return AttemptOut.model_validate(public_view(view.data))
