@@ -261,8 +261,9 @@ The real `ledger serve` (uvicorn, SQLite, execution disabled so only the
 projector runs) with {attempts} queued attempts; {waiters} long polls
 (`?wait=30`, {per} per attempt) from one asyncio client on loopback. The idle
 windows are {idle:.0f} s each, measured once the server's CPU use has
-settled (under 2 % over half a second) after start-up and after the requests; "CPU s/s" is the server process's user+system
-CPU time per wall second (from /proc), so the no-waiter row is the baseline of
+settled (under 2 % over half a second) after start-up and after the
+requests; "CPU s/s" is the server process's user+system CPU time per wall
+second (from /proc), so the no-waiter row is the baseline of
 the projector's and recovery's own loops. Then the worker (in the benchmark
 process, on the same file) settles {woken} attempts one by one; the server's
 projector writes each view, and the time from the view row changing (seen by
