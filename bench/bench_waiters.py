@@ -264,7 +264,7 @@ windows are {idle:.0f} s each, measured once the server's CPU use has
 settled (under 2 % over half a second) after start-up and after the
 requests; "CPU s/s" is the server process's user+system CPU time per wall
 second (from /proc), so the no-waiter row is the baseline of
-the projector's and recovery's own loops. Then the worker (in the benchmark
+the projector's own polling loop. Then the worker (in the benchmark
 process, on the same file) settles {woken} attempts one by one; the server's
 projector writes each view, and the time from the view row changing (seen by
 polling the file every millisecond, read-only) to each waiter's answer is
