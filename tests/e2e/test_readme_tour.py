@@ -52,3 +52,4 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
     assert any(first_id == line for line in lines), "the inbox did not list it"
     assert any('"status":"declined"' in line for line in lines), tour.stdout
     assert "declined" in lines
+    assert lines.count("canceled") == 2  # the retried cancel answers the same
