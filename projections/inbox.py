@@ -13,12 +13,13 @@ before ``now`` are ``expired`` and the rows after it are still ``presented``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from domain.proposal import Proposal, ProposalStatus
 from domain.timeutil import is_past, parse_utc
-from projections.ports import ViewRecord
+from projections.ports import ViewRecord, ViewStore
 
 INBOX_VIEW = "proposal_inbox"
 PROPOSAL_PREFIX = "prop_"
@@ -128,3 +129,23 @@ def inbox_bounds(status: ProposalStatus, now: datetime) -> tuple[str, str | None
     if status is ProposalStatus.EXPIRED:
         return ProposalStatus.PRESENTED.value, None, boundary
     return status.value, None, None
+
+
+def list_inbox(
+    views: ViewStore,
+    actor_id: str,
+    status: ProposalStatus,
+    now: datetime,
+    limit: int,
+    cursor: str | None = None,
+) -> tuple[Sequence[dict[str, Any]], str | None]:
+    """A page of an actor's inbox in one status as of ``now``, and the raw cursor
+    of the next page (None when done)."""
+    stored, start, stop = inbox_bounds(status, now)
+    if start is not None and (cursor is None or cursor < start):
+        cursor = start
+    rows, next_raw = views.list_views(inbox_list_key(actor_id, stored), limit, cursor)
+    if stop is not None and any((r.list_sk or "") >= stop for r in rows):
+        rows = [r for r in rows if (r.list_sk or "") < stop]
+        next_raw = None
+    return [inbox_row(r.data, now) for r in rows], next_raw

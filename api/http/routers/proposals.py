@@ -28,7 +28,8 @@ from domain.errors import NotFound
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.decisions import cancel
 from domain.services.proposals import present, propose
-from projections.inbox import inbox_bounds, inbox_list_key, inbox_row, proposal_view
+from projections.inbox import list_inbox as inbox_page
+from projections.inbox import proposal_view
 
 router = APIRouter(
     prefix="/proposals",
@@ -114,7 +115,7 @@ def create_presentation(
 
 
 @router.get("")
-def list_inbox(
+def get_inbox(
     caller: InboxCaller,
     ledger: LedgerDep,
     actor_id: Ident,
@@ -129,15 +130,8 @@ def list_inbox(
     after = decode_cursor(cursor)
     if not may_see_proposal(caller, actor_id):
         return InboxOut(items=[])
-    now = ledger.clock.now()
-    stored, start, stop = inbox_bounds(status, now)
-    if start is not None and (after is None or after < start):
-        after = start
-    rows, next_raw = ledger.views.list_views(inbox_list_key(actor_id, stored), limit, after)
-    if stop is not None and any((r.list_sk or "") >= stop for r in rows):
-        rows = [r for r in rows if (r.list_sk or "") < stop]
-        next_raw = None
-    items = [InboxItemOut.model_validate(inbox_row(r.data, now)) for r in rows]
+    rows, next_raw = inbox_page(ledger.views, actor_id, status, ledger.clock.now(), limit, after)
+    items = [InboxItemOut.model_validate(row) for row in rows]
     return InboxOut(items=items, next_cursor=encode_cursor(next_raw))
 
 
