@@ -99,6 +99,10 @@ def test_a_decline_after_the_approval_gets_the_stored_claim(
     token = propose_and_present(client, bearer)
     approved = client.post(f"{API}/approvals", json={"token": token}, headers=channel)
     assert approved.status_code == 202
+    # the approval route refreshes the inbox itself (no projector runs here)
+    assert inbox(client, channel) == []
+    claimed = inbox(client, channel, "claimed")
+    assert [i["attempt_id"] for i in claimed] == [approved.json()["attempt_id"]]
     declined = client.post(f"{API}/declines", json={"token": token}, headers=channel)
     assert declined.status_code == 200
     assert declined.json()["status"] == "claimed"
