@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from domain.attempt import ExecutionAttempt
 from domain.ports import EventStore
 from domain.proposal import Proposal
+from domain.spec import ATTEMPT_ID_PREFIX
 from projections.inbox import PROPOSAL_PREFIX, inbox_record
 from projections.ports import ViewStore
 from projections.status import status_record
-
-ATTEMPT_PREFIX = "att_"
 
 
 @dataclass
@@ -51,7 +50,7 @@ class Projector:
         views moved."""
         moved = 0
         for stream_id in dict.fromkeys(stream_ids):
-            if stream_id.startswith(ATTEMPT_PREFIX):
+            if stream_id.startswith(ATTEMPT_ID_PREFIX):
                 moved += self.project_attempt(stream_id)
             elif stream_id.startswith(PROPOSAL_PREFIX):
                 moved += self.project_proposal(stream_id)

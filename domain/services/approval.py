@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from domain.attempt import ExecutionAttempt
 from domain.errors import (
     ApprovalUnavailable,
-    ConcurrencyConflict,
     IllegalTransition,
     InvalidSpec,
     ProposalConflicted,
@@ -31,10 +30,9 @@ from domain.services.authorization import (
 )
 from domain.services.context import ServiceContext
 from domain.services.proposals import token_hash, token_lookup_key
+from domain.services.retry import retry_on_conflict
 from domain.spec import derive_attempt_id, derive_idempotency_key, parse_spec, payload_hash
 from domain.timeutil import format_utc
-
-MAX_RETRIES = 8
 
 
 class Provenance(Approver):
@@ -60,12 +58,13 @@ def unavailable(reason: str) -> ApprovalUnavailable:
 def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> ApprovalResult:
     """Turn one opaque token into exactly one queued attempt, or fail closed."""
     proposal_id, presentation_id = resolve_control(ctx, token)
-    for _ in range(MAX_RETRIES):
-        try:
-            return _approve_once(ctx, proposal_id, presentation_id, provenance)
-        except ConcurrencyConflict:
-            continue
-    raise unavailable("contention")
+
+    def contended() -> ApprovalResult:
+        raise unavailable("contention")
+
+    return retry_on_conflict(
+        lambda: _approve_once(ctx, proposal_id, presentation_id, provenance), exhausted=contended
+    )
 
 
 def resolve_control(ctx: ServiceContext, token: str) -> tuple[str, str]:

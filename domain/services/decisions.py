@@ -22,9 +22,8 @@ from domain.services.approval import (
 )
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
+from domain.services.retry import retry_on_conflict
 from domain.timeutil import format_utc
-
-MAX_RETRIES = 8
 
 
 @dataclass(frozen=True)
@@ -41,12 +40,13 @@ class DeclineResult:
 def decline(ctx: ServiceContext, *, token: str, provenance: Provenance) -> DeclineResult:
     """Consume one control as a refusal; no attempt can come from the version."""
     proposal_id, presentation_id = resolve_control(ctx, token)
-    for _ in range(MAX_RETRIES):
-        try:
-            return _decline_once(ctx, proposal_id, presentation_id, provenance)
-        except ConcurrencyConflict:
-            continue
-    raise unavailable("contention")
+
+    def contended() -> DeclineResult:
+        raise unavailable("contention")
+
+    return retry_on_conflict(
+        lambda: _decline_once(ctx, proposal_id, presentation_id, provenance), exhausted=contended
+    )
 
 
 def _decline_once(
@@ -85,7 +85,7 @@ def cancel(
     proposal and appends nothing."""
     if idempotency is not None and idempotency.stored_answer(ctx.store) is not None:
         return _stored(ctx, proposal_id)
-    for _ in range(MAX_RETRIES):
+    def cancel_once() -> Proposal:
         now = ctx.clock.now()
         proposal = ctx.store.get(Proposal, proposal_id)
         if proposal is None or version not in proposal.versions:
@@ -96,16 +96,17 @@ def cancel(
             return proposal
         try:
             ctx.store.commit(Commit(aggregates=[proposal], lookups=lookups))
-        except ConcurrencyConflict:
-            continue
         except LookupConflict:
             assert idempotency is not None
             if idempotency.stored_answer(ctx.store) is None:
                 raise
             return _stored(ctx, proposal_id)
         return proposal
-    raise ConcurrencyConflict(proposal_id)
 
+    def contended() -> Proposal:
+        raise ConcurrencyConflict(proposal_id)
+
+    return retry_on_conflict(cancel_once, exhausted=contended)
 
 def _stored(ctx: ServiceContext, proposal_id: str) -> Proposal:
     proposal = ctx.store.get(Proposal, proposal_id)

@@ -32,10 +32,10 @@ from domain.ports import Commit, Lookup
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
+from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, payload_hash, view_hash
 from domain.timeutil import format_utc
 
-MAX_RETRIES = 8
 MIN_PRESENTATION_TTL = 60
 MAX_PRESENTATION_TTL = 86400
 
@@ -166,7 +166,7 @@ def _propose(
                                 lookups=_remember(idem, now, proposal.id, 1)))
         return ProposalResult(proposal.id, 1, ph, vh, preview, ProposalStatus.PRESENTED.value)
 
-    for _ in range(MAX_RETRIES):
+    def revise_once() -> ProposalResult:
         existing = ctx.store.get(Proposal, lineage_id)
         if existing is None:
             raise NotFound()
@@ -186,9 +186,13 @@ def _propose(
         except ConcurrencyConflict:
             if expected_version is not None:
                 raise StaleVersion() from None
-            continue
+            raise
         return ProposalResult(existing.id, version, ph, vh, preview, ProposalStatus.PRESENTED.value)
-    raise ConcurrencyConflict(lineage_id)
+
+    def contended() -> ProposalResult:
+        raise ConcurrencyConflict(lineage_id)
+
+    return retry_on_conflict(revise_once, exhausted=contended)
 
 
 def _remember(
@@ -232,7 +236,8 @@ def present(
         salt = ctx.tokens.new_token()
         token = idempotency.derive_token(salt, presentation_id)
     hashed = token_hash(token)
-    for _ in range(MAX_RETRIES):
+
+    def present_once() -> PresentationResult:
         now = ctx.clock.now()
         expires = now + timedelta(seconds=ttl)
         proposal = ctx.store.get(Proposal, proposal_id)
@@ -260,15 +265,17 @@ def present(
                 now, presentation_id=presentation_id, salt=salt, expires_at=format_utc(expires)))
         try:
             ctx.store.commit(Commit(aggregates=[proposal], lookups=lookups))
-        except ConcurrencyConflict:
-            continue
         except LookupConflict:
             replay = _replayed_presentation(ctx, idempotency) if idempotency else None
             if replay is None:
                 raise
             return replay
         return PresentationResult(presentation_id, token, format_utc(expires))
-    raise ConcurrencyConflict(proposal_id)
+
+    def contended() -> PresentationResult:
+        raise ConcurrencyConflict(proposal_id)
+
+    return retry_on_conflict(present_once, exhausted=contended)
 
 
 def _replayed_presentation(

@@ -15,6 +15,7 @@ which is what the key is for.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -27,9 +28,11 @@ from adapters.settings import Settings, load_settings
 from adapters.system import SecretsTokenSource
 from api.http.app import create_app
 from api.http.auth import mint_token
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, FixedClock, Headers, directory_puts
+from domain.timeutil import format_utc
+from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, directory_puts
 from tests.e2e.test_lifecycle_http import API, spec
-from tests.hardening.faults import LOST_RESPONSE, ScriptedFaultClient
+from tests.support.clocks import FixedClock
+from tests.support.faults import LOST_RESPONSE, ScriptedFaultClient
 
 PRESENT = {"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
            "channel_binding_id": PROVENANCE.channel_binding_id,
@@ -55,6 +58,9 @@ class Api:
         self.settings = settings
         self.ledger = ledger
         self.tokens = tokens
+        # the clock starts at the real time (the emulator reaps lookup items whose
+        # TTL is in the real past), so the spec expires a day after it
+        self.expires = format_utc(ledger.clock.now() + timedelta(days=1))
         self.client = TestClient(create_app(settings, ledger=ledger))
         for path, body in directory_puts():
             answer = self.client.put(DIRECTORY + path, json=body, headers=self.headers("admin"))
@@ -71,6 +77,7 @@ class Api:
 
     def propose(self, key: str | None, subject: str = "assistant-backend", **changes: Any
                 ) -> Any:
+        changes.setdefault("expires_at", self.expires)
         body = {"actor_id": PROVENANCE.actor_id, "spec": spec(**changes)}
         return self.client.post(f"{API}/proposals", json=body,
                                 headers=self.headers("proposer", subject, key))
@@ -141,8 +148,8 @@ def test_the_same_key_and_body_get_the_first_answer_and_status(api: Api) -> None
 
 def test_a_new_version_through_the_lineage_is_made_once(api: Api) -> None:
     lineage = api.propose(None).json()["proposal_id"]
-    body = {"actor_id": PROVENANCE.actor_id, "spec": spec(content={"title": "Buy oat milk"}),
-            "lineage_id": lineage}
+    body = {"actor_id": PROVENANCE.actor_id, "lineage_id": lineage,
+            "spec": spec(content={"title": "Buy oat milk"}, expires_at=api.expires)}
     headers = api.headers("proposer", key="revise-1")
     answers = [api.client.post(f"{API}/proposals", json=body, headers=headers)
                for _ in range(3)]
@@ -194,7 +201,7 @@ def test_a_duplicate_while_the_first_is_in_flight_gets_409(api: Api) -> None:
     from api.http.idempotency import idempotency_key
 
     registry = api.client.app.state.idempotency_in_flight  # type: ignore[attr-defined]
-    body = {"actor_id": PROVENANCE.actor_id, "spec": spec()}
+    body = {"actor_id": PROVENANCE.actor_id, "spec": spec(expires_at=api.expires)}
 
     class FakeRequest:
         method = "POST"
