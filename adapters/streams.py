@@ -62,3 +62,14 @@ def work_from_records(records: Iterable[Mapping[str, Any]]) -> list[str]:
         if attempt_id is not None:
             seen.setdefault(attempt_id, None)
     return list(seen)
+
+
+def attempt_streams_from_records(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every attempt stream a batch of stream records touched (for the projector)."""
+    found: dict[str, None] = {}
+    for record in records:
+        image = record.get("dynamodb", {}).get("NewImage", {})
+        pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
+        if isinstance(pk, str) and pk.startswith("att_") and "topic" in image:
+            found.setdefault(pk, None)
+    return list(found)

@@ -5,6 +5,10 @@ re-reads that stream with a consistent read, folds it, and writes the view
 tagged with the stream version. A redelivered or reordered hint can never
 regress a view (the store refuses older versions), and a gap heals itself
 because the whole stream is read.
+
+As a subscriber of the log (``apply``) it writes the folded rows and the
+position it has processed in one atomic write, so a restart resumes from
+exactly what the views reflect.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from dataclasses import dataclass
 
 from domain.attempt import ExecutionAttempt
 from domain.ports import EventStore
-from projections.ports import ViewStore
-from projections.status import status_record
+from projections.ports import LogBatch, TrackedViewStore, ViewRecord
+from projections.status import STATUS_VIEW, status_record
 
 ATTEMPT_PREFIX = "att_"
+STATUS_SUBSCRIBER = "status"
 
 
 @dataclass
@@ -25,7 +30,8 @@ class Projector:
     """Keeps the status view (and with it the status lists) up to date."""
 
     store: EventStore
-    views: ViewStore
+    views: TrackedViewStore
+    name: str = STATUS_SUBSCRIBER
 
     def project_attempt(self, attempt_id: str) -> bool:
         """Re-fold one attempt stream into its view; True when the view moved."""
@@ -34,6 +40,21 @@ class Projector:
             return False
         return self.views.put_view(status_record(attempt))
 
+    def current_view(self, attempt_id: str) -> ViewRecord | None:
+        """The stored view, or (when none is stored yet) the fold of the log,
+        which is also written. Never None for an attempt that exists: a writer
+        that stored the same version first makes ``put_view`` answer False, and
+        the stored row (or the fold itself) is the answer then."""
+        view = self.views.get_view(STATUS_VIEW, attempt_id)
+        if view is not None:
+            return view
+        attempt = self.store.get(ExecutionAttempt, attempt_id)
+        if attempt is None:
+            return None
+        record = status_record(attempt)
+        self.views.put_view(record)
+        return self.views.get_view(STATUS_VIEW, attempt_id) or record
+
     def project_streams(self, stream_ids: Iterable[str]) -> int:
         """Project every attempt stream named (once each); returns views moved."""
         moved = 0
@@ -41,3 +62,15 @@ class Projector:
             if stream_id.startswith(ATTEMPT_PREFIX) and self.project_attempt(stream_id):
                 moved += 1
         return moved
+
+    def apply(self, batch: LogBatch) -> int:
+        """Fold every attempt stream of the batch; write the rows and the batch's
+        positions atomically (``Subscriber``)."""
+        records: list[ViewRecord] = []
+        for stream_id in dict.fromkeys(batch.stream_ids):
+            if not stream_id.startswith(ATTEMPT_PREFIX):
+                continue
+            attempt = self.store.get(ExecutionAttempt, stream_id)
+            if attempt is not None:
+                records.append(status_record(attempt))
+        return self.views.put_views(records, batch.tracking)

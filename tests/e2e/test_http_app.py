@@ -94,7 +94,8 @@ def test_healthz_is_ok(client: TestClient) -> None:
 def test_readyz_is_ready_when_the_store_answers(client: TestClient) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready"}
+    assert response.json() == {"status": "ready", "details": {"projections": {"status": {
+        "events_behind": 0, "oldest_unprocessed_age_seconds": 0.0, "exact": True}}}}
 
 
 def test_readyz_is_503_when_the_store_does_not_answer(settings: Settings, ledger: Ledger) -> None:

@@ -25,7 +25,7 @@ from domain.errors import InvalidInput, NotFound
 from domain.services.resolution import reconcile, resolve
 from projections.audit import audit_stream, mermaid_state_diagram
 from projections.ports import ViewRecord
-from projections.status import STATUS_VIEW, public_view, status_list_key
+from projections.status import public_view, status_list_key
 
 router = APIRouter(
     prefix="/execution-attempts",
@@ -49,13 +49,11 @@ def may_see(caller: Caller, owner: str | None) -> bool:
 
 def status_view(ledger: LedgerDep, attempt_id: str) -> ViewRecord | None:
     """The projected view; projected now if the projector has not seen it yet
-    (read-your-writes right after an approval)."""
+    (read-your-writes right after an approval, even when another writer
+    stores the same version first)."""
     if len(attempt_id) > MAX_ID_CHARS or ledger.views is None:
         return None
-    view = ledger.views.get_view(STATUS_VIEW, attempt_id)
-    if view is None and ledger.projector.project_attempt(attempt_id):
-        view = ledger.views.get_view(STATUS_VIEW, attempt_id)
-    return view
+    return ledger.projector.current_view(attempt_id)
 
 
 def refreshed(ledger: LedgerDep, attempt_id: str) -> AttemptOut:
