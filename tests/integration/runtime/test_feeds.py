@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from adapters.backend import NotificationLogFeed
 from adapters.bootstrap import build_ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
-from adapters.executors.fake import fake_build_digest
-from adapters.backend import NotificationLogFeed
 from adapters.dynamodb.streams import DynamoDBStreamFeed
+from adapters.executors.fake import fake_build_digest
 from adapters.runtime import Runtime, make_worker
 from adapters.settings import load_settings
 from adapters.sqlite.recorder import SQLiteLedgerRecorder
