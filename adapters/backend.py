@@ -109,6 +109,11 @@ class Backend(ABC):
     def lag(self, name: str, now: datetime) -> Lag | None:
         """Subscriber ``name``'s lag, or None when this process cannot know it."""
 
+    @abstractmethod
+    def reopen(self) -> Backend:
+        """A new backend on the same data, as another process would open it
+        (same clients; fresh subscriptions reading their positions again)."""
+
     def close(self) -> None:
         self.recorder.close()
 

@@ -40,6 +40,10 @@ class DynamoDBBackend(Backend):
                                           due_buckets=due_buckets)
         return cls(recorder, streams_client=streams_client)
 
+    def reopen(self) -> DynamoDBBackend:
+        return DynamoDBBackend(self.recorder, streams_client=self._streams_client,
+                               make_streams_client=self._make_streams_client)
+
     @property
     def streams_client(self) -> Any:
         if self._streams_client is None:

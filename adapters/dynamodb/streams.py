@@ -130,12 +130,13 @@ class StreamSubscription:
         # Records read and not yet applied: their count and the oldest one's time.
         self.pending = 0
         self.oldest_pending: datetime | None = None
-        self.full_read = False
+        self.caught_up = False  # until a read finds nothing new, the lag is a lower bound
         self.reset()
 
     def reset(self) -> None:
         self.iterators = {}
         self.pending, self.oldest_pending = 0, None
+        self.caught_up = False
         self._discover()
 
     def _discover(self) -> None:
@@ -164,7 +165,6 @@ class StreamSubscription:
     def poll(self) -> LogBatch | None:
         records: list[dict[str, Any]] = []
         tracking: list[ShardTracking] = []
-        self.full_read = False
         for shard_id, iterator in list(self.iterators.items()):
             if iterator is None:
                 continue  # a closed shard read to its end
@@ -173,19 +173,26 @@ class StreamSubscription:
             found = answer.get("Records", [])
             if not found:
                 continue
-            self.full_read = self.full_read or len(found) >= RECORDS_PER_READ
+            if len(found) >= RECORDS_PER_READ:
+                self.caught_up = False
             last = str(found[-1]["dynamodb"]["SequenceNumber"])
             tracking.append(ShardTracking(shard_tracking_name(self.name, shard_id), int(last),
                                           sequence_number=last))
             records.extend(found)
         if not records:
             self._discover()
+            self.caught_up = True
             return None
         self.pending = len(records)
         created = [r["dynamodb"].get("ApproximateCreationDateTime") for r in records]
         moments = [_moment(c) for c in created if c is not None]
         self.oldest_pending = min(moments) if moments else None
-        return LogBatch(stream_ids=tuple(self.select(records)), tracking=tuple(tracking))
+        selected = tuple(self.select(records))
+        # Records of nothing the subscriber reads (among them the subscriber's own
+        # view and position items) record no position: writing one would put a
+        # new record on the stream for every one read, for ever. After a restart
+        # they are read again, which is harmless.
+        return LogBatch(stream_ids=selected, tracking=tuple(tracking) if selected else ())
 
     def advance(self, batch: LogBatch) -> None:
         self.pending, self.oldest_pending = 0, None
@@ -198,7 +205,7 @@ class StreamSubscription:
         age = 0.0
         if self.oldest_pending is not None:
             age = max(0.0, (now - self.oldest_pending).total_seconds())
-        return Lag(self.pending, age, exact=not self.full_read)
+        return Lag(self.pending, age, exact=self.caught_up)
 
 
 def _moment(value: Any) -> datetime:

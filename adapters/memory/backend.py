@@ -24,11 +24,15 @@ class MemoryBackend(Backend):
 
     kind = "memory"
 
-    def __init__(self, recorder: MemoryLedgerRecorder | None = None) -> None:
+    def __init__(self, recorder: MemoryLedgerRecorder | None = None,
+                 views: MemoryViewStore | None = None) -> None:
         self.recorder: MemoryLedgerRecorder = recorder or MemoryLedgerRecorder()
-        self.views: MemoryViewStore = MemoryViewStore()
+        self.views: MemoryViewStore = views or MemoryViewStore()
         self._mapper = make_mapper()
         self._subscriptions: dict[str, NotificationLogSubscription] = {}
+
+    def reopen(self) -> MemoryBackend:
+        return MemoryBackend(self.recorder, self.views)
 
     def work_feed(self) -> WorkFeed:
         return NotificationLogFeed(self.recorder)

@@ -42,6 +42,9 @@ class SQLiteBackend(Backend):
         recorder.create_table()
         return cls(recorder)
 
+    def reopen(self) -> SQLiteBackend:
+        return SQLiteBackend(self.recorder)
+
     def work_feed(self) -> WorkFeed:
         return NotificationLogFeed(self.recorder)
 
