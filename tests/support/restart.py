@@ -38,6 +38,7 @@ from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings, load_settings
 from api.http.auth import mint_token
 from domain.attempt import ExecutionAttempt
+from domain.services.approval import Provenance
 
 STOPS = ("graceful", "sigkill")
 WRITERS = ("recover_once", "worker", "second_serve")
@@ -190,12 +191,20 @@ def headers(role: str, **kwargs: Any) -> dict[str, str]:
 
 def approve(base: str, count: int) -> list[str]:
     """Directory set-up, then ``count`` proposals presented and approved over HTTP."""
-    from adapters.executors.fake import fake_build_digest
-    from domain.services.approval import Provenance
+    with httpx.Client(base_url=base, timeout=30) as client:
+        set_up_directory(client)
+        return [approve_one(client, n) for n in range(count)]
 
-    who = Provenance("alice", "ib-alice", "cb-general", "C042")
+
+WHO = Provenance("alice", "ib-alice", "cb-general", "C042")
+CAPABILITY = "fake.provider_idempotency"
+
+
+def set_up_directory(client: httpx.Client) -> None:
+    """Admin PUTs that let ``WHO`` approve the provider-idempotent fake executor."""
+    from adapters.executors.fake import fake_build_digest
+
     admin = headers("admin", subject="root")
-    capability = "fake.provider_idempotency"
     puts: list[tuple[str, dict[str, Any]]] = [
         ("/actors/alice", {"enabled": True}),
         ("/identity-bindings/ib-alice", {"actor_id": "alice", "channel": "slack",
@@ -204,37 +213,40 @@ def approve(base: str, count: int) -> list[str]:
                                           "active": True}),
         ("/actors/alice/permissions/tasks.write", {"granted": True}),
         ("/targets/task:42", {"revision": "r7"}),
-        (f"/executor-builds/{capability}/{fake_build_digest(capability)}",
+        (f"/executor-builds/{CAPABILITY}/{fake_build_digest(CAPABILITY)}",
          {"delivery_mode": "provider_idempotency", "available": True}),
     ]
-    with httpx.Client(base_url=base + API, timeout=30) as client:
-        for path, body in puts:
-            client.put("/directory" + path, json=body, headers=admin).raise_for_status()
-        proposer = headers("proposer", subject="assistant")
-        channel = headers("channel", subject="slack-bot", provenance=who)
-        expires = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        attempts: list[str] = []
-        for n in range(count):
-            spec = {"capability": capability, "executor_build": fake_build_digest(capability),
-                    "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
-                    "permission": "tasks.write", "effect": "create",
-                    "target": {"id": "task:42", "base_revision": "r7"},
-                    "destination": "tasks", "content": {"title": f"task {n}"},
-                    "sources": [f"message:{n}"], "expires_at": expires}
-            created = client.post("/proposals", headers=proposer,
-                                  json={"actor_id": "alice", "spec": spec})
-            created.raise_for_status()
-            proposal_id = created.json()["proposal_id"]
-            shown = client.post(f"/proposals/{proposal_id}/presentations", headers=proposer,
-                                json={"version": 1, "identity_binding_id": who.identity_binding_id,
-                                      "channel_binding_id": who.channel_binding_id,
-                                      "conversation_key": who.conversation_key})
-            shown.raise_for_status()
-            approved = client.post("/approvals", headers=channel,
-                                   json={"token": shown.json()["token"]})
-            assert approved.status_code == 202, approved.text
-            attempts.append(approved.json()["attempt_id"])
-    return attempts
+    for path, body in puts:
+        client.put(API + "/directory" + path, json=body, headers=admin).raise_for_status()
+
+
+def approve_one(client: httpx.Client, n: int) -> str:
+    """Propose, present and approve one task; the attempt id of the 202."""
+    from adapters.executors.fake import fake_build_digest
+
+    proposer = headers("proposer", subject="assistant")
+    channel = headers("channel", subject="slack-bot", provenance=WHO)
+    expires = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    spec = {"capability": CAPABILITY, "executor_build": fake_build_digest(CAPABILITY),
+            "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
+            "permission": "tasks.write", "effect": "create",
+            "target": {"id": "task:42", "base_revision": "r7"},
+            "destination": "tasks", "content": {"title": f"task {n}"},
+            "sources": [f"message:{n}"], "expires_at": expires}
+    created = client.post(API + "/proposals", headers=proposer,
+                          json={"actor_id": "alice", "spec": spec})
+    created.raise_for_status()
+    proposal_id = created.json()["proposal_id"]
+    shown = client.post(f"{API}/proposals/{proposal_id}/presentations", headers=proposer,
+                        json={"version": 1, "identity_binding_id": WHO.identity_binding_id,
+                              "channel_binding_id": WHO.channel_binding_id,
+                              "conversation_key": WHO.conversation_key})
+    shown.raise_for_status()
+    approved = client.post(API + "/approvals", headers=channel,
+                           json={"token": shown.json()["token"]})
+    assert approved.status_code == 202, approved.text
+    attempt_id: str = approved.json()["attempt_id"]
+    return attempt_id
 
 
 def wait_settled(store: StoreUnderTest, attempts: list[str]) -> None:
@@ -301,9 +313,9 @@ def scenario(harness: Harness, stop: str, writer: str, *, count: int = 4,
         expected = {a: status_record(ledger.store.get(ExecutionAttempt, a))  # type: ignore[arg-type]
                     for a in result.attempts}
         for attempt_id, record in expected.items():
-            if canonical(ledger.views.get_view(record.name, record.key)) != canonical(record):
-                if attempt_id not in result.stale:
-                    result.stale.append(attempt_id)
+            live = ledger.views.get_view(record.name, record.key)  # type: ignore[union-attr]
+            if canonical(live) != canonical(record) and attempt_id not in result.stale:
+                result.stale.append(attempt_id)
     admin = headers("admin", subject="root")
     with httpx.Client(base_url=again.base + API, timeout=10, headers=admin) as client:
         for attempt_id, record in expected.items():
