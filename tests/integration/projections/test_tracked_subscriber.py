@@ -6,6 +6,7 @@ whatever was written while it was not running reaches the views and lists."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from domain.services.execution import SimulatedCrash as ExecutionCrash
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW, status_list_key
 
+from ..approval.world import FixedClock
 from ..execution.crash import CrashAt, ExecutionWorld
 
 
@@ -199,3 +201,20 @@ class FailingWrites:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+def test_lag_counts_the_events_not_yet_applied_and_the_age_of_the_oldest(
+    ledger: Ledger, pworld: ExecutionWorld
+) -> None:
+    assert ledger.backend is not None
+    attempt_id = pworld.approved("provider_idempotency")
+    later = build_ledger(ledger.settings, backend=ledger.backend,
+                         clock=FixedClock(datetime.now(UTC) + timedelta(hours=1)))
+    if ledger.backend.kind != "dynamodb":  # a stream reader knows only what it has read
+        lag = later.projection_lag()["status"]
+        written = len(pworld.store.read_stream(attempt_id))
+        assert lag.events_behind >= written and lag.exact
+        assert 3500 < lag.oldest_age_seconds < 3700
+    drain(later)
+    lag = later.projection_lag()["status"]
+    assert (lag.events_behind, lag.oldest_age_seconds, lag.exact) == (0, 0.0, True)
