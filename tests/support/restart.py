@@ -9,6 +9,7 @@ write nothing) before anything reads it, and over HTTP every status and the
 ``succeeded`` list are checked.
 
     python -m tests.support.restart --store sqlite          # print the matrix
+    python -m tests.support.restart --kills 10              # SIGKILL under load
     python -m tests.support.restart --code-dir DIR ...      # servers run DIR's code
 
 ``--code-dir`` runs the server processes from another checkout (for the
@@ -131,12 +132,14 @@ class Harness:
         self.code_dir = code_dir
         self.processes: list[Process] = []
         self.count = 0
+        self.extra_env: dict[str, str] = {}
 
     def env(self, *, execution: bool) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "AWS_"))}
         env.update(self.store.env)
         env.update({"LEDGER_EXECUTION_ENABLED": "true" if execution else "false",
                     "LEDGER_RECOVERY_INTERVAL_SECONDS": "1", "PYTHONUNBUFFERED": "1"})
+        env.update(self.extra_env)
         if self.code_dir is not None:
             env["PYTHONPATH"] = str(self.code_dir)
         return env
@@ -249,13 +252,15 @@ def approve_one(client: httpx.Client, n: int) -> str:
     return attempt_id
 
 
-def wait_settled(store: StoreUnderTest, attempts: list[str]) -> None:
+def wait_settled(store: StoreUnderTest, attempts: list[str],
+                 also: frozenset[str] | set[str] = frozenset()) -> None:
     """Until every attempt is terminal in the log (bounded)."""
     deadline = time.monotonic() + SETTLE_SECONDS
+    done = TERMINAL | set(also)
     with store.ledger() as ledger:
         while time.monotonic() < deadline:
             states = [ledger.store.get(ExecutionAttempt, a) for a in attempts]
-            if all(s is not None and s.status.value in TERMINAL for s in states):
+            if all(s is not None and s.status.value in done for s in states):
                 return
             time.sleep(0.2)
     raise AssertionError("the writer did not settle every attempt in time")
@@ -330,12 +335,61 @@ def scenario(harness: Harness, stop: str, writer: str, *, count: int = 4,
     return result
 
 
+def killed_under_load(harness: Harness, *, kills: int = 5, seed: int = 12) -> Result:
+    """SIGKILL a working server (execution on) at a random moment while a client
+    keeps approving, ``kills`` times; then start it once more and let it settle:
+    every view must equal a rebuild. Leases are short so recovery finishes what
+    a kill cut off."""
+    import random
+    import threading
+
+    from adapters.rebuild import rebuild
+
+    rng = random.Random(seed)
+    harness.extra_env["LEDGER_LEASE_SECONDS"] = "5"
+    result = Result(harness.store.kind, "sigkill_under_load", f"{kills} kills")
+    numbers = iter(range(1_000_000))
+    for round_number in range(kills):
+        server = harness.serve(execution=True)
+        stop = threading.Event()
+
+        def load(base: str = server.base, first: bool = round_number == 0,
+                 stop: threading.Event = stop) -> None:
+            try:
+                with httpx.Client(base_url=base, timeout=30) as client:
+                    if first:
+                        set_up_directory(client)
+                    while not stop.is_set():
+                        result.attempts.append(approve_one(client, next(numbers)))
+            except (httpx.HTTPError, AssertionError):
+                return  # the server was killed under this request
+
+        loader = threading.Thread(target=load)
+        loader.start()
+        stop.wait(rng.uniform(0.5, 2.5))  # when to kill: the load's shape, not an assertion
+        server.stop("sigkill")
+        stop.set()
+        loader.join(timeout=60)
+    final = harness.serve(execution=True)
+    with harness.store.ledger() as ledger:
+        everything = list(ledger.backend.attempt_ids())  # type: ignore[union-attr]
+    wait_settled(harness.store, everything, also={"outcome_unknown"})
+    result.caught_up = wait_caught_up(final.base, fallback_seconds=3.0)
+    with harness.store.ledger() as ledger:
+        result.attempts = everything
+        result.stale = rebuild(ledger, "status", write=False).changed
+    final.stop("graceful")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", choices=["sqlite", "dynamodb"], default="sqlite")
     parser.add_argument("--code-dir", type=Path, default=None)
     parser.add_argument("--attempts", type=int, default=4)
+    parser.add_argument("--kills", type=int, default=0,
+                        help="instead of the matrix: SIGKILL a working server this many times")
     args = parser.parse_args()
     rows: list[Result] = []
     node: Any = None
@@ -348,6 +402,17 @@ def main() -> None:
     print("| store | stopped by | written while down by | attempts | stale views | "
           "wrong status reads | missing from list |\n|---|---|---|---|---|---|---|", flush=True)
     try:
+        if args.kills:
+            with tempfile.TemporaryDirectory() as folder:
+                store = _store(args.store, Path(folder), endpoint)
+                harness = Harness(store, Path(folder), args.code_dir)
+                try:
+                    found = killed_under_load(harness, kills=args.kills)
+                finally:
+                    harness.close()
+            print(f"| {found.store} | {found.stop} | {found.writer} | {len(found.attempts)} | "
+                  f"{len(found.stale)} | - | - |", flush=True)
+            return
         for stop in STOPS:
             for writer in WRITERS:
                 with tempfile.TemporaryDirectory() as folder:
