@@ -218,3 +218,32 @@ def test_lag_counts_the_events_not_yet_applied_and_the_age_of_the_oldest(
     drain(later)
     lag = later.projection_lag()["status"]
     assert (lag.events_behind, lag.oldest_age_seconds, lag.exact) == (0, 0.0, True)
+
+
+def test_a_position_past_the_stream_retention_is_reported_and_covered_by_a_rebuild(
+    ledger: Ledger, pworld: ExecutionWorld
+) -> None:
+    """DynamoDB Streams keep records for 24 hours: a position the stream no
+    longer holds means records were lost unread. The runtime says so and
+    rebuilds the views instead of trusting the stream."""
+    assert ledger.backend is not None
+    if ledger.backend.kind != "dynamodb":
+        pytest.skip("the notification log of the embedded stores is never trimmed")
+    from adapters.dynamodb.streams import list_shards
+    from adapters.dynamodb.views import ShardTracking, shard_tracking_name
+
+    attempt_id = pworld.approved("provider_idempotency")
+    backend: Any = ledger.backend
+    (shard,) = list_shards(backend.streams_client, backend.stream_arn())
+    gone = "9" * 30  # a sequence number the stream does not hold (trimmed)
+    backend.views.put_views([], [ShardTracking(shard_tracking_name("status", shard), int(gone),
+                                               sequence_number=gone)])
+    again = restarted(ledger)
+    (run,) = subscriber_runs(again)
+    runtime = Runtime(again, None, recovery_interval=3600, recovery=False, poll_seconds=0)
+    runtime.run_subscriber_once(run)
+    assert again.metrics.value("ledger_projection_rebuilds_total", subscriber="status") == 1
+    assert again.views is not None
+    view = again.views.get_view(STATUS_VIEW, attempt_id)
+    assert view is not None and view.data["status"] == "queued"
+    assert_views_equal_rebuild(again, [attempt_id])
