@@ -20,7 +20,8 @@ from adapters.bootstrap import Ledger
 from projections.ports import ViewRecord
 from tests.e2e.helpers import Headers
 from tests.support.first_reads import first_reads
-from tests.support.restart import API, Harness, StoreUnderTest, approve_one, set_up_directory
+from tests.support.http_approvals import API, approve_one, set_up_directory
+from tests.support.restart import Harness, StoreUnderTest
 
 
 class SameVersionFirst:

@@ -18,14 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.restart import (
-    API,
-    Harness,
-    StoreUnderTest,
-    approve_one,
-    headers,
-    set_up_directory,
-)
+from tests.support.http_approvals import API, approve_one, headers, set_up_directory
+from tests.support.restart import Harness, StoreUnderTest
 
 
 def first_reads(base: str, approvals: int, readers: int) -> Counter[int]:

@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +36,11 @@ import httpx
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings, load_settings
-from api.http.auth import mint_token
 from domain.attempt import ExecutionAttempt
-from domain.services.approval import Provenance
+from tests.support.http_approvals import API, approve_one, headers, set_up_directory
 
 STOPS = ("graceful", "sigkill")
 WRITERS = ("recover_once", "worker", "second_serve")
-API = "/api/conversational"
-DIGEST = "sha256:" + "ab" * 32
 START_SECONDS = 60.0
 SETTLE_SECONDS = 60.0
 TERMINAL = {"succeeded", "failed_safe", "outcome_unknown", "manually_resolved"}
@@ -188,68 +184,11 @@ class Harness:
             process.stop("sigkill")
 
 
-def headers(role: str, **kwargs: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_token(load_settings(), role=role, **kwargs)}"}
-
-
 def approve(base: str, count: int) -> list[str]:
     """Directory set-up, then ``count`` proposals presented and approved over HTTP."""
     with httpx.Client(base_url=base, timeout=30) as client:
         set_up_directory(client)
         return [approve_one(client, n) for n in range(count)]
-
-
-WHO = Provenance("alice", "ib-alice", "cb-general", "C042")
-CAPABILITY = "fake.provider_idempotency"
-
-
-def set_up_directory(client: httpx.Client) -> None:
-    """Admin PUTs that let ``WHO`` approve the provider-idempotent fake executor."""
-    from adapters.executors.fake import fake_build_digest
-
-    admin = headers("admin", subject="root")
-    puts: list[tuple[str, dict[str, Any]]] = [
-        ("/actors/alice", {"enabled": True}),
-        ("/identity-bindings/ib-alice", {"actor_id": "alice", "channel": "slack",
-                                         "external_id": "U1", "active": True}),
-        ("/channel-bindings/cb-general", {"conversation_key": "C042", "channel": "slack",
-                                          "active": True}),
-        ("/actors/alice/permissions/tasks.write", {"granted": True}),
-        ("/targets/task:42", {"revision": "r7"}),
-        (f"/executor-builds/{CAPABILITY}/{fake_build_digest(CAPABILITY)}",
-         {"delivery_mode": "provider_idempotency", "available": True}),
-    ]
-    for path, body in puts:
-        client.put(API + "/directory" + path, json=body, headers=admin).raise_for_status()
-
-
-def approve_one(client: httpx.Client, n: int) -> str:
-    """Propose, present and approve one task; the attempt id of the 202."""
-    from adapters.executors.fake import fake_build_digest
-
-    proposer = headers("proposer", subject="assistant")
-    channel = headers("channel", subject="slack-bot", provenance=WHO)
-    expires = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    spec = {"capability": CAPABILITY, "executor_build": fake_build_digest(CAPABILITY),
-            "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
-            "permission": "tasks.write", "effect": "create",
-            "target": {"id": "task:42", "base_revision": "r7"},
-            "destination": "tasks", "content": {"title": f"task {n}"},
-            "sources": [f"message:{n}"], "expires_at": expires}
-    created = client.post(API + "/proposals", headers=proposer,
-                          json={"actor_id": "alice", "spec": spec})
-    created.raise_for_status()
-    proposal_id = created.json()["proposal_id"]
-    shown = client.post(f"{API}/proposals/{proposal_id}/presentations", headers=proposer,
-                        json={"version": 1, "identity_binding_id": WHO.identity_binding_id,
-                              "channel_binding_id": WHO.channel_binding_id,
-                              "conversation_key": WHO.conversation_key})
-    shown.raise_for_status()
-    approved = client.post(API + "/approvals", headers=channel,
-                           json={"token": shown.json()["token"]})
-    assert approved.status_code == 202, approved.text
-    attempt_id: str = approved.json()["attempt_id"]
-    return attempt_id
 
 
 def wait_settled(store: StoreUnderTest, attempts: list[str],
