@@ -174,7 +174,7 @@ class NotificationLogSubscription:
         )
 
     def advance(self, batch: LogBatch) -> None:
-        self.position = max(self.position, *(t.notification_id for t in batch.tracking))
+        self.position = max([self.position, *(t.notification_id for t in batch.tracking)])
 
     def take_gaps(self) -> list[str]:
         return []
