@@ -60,6 +60,17 @@ def build_views(recorder: LedgerRecorder) -> TrackedViewStore:
     return backend_for(recorder).views
 
 
+def policy_from_settings(s: Settings) -> WorkerPolicy:
+    """The worker policy the settings describe."""
+    return WorkerPolicy(
+        lease_seconds=s.lease_seconds,
+        backoff_base_seconds=s.backoff_base_seconds,
+        backoff_max_seconds=s.backoff_max_seconds,
+        max_predispatch_leases=s.max_predispatch_leases,
+        max_dispatches=s.max_dispatches,
+    )
+
+
 @dataclass
 class Ledger:
     """Everything an entry point needs, wired once."""
@@ -105,14 +116,7 @@ class Ledger:
 
     def worker_policy(self) -> WorkerPolicy:
         """The worker policy the settings describe."""
-        s = self.settings
-        return WorkerPolicy(
-            lease_seconds=s.lease_seconds,
-            backoff_base_seconds=s.backoff_base_seconds,
-            backoff_max_seconds=s.backoff_max_seconds,
-            max_predispatch_leases=s.max_predispatch_leases,
-            max_dispatches=s.max_predispatch_leases,
-        )
+        return policy_from_settings(self.settings)
 
     def make_worker(self) -> Worker:
         return Worker(self.context, self.worker_policy())

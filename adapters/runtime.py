@@ -19,14 +19,19 @@ from dataclasses import dataclass, field
 from eventsourcing.persistence import IntegrityError
 
 from adapters.backend import LogSubscription, WorkFeed
-from adapters.bootstrap import Ledger
+from adapters.bootstrap import Ledger, policy_from_settings
 from adapters.rebuild import rebuild
 from domain.errors import LedgerError
-from domain.services.execution import Worker
+from domain.services.execution import Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
 from projections.ports import Subscriber
 
 logger = logging.getLogger("ledger.runtime")
+
+
+def worker_policy(ledger: Ledger) -> WorkerPolicy:
+    """The worker policy the settings describe (``Ledger.worker_policy``)."""
+    return policy_from_settings(ledger.settings)
 
 
 def make_worker(ledger: Ledger) -> Worker:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from domain.attempt import ExecutionAttempt
+from domain.spec import ATTEMPT_ID_PREFIX
 
 WORK_TOPICS = frozenset(
     {
@@ -70,6 +71,6 @@ def attempt_streams_from_records(records: Iterable[Mapping[str, Any]]) -> list[s
     for record in records:
         image = record.get("dynamodb", {}).get("NewImage", {})
         pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
-        if isinstance(pk, str) and pk.startswith("att_") and "topic" in image:
+        if isinstance(pk, str) and pk.startswith(ATTEMPT_ID_PREFIX) and "topic" in image:
             found.setdefault(pk, None)
     return list(found)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from domain.attempt import ExecutionAttempt
 from domain.ports import EventStore
+from domain.spec import ATTEMPT_ID_PREFIX
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW, status_record
 
-ATTEMPT_PREFIX = "att_"
 STATUS_SUBSCRIBER = "status"
 
 
@@ -59,7 +59,7 @@ class Projector:
         """Project every attempt stream named (once each); returns views moved."""
         moved = 0
         for stream_id in dict.fromkeys(stream_ids):
-            if stream_id.startswith(ATTEMPT_PREFIX) and self.project_attempt(stream_id):
+            if stream_id.startswith(ATTEMPT_ID_PREFIX) and self.project_attempt(stream_id):
                 moved += 1
         return moved
 
@@ -68,7 +68,7 @@ class Projector:
         positions atomically (``Subscriber``)."""
         records: list[ViewRecord] = []
         for stream_id in dict.fromkeys(batch.stream_ids):
-            if not stream_id.startswith(ATTEMPT_PREFIX):
+            if not stream_id.startswith(ATTEMPT_ID_PREFIX):
                 continue
             attempt = self.store.get(ExecutionAttempt, stream_id)
             if attempt is not None:

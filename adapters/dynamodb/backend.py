@@ -16,6 +16,7 @@ from adapters.dynamodb.client import DynamoDBClient, request_error
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.streams import DynamoDBStreamFeed, StreamSubscription
 from adapters.dynamodb.views import DynamoDBViewStore
+from domain.spec import ATTEMPT_ID_PREFIX
 
 
 class DynamoDBBackend(Backend):
@@ -81,7 +82,7 @@ class DynamoDBBackend(Backend):
             "ProjectionExpression": "#pk",
             "FilterExpression": "begins_with(#pk, :att) AND #sk = :one",
             "ExpressionAttributeNames": {"#pk": it.PK, "#sk": it.SK},
-            "ExpressionAttributeValues": {":att": {"S": "att_"}, ":one": {"N": "1"}},
+            "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}, ":one": {"N": "1"}},
             "ConsistentRead": True,
         }
         while True:

@@ -17,6 +17,7 @@ from adapters.backend import (
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.memory.views import MemoryViewStore
 from adapters.store import make_mapper
+from domain.spec import ATTEMPT_ID_PREFIX
 
 
 class MemoryBackend(Backend):
@@ -44,7 +45,7 @@ class MemoryBackend(Backend):
         return self._subscriptions[name]
 
     def attempt_ids(self) -> Iterator[str]:
-        yield from self.recorder.stream_ids("att_")
+        yield from self.recorder.stream_ids(ATTEMPT_ID_PREFIX)
 
     def lag(self, name: str, now: datetime) -> Lag | None:
         return notification_lag(name, self.recorder, self.views, self._mapper, now)

@@ -18,6 +18,7 @@ from adapters.backend import (
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.sqlite.views import SQLiteViewStore
 from adapters.store import make_mapper
+from domain.spec import ATTEMPT_ID_PREFIX
 
 
 class SQLiteBackend(Backend):
@@ -55,7 +56,7 @@ class SQLiteBackend(Backend):
         return self._subscriptions[name]
 
     def attempt_ids(self) -> Iterator[str]:
-        yield from self.recorder.stream_ids("att_")
+        yield from self.recorder.stream_ids(ATTEMPT_ID_PREFIX)
 
     def lag(self, name: str, now: datetime) -> Lag | None:
         return notification_lag(name, self.recorder, self.views, self._mapper, now)
