@@ -67,6 +67,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         harness.close()
 
 
+@pytest.mark.slow
 def test_many_concurrent_first_reads_after_202_never_answer_404(server: str) -> None:
     """A real server with its projector running; 4 readers released together
     right after each 202."""

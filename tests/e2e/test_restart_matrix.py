@@ -27,6 +27,8 @@ from tests.support.restart import (
     scenario,
 )
 
+pytestmark = pytest.mark.slow  # real server processes, started and stopped several times
+
 
 def check(result: Result) -> None:
     assert result.caught_up, "/readyz never said the status projector caught up"

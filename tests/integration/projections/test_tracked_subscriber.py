@@ -21,8 +21,8 @@ from domain.services.execution import CrashPoint
 from domain.services.execution import SimulatedCrash as ExecutionCrash
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW, status_list_key
+from tests.support.clocks import FixedClock
 
-from ..approval.world import FixedClock
 from ..execution.crash import CrashAt, ExecutionWorld
 
 
