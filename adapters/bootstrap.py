@@ -1,11 +1,17 @@
-"""The one wiring point: settings -> store, clock, tokens, services."""
+"""The one wiring point: settings -> backend (store), clock, tokens, services.
+
+The backend is chosen here and only here (:func:`build_backend`); everything
+that differs by store comes from it. The threaded local runtime
+(``adapters/runtime.py``) and the Lambda handlers (``adapters/aws_lambda/``)
+are two drivers of the same :class:`Ledger`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from adapters.backend import Backend, Lag
 from adapters.executors.fake import EffectLedger, register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.metrics import Metrics
@@ -17,51 +23,53 @@ from adapters.view_changes import NotifyingViewStore
 from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.context import ServiceContext
-from projections.ports import ViewStore
+from domain.services.execution import Worker, WorkerPolicy
+from projections.ports import Subscriber, TrackedViewStore
 from projections.projector import Projector
 
 
-def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> LedgerRecorder:
-    """The recorder the settings choose; creates the embedded schema if needed."""
+def build_backend(settings: Settings, *, dynamodb_client: Any = None,
+                  dynamodb_streams_client: Any = None) -> Backend:
+    """The backend the settings choose; creates the embedded schema if needed."""
     if settings.store is StoreKind.MEMORY:
-        from adapters.memory.recorder import MemoryLedgerRecorder
+        from adapters.memory.backend import MemoryBackend
 
-        return MemoryLedgerRecorder()
+        return MemoryBackend()
     if settings.store is StoreKind.SQLITE:
-        from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
+        from adapters.sqlite.backend import SQLiteBackend
 
-        path = settings.sqlite_path
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        recorder = SQLiteLedgerRecorder(open_datastore(path))
-        recorder.create_table()
-        return recorder
-    from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+        return SQLiteBackend.open(settings.sqlite_path)
+    from adapters.dynamodb.backend import DynamoDBBackend
 
-    return DynamoDBLedgerRecorder(
-        table_name=settings.dynamodb_table,
-        client=dynamodb_client,
-        due_buckets=settings.due_work_buckets,
-    )
+    return DynamoDBBackend.open(settings.dynamodb_table, client=dynamodb_client,
+                                due_buckets=settings.due_work_buckets,
+                                streams_client=dynamodb_streams_client)
 
 
-def build_views(recorder: LedgerRecorder) -> ViewStore:
+def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> LedgerRecorder:
+    """The recorder the settings choose (the backend's)."""
+    return build_backend(settings, dynamodb_client=dynamodb_client).recorder
+
+
+def backend_for(recorder: LedgerRecorder) -> Backend:
+    """The backend around an existing recorder (tests wire recorders by hand)."""
+    return recorder.make_backend()
+
+
+def build_views(recorder: LedgerRecorder) -> TrackedViewStore:
     """The view store living beside the recorder's events (same file or table)."""
-    from adapters.memory.recorder import MemoryLedgerRecorder
-    from adapters.sqlite.recorder import SQLiteLedgerRecorder
+    return backend_for(recorder).views
 
-    if isinstance(recorder, MemoryLedgerRecorder):
-        from adapters.memory.views import MemoryViewStore
 
-        return MemoryViewStore()
-    if isinstance(recorder, SQLiteLedgerRecorder):
-        from adapters.sqlite.views import SQLiteViewStore
-
-        return SQLiteViewStore(recorder.datastore)
-    from adapters.dynamodb.views import DynamoDBViewStore
-
-    return DynamoDBViewStore(recorder.client, recorder.table_name,  # type: ignore[attr-defined]
-                             retrier=recorder.retrier)  # type: ignore[attr-defined]
+def policy_from_settings(s: Settings) -> WorkerPolicy:
+    """The worker policy the settings describe."""
+    return WorkerPolicy(
+        lease_seconds=s.lease_seconds,
+        backoff_base_seconds=s.backoff_base_seconds,
+        backoff_max_seconds=s.backoff_max_seconds,
+        max_predispatch_leases=s.max_predispatch_leases,
+        max_dispatches=s.max_dispatches,
+    )
 
 
 @dataclass
@@ -75,14 +83,44 @@ class Ledger:
     registry: StaticExecutorRegistry = field(default_factory=StaticExecutorRegistry)
     renderer: Renderer = field(default_factory=TextRenderer)
     effects: EffectLedger | None = None
-    views: ViewStore | None = None
+    views: TrackedViewStore | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    backend: Backend | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend is None:
+            self.backend = backend_for(self.store.recorder)
+        if self.views is None:
+            self.views = self.backend.views
 
     @property
     def projector(self) -> Projector:
         """Applies attempt streams to the views."""
         assert self.views is not None
         return Projector(self.store, self.views)
+
+    def subscribers(self) -> list[Subscriber]:
+        """Every subscriber of the log this ledger keeps (issue-specific read
+        models and notifiers are added here)."""
+        return [self.projector]
+
+    def projection_lag(self) -> dict[str, Lag]:
+        """Each subscriber's lag that this process can know (for /readyz and /metrics)."""
+        assert self.backend is not None
+        now = self.clock.now()
+        found: dict[str, Lag] = {}
+        for subscriber in self.subscribers():
+            lag = self.backend.lag(subscriber.name, now)
+            if lag is not None:
+                found[subscriber.name] = lag
+        return found
+
+    def worker_policy(self) -> WorkerPolicy:
+        """The worker policy the settings describe."""
+        return policy_from_settings(self.settings)
+
+    def make_worker(self) -> Worker:
+        return Worker(self.context, self.worker_policy())
 
     @property
     def context(self) -> ServiceContext:
@@ -116,19 +154,24 @@ def build_ledger(
     clock: Clock | None = None,
     tokens: TokenSource | None = None,
     recorder: LedgerRecorder | None = None,
+    backend: Backend | None = None,
     dynamodb_client: Any = None,
+    dynamodb_streams_client: Any = None,
 ) -> Ledger:
-    """Wire a ledger from settings; tests inject clock, tokens or a recorder."""
-    chosen = recorder or build_recorder(settings, dynamodb_client=dynamodb_client)
-    store = LedgerStore(chosen)
+    """Wire a ledger from settings; tests inject clock, tokens, a recorder or a backend."""
+    if backend is None:
+        backend = backend_for(recorder) if recorder is not None else build_backend(
+            settings, dynamodb_client=dynamodb_client,
+            dynamodb_streams_client=dynamodb_streams_client)
     registry = StaticExecutorRegistry()
     effects = register_fakes(registry) if settings.fake_executors_enabled else None
     return Ledger(
         settings=settings,
-        store=store,
+        store=LedgerStore(backend.recorder),
         clock=clock or SystemClock(),
         tokens=tokens or SecretsTokenSource(),
         registry=registry,
         effects=effects,
-        views=NotifyingViewStore(build_views(chosen)),  # wakes long polls after a write
+        views=NotifyingViewStore(backend.views),  # wakes long polls after a write
+        backend=backend,
     )

@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import defaultdict
+from collections.abc import Mapping
+
+from adapters.backend import Lag
 
 _LABEL_VALUE = re.compile(r"^[a-z0-9_.\-]{1,64}$")
 
@@ -18,6 +21,8 @@ HELP = {
     "ledger_worker_outcomes_total": "Worker steps by outcome.",
     "ledger_recovery_examined_total": "Due-work entries examined by recovery, by outcome.",
     "ledger_projection_updates_total": "Status views moved by the projector.",
+    "ledger_projection_rebuilds_total": "Rebuilds run because part of the log was lost "
+                                        "before a subscriber read it.",
 }
 
 
@@ -51,3 +56,22 @@ class Metrics:
             label_text = ",".join(f'{k}="{v}"' for k, v in labels)
             lines.append(f"{name}{{{label_text}}} {value:g}" if label_text else f"{name} {value:g}")
         return "\n".join(lines) + "\n"
+
+
+def render_projection_lag(lags: Mapping[str, Lag]) -> str:
+    """Gauges of each subscriber's lag (``Ledger.projection_lag()``), in the text format."""
+    if not lags:
+        return ""
+    lines = [
+        "# HELP ledger_projection_events_behind Events written and not yet applied, "
+        "by subscriber of the log.",
+        "# TYPE ledger_projection_events_behind gauge",
+        *(f'ledger_projection_events_behind{{subscriber="{name}"}} {lag.events_behind}'
+          for name, lag in sorted(lags.items())),
+        "# HELP ledger_projection_oldest_unprocessed_age_seconds Age of the oldest event "
+        "not yet applied, by subscriber of the log.",
+        "# TYPE ledger_projection_oldest_unprocessed_age_seconds gauge",
+        *(f'ledger_projection_oldest_unprocessed_age_seconds{{subscriber="{name}"}} '
+          f"{lag.oldest_age_seconds:g}" for name, lag in sorted(lags.items())),
+    ]
+    return "\n".join(lines) + "\n"

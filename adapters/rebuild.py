@@ -3,8 +3,9 @@
 The status view (and the lists it feeds) and the due-work index are derived
 from attempt streams only, so a rebuild folds every attempt stream again.
 Enumerating the streams is the one place a batch job may read the whole
-store: SQL on the embedded stores, a paginated Scan on DynamoDB (an admin
-operation, never on the request or worker path).
+store; the backend does it (SQL on the embedded stores, a paginated Scan
+through the retrier on DynamoDB: an admin operation, never on the request or
+worker path).
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from adapters.bootstrap import Ledger
 from domain.attempt import ExecutionAttempt
 from domain.ports import Commit, DueWork
-from domain.spec import ATTEMPT_ID_PREFIX
 from projections.ports import ViewRecord
 from projections.status import status_record
 
@@ -37,40 +36,9 @@ def canonical(record: ViewRecord | None) -> bytes:
 
 
 def attempt_ids(ledger: Ledger) -> Iterator[str]:
-    """Every attempt stream id in the store (admin batch enumeration)."""
-    from adapters.memory.recorder import MemoryLedgerRecorder
-    from adapters.sqlite.recorder import SQLiteLedgerRecorder
-
-    recorder = ledger.store.recorder
-    if isinstance(recorder, MemoryLedgerRecorder):
-        streams = list(recorder._stored_events_index)
-        yield from sorted(k for k in streams if k.startswith(ATTEMPT_ID_PREFIX))
-        return
-    if isinstance(recorder, SQLiteLedgerRecorder):
-        with recorder.datastore.transaction(commit=False) as c:
-            c.execute(
-                f"SELECT originator_id FROM {recorder.events_table_name} "
-                "WHERE originator_version = 1 AND originator_id LIKE ? ESCAPE '!' "
-                "ORDER BY originator_id",
-                (ATTEMPT_ID_PREFIX.replace("_", "!_") + "%",),
-            )
-            rows = [row["originator_id"] for row in c.fetchall()]
-        yield from rows
-        return
-    client: Any = recorder.client  # type: ignore[attr-defined]
-    request: dict[str, Any] = {
-        "TableName": recorder.table_name,  # type: ignore[attr-defined]
-        "ProjectionExpression": "pk",
-        "FilterExpression": "begins_with(pk, :att) AND sk = :one",
-        "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}, ":one": {"N": "1"}},
-        "ConsistentRead": True,
-    }
-    while True:
-        page = client.scan(**request)
-        yield from (item["pk"]["S"] for item in page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    """Every attempt stream id in the store (admin batch enumeration, by the backend)."""
+    assert ledger.backend is not None
+    yield from ledger.backend.attempt_ids()
 
 
 @dataclass
@@ -88,9 +56,13 @@ def rebuild(
     view: str,
     *,
     write: bool = True,
+    force: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> RebuildReport:
-    """Fold every attempt stream into ``view``; compare with the live rows; write."""
+    """Fold every attempt stream into ``view``; compare with the live rows; write.
+
+    ``force`` replaces a differing row whatever its version (repairs a forged
+    row); without it the version guard applies (safe beside a live projector)."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")
     report = RebuildReport(view)
@@ -106,7 +78,7 @@ def rebuild(
             live = ledger.views.get_view(rebuilt.name, rebuilt.key)
             same = canonical(live) == canonical(rebuilt)
             if write and not same:
-                ledger.views.put_view(rebuilt, force=True)
+                ledger.views.put_view(rebuilt, force=force)
         else:
             due = DueWork(attempt_id, attempt.next_action_at())
             same = _millis(due.next_action_at) == _millis(live_due.get(attempt_id))

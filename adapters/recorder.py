@@ -18,10 +18,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from eventsourcing.persistence import AggregateRecorder, IntegrityError, StoredEvent
 
 from domain.ports import DueWork, Lookup, ReadCheck
+
+if TYPE_CHECKING:
+    from adapters.backend import Backend
 
 
 class StreamConflictError(IntegrityError):
@@ -65,6 +69,10 @@ class LedgerRecorder(AggregateRecorder, ABC):
     ) -> tuple[list[DueWork], str | None]:
         """Due entries with ``next_action_at <= upto`` ordered by (time, attempt id),
         strictly after ``cursor``; returns the page and the next cursor (None when done)."""
+
+    @abstractmethod
+    def make_backend(self) -> Backend:
+        """The backend around this recorder (its views, feeds and enumeration)."""
 
     def close(self) -> None:
         """Release connections."""

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from domain.attempt import ExecutionAttempt
+from domain.spec import ATTEMPT_ID_PREFIX
+from projections.inbox import PROPOSAL_PREFIX
 
 WORK_TOPICS = frozenset(
     {
@@ -62,3 +64,16 @@ def work_from_records(records: Iterable[Mapping[str, Any]]) -> list[str]:
         if attempt_id is not None:
             seen.setdefault(attempt_id, None)
     return list(seen)
+
+
+def attempt_streams_from_records(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every attempt and proposal stream a batch of stream records touched (for
+    the projector: status views and the inbox)."""
+    found: dict[str, None] = {}
+    for record in records:
+        image = record.get("dynamodb", {}).get("NewImage", {})
+        pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
+        if (isinstance(pk, str) and pk.startswith((ATTEMPT_ID_PREFIX, PROPOSAL_PREFIX))
+                and "topic" in image):
+            found.setdefault(pk, None)
+    return list(found)

@@ -186,7 +186,7 @@ def recover_command(
     """Run recovery over the due-work index (every LEDGER_RECOVERY_INTERVAL_SECONDS)."""
     with _one_line_errors():
         from adapters.bootstrap import build_ledger
-        from adapters.runtime import Runtime, make_worker
+        from adapters.runtime import Runtime
         from domain.services.recovery import RecoveryReport, run_recovery
 
         settings = load_settings()
@@ -201,7 +201,7 @@ def recover_command(
 
         try:
             if once:
-                show(run_recovery(make_worker(ledger)))
+                show(run_recovery(ledger.make_worker()))
                 return
             _configure_logging()
             _run_until_interrupted(Runtime(

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from eventsourcing.persistence import Tracking
+
 
 @dataclass(frozen=True)
 class ViewRecord:
@@ -37,4 +39,48 @@ class ViewStore(Protocol):
         self, list_pk: str, limit: int, cursor: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
         """A page of a list in ``list_sk`` order, strictly after ``cursor``."""
+        ...
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    """A slice of the ordered log handed to one subscriber.
+
+    ``stream_ids`` are the streams the slice touched, in log order, each once;
+    ``tracking`` are the positions (eventsourcing ``Tracking``) the subscriber
+    has processed once this slice is applied: one for a global notification
+    log, one per shard for DynamoDB Streams.
+    """
+
+    stream_ids: tuple[str, ...]
+    tracking: tuple[Tracking, ...]
+
+
+class TrackedViewStore(ViewStore, Protocol):
+    """A view store that records a subscriber's position with the rows it writes."""
+
+    def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
+        """Write every record that is newer than the stored one (version guard) and
+        every position, in ONE atomic write; returns how many rows moved.
+
+        A position not beyond the stored one raises the library's
+        ``IntegrityError`` and nothing is written (another process got further)."""
+        ...
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        """The last position recorded for a subscriber (eventsourcing convention)."""
+        ...
+
+
+class Subscriber(Protocol):
+    """One read model or notifier fed by the ordered log (a "subscriber of the log").
+
+    ``apply`` writes the subscriber's effects and ``batch.tracking`` atomically,
+    so after any crash it resumes exactly from what it has durably done.
+    """
+
+    name: str
+
+    def apply(self, batch: LogBatch) -> int:
+        """Apply one batch; returns how many rows (or deliveries) moved."""
         ...

@@ -8,6 +8,10 @@ because the whole stream is read.
 
 Attempt streams feed the status view; proposal streams feed the inbox
 (``projections.inbox``).
+
+As a subscriber of the log (``apply``) it writes the folded rows and the
+position it has processed in one atomic write, so a restart resumes from
+exactly what the views reflect.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from domain.ports import EventStore
 from domain.proposal import Proposal
 from domain.spec import ATTEMPT_ID_PREFIX
 from projections.inbox import PROPOSAL_PREFIX, inbox_record
-from projections.ports import ViewStore
-from projections.status import status_record
+from projections.ports import LogBatch, TrackedViewStore, ViewRecord
+from projections.status import STATUS_VIEW, status_record
+
+STATUS_SUBSCRIBER = "status"
 
 
 @dataclass
@@ -29,7 +35,8 @@ class Projector:
     """Keeps the status view (and with it the status lists) up to date."""
 
     store: EventStore
-    views: ViewStore
+    views: TrackedViewStore
+    name: str = STATUS_SUBSCRIBER
 
     def project_attempt(self, attempt_id: str) -> bool:
         """Re-fold one attempt stream into its view; True when the view moved."""
@@ -45,6 +52,21 @@ class Projector:
             return False
         return self.views.put_view(inbox_record(proposal))
 
+    def current_view(self, attempt_id: str) -> ViewRecord | None:
+        """The stored view, or (when none is stored yet) the fold of the log,
+        which is also written. Never None for an attempt that exists: a writer
+        that stored the same version first makes ``put_view`` answer False, and
+        the stored row (or the fold itself) is the answer then."""
+        view = self.views.get_view(STATUS_VIEW, attempt_id)
+        if view is not None:
+            return view
+        attempt = self.store.get(ExecutionAttempt, attempt_id)
+        if attempt is None:
+            return None
+        record = status_record(attempt)
+        self.views.put_view(record)
+        return self.views.get_view(STATUS_VIEW, attempt_id) or record
+
     def project_streams(self, stream_ids: Iterable[str]) -> int:
         """Project every attempt and proposal stream named (once each); returns
         views moved."""
@@ -55,3 +77,18 @@ class Projector:
             elif stream_id.startswith(PROPOSAL_PREFIX):
                 moved += self.project_proposal(stream_id)
         return moved
+
+    def apply(self, batch: LogBatch) -> int:
+        """Fold every attempt stream (status) and proposal stream (inbox) of the
+        batch; write the rows and the batch's positions atomically (``Subscriber``)."""
+        records: list[ViewRecord] = []
+        for stream_id in dict.fromkeys(batch.stream_ids):
+            if stream_id.startswith(ATTEMPT_ID_PREFIX):
+                attempt = self.store.get(ExecutionAttempt, stream_id)
+                if attempt is not None:
+                    records.append(status_record(attempt))
+            elif stream_id.startswith(PROPOSAL_PREFIX):
+                proposal = self.store.get(Proposal, stream_id)
+                if proposal is not None:
+                    records.append(inbox_record(proposal))
+        return self.views.put_views(records, batch.tracking)

@@ -29,8 +29,7 @@ from adapters.aws_lambda.common import (
     record_keys,
     set_ledger_for_tests,
 )
-from adapters.runtime import attempt_streams_from_records
-from adapters.streams import MalformedRecord
+from adapters.streams import MalformedRecord, attempt_streams_from_records
 
 __all__ = ["handler", "set_ledger_for_tests", "stream_id_from_record"]
 

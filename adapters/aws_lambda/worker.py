@@ -43,7 +43,6 @@ from adapters.aws_lambda.common import (
     set_ledger_for_tests,
 )
 from adapters.bootstrap import Ledger
-from adapters.runtime import worker_policy
 from adapters.streams import MalformedRecord, work_from_record
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit, EventStore
@@ -85,7 +84,7 @@ class ConflictCountingStore:
 def _worker(ledger: Ledger) -> tuple[Worker, ConflictCountingStore]:
     store = ConflictCountingStore(ledger.store)
     context = dataclasses.replace(ledger.context, store=cast(EventStore, store))
-    return Worker(context, worker_policy(ledger)), store
+    return Worker(context, ledger.worker_policy()), store
 
 
 def _emit_outcomes(outcomes: Counter[str], conflicts: int) -> None:

@@ -45,7 +45,10 @@ LOOKUP_PREFIX = "lookup#"
 DUE_PREFIX = "due#"
 SNAPSHOT_PREFIX = "snapshot#"
 # view# holds projection rows (adapters/dynamodb/views.py); list# is kept free for lists.
-RESERVED_PREFIXES = (LOOKUP_PREFIX, DUE_PREFIX, SNAPSHOT_PREFIX, "view#", "list#")
+TRACKING_PREFIX = "tracking#"
+
+RESERVED_PREFIXES = (LOOKUP_PREFIX, DUE_PREFIX, SNAPSHOT_PREFIX, "view#", "list#",
+                     TRACKING_PREFIX)
 
 Item = dict[str, Any]
 

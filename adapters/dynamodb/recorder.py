@@ -11,7 +11,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -22,6 +22,9 @@ from adapters.dynamodb.client import DynamoDBClient, Retrier, make_client, reque
 from adapters.dynamodb.transactions import CommitWriter, plan_commit
 from adapters.recorder import LedgerRecorder, check_due_page
 from domain.ports import DueWork, Lookup, ReadCheck
+
+if TYPE_CHECKING:
+    from adapters.backend import Backend
 
 _EVENT_NAMES = {"#pk": it.PK, "#sk": it.SK, "#topic": it.TOPIC, "#state": it.STATE}
 
@@ -118,6 +121,11 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             it.stored_event(item, originator_id)
             for item in self._query(request, limit=limit)
         ]
+
+    def make_backend(self) -> Backend:
+        from adapters.dynamodb.backend import DynamoDBBackend
+
+        return DynamoDBBackend(self)
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         answer = self._call(

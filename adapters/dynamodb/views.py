@@ -12,11 +12,14 @@ retries are spent the caller gets ``StoreUnavailable``, never a botocore error.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
+from eventsourcing.persistence import IntegrityError, Tracking
 
 from adapters.dynamodb import items as it
 from adapters.dynamodb.client import (
@@ -32,6 +35,23 @@ from projections.ports import ViewRecord
 T = TypeVar("T")
 
 VIEW_PREFIX = "view#"
+POSITION_DIGITS = 48  # stream sequence numbers have up to 40 digits
+TRANSACTION_ITEMS = 50  # views per atomic write (DynamoDB allows 100 items)
+MAX_CONFLICT_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class ShardTracking(Tracking):
+    """A subscriber's position in one stream shard: ``application_name`` is
+    ``<subscriber>@<shard id>``, ``notification_id`` the record's sequence number
+    as an integer, and ``sequence_number`` its exact text (what the Streams
+    API takes back to resume after it)."""
+
+    sequence_number: str = ""
+
+
+def shard_tracking_name(subscriber: str, shard_id: str) -> str:
+    return f"{subscriber}@{shard_id}"
 
 
 class DynamoDBViewStore:
@@ -73,22 +93,10 @@ class DynamoDBViewStore:
         return _record(item) if item else None
 
     def put_view(self, record: ViewRecord, *, force: bool = False) -> bool:
-        item: dict[str, Any] = {
-            it.PK: {"S": self._pk(record.name, record.key)},
-            it.SK: {"N": "0"},
-            "view_name": {"S": record.name},
-            "view_key": {"S": record.key},
-            "view_version": {"N": str(record.version)},
-            "data": {"S": json.dumps(dict(record.data), sort_keys=True, separators=(",", ":"))},
-        }
-        if record.list_pk and record.list_sk:
-            item[it.LIST_PK] = {"S": record.list_pk}
-            item[it.LIST_SK] = {"S": record.list_sk}
+        item = self._view_item(record)
         request: dict[str, Any] = {"TableName": self.table_name, "Item": item}
         if not force:
-            request["ConditionExpression"] = "attribute_not_exists(#pk) OR #v < :v"
-            request["ExpressionAttributeNames"] = {"#pk": it.PK, "#v": "view_version"}
-            request["ExpressionAttributeValues"] = {":v": {"N": str(record.version)}}
+            request.update(self._newer_than_stored(record))
             request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         maybe_applied = False
 
@@ -102,6 +110,107 @@ class DynamoDBViewStore:
             # A resend after a lost response may find our own first write.
             return maybe_applied and self._stored(exc, item) == item
         return True
+
+    @staticmethod
+    def _newer_than_stored(record: ViewRecord) -> dict[str, Any]:
+        return {
+            "ConditionExpression": "attribute_not_exists(#pk) OR #v < :v",
+            "ExpressionAttributeNames": {"#pk": it.PK, "#v": "view_version"},
+            "ExpressionAttributeValues": {":v": {"N": str(record.version)}},
+        }
+
+    # -- tracked writes (subscribers of the log) --------------------------------
+
+    def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
+        """Rows newer than the stored ones and the positions, in TransactWriteItems
+        of at most ``TRANSACTION_ITEMS`` rows; the positions go with the last one,
+        so a crash between two parts leaves the position behind (re-read, never
+        skipped). A row refused by its version guard is dropped and the rest sent
+        again; a refused position raises ``IntegrityError`` (someone got further)."""
+        rows = list(records)
+        parts = [rows[i:i + TRANSACTION_ITEMS] for i in range(0, len(rows), TRANSACTION_ITEMS)]
+        moved = 0
+        for index, part in enumerate(parts or [[]]):
+            last = index == max(len(parts), 1) - 1
+            moved += self._transact(part, list(tracking) if last else [])
+        return moved
+
+    def _transact(self, rows: list[ViewRecord], tracking: list[Tracking]) -> int:
+        for _ in range(MAX_CONFLICT_ROUNDS):
+            actions: list[dict[str, Any]] = [
+                {"Put": {"TableName": self.table_name, "Item": self._view_item(r),
+                         **self._newer_than_stored(r)}} for r in rows]
+            actions += [{"Put": self._tracking_put(t)} for t in tracking]
+            if not actions:
+                return 0
+            token = hashlib.sha256(json.dumps(actions, sort_keys=True).encode()).hexdigest()[:36]
+            try:
+                self.retrier.call(
+                    lambda a=actions, t=token: self.client.transact_write_items(  # type: ignore[misc]
+                        TransactItems=a, ClientRequestToken=t),
+                    retry_if=_only_transaction_conflicts)
+                return len(rows)
+            except (ClientError, BotoCoreError, DynamoDBUnavailableError) as exc:
+                reasons = _reasons(exc)
+                if not reasons:
+                    raise self._mapped(exc) from exc
+            refused = {i for i, code in enumerate(reasons) if code == "ConditionalCheckFailed"}
+            if any(i >= len(rows) for i in refused):
+                raise IntegrityError("a subscriber position is already further on")
+            if not refused:
+                continue  # a transaction race only: send the same again
+            rows = [r for i, r in enumerate(rows) if i not in refused]
+        raise StoreUnavailable()
+
+    def _mapped(self, exc: BaseException) -> Exception:
+        if isinstance(exc, DynamoDBUnavailableError | BotoCoreError):
+            return StoreUnavailable()
+        mapped = request_error(exc)
+        return StoreUnavailable() if isinstance(mapped, DynamoDBUnavailableError) else mapped
+
+    def _tracking_put(self, tracking: Tracking) -> dict[str, Any]:
+        position = f"{tracking.notification_id:0{POSITION_DIGITS}d}"
+        sequence = getattr(tracking, "sequence_number", "") or str(tracking.notification_id)
+        return {
+            "TableName": self.table_name,
+            "Item": {it.PK: {"S": it.TRACKING_PREFIX + tracking.application_name},
+                     it.SK: {"N": "0"}, "position": {"S": position},
+                     "sequence_number": {"S": sequence}},
+            "ConditionExpression": "attribute_not_exists(#pk) OR #p < :p",
+            "ExpressionAttributeNames": {"#pk": it.PK, "#p": "position"},
+            "ExpressionAttributeValues": {":p": {"S": position}},
+        }
+
+    def _tracking_item(self, application_name: str) -> dict[str, Any] | None:
+        answer = self._call(lambda: self.client.get_item(
+            TableName=self.table_name, ConsistentRead=True,
+            Key={it.PK: {"S": it.TRACKING_PREFIX + application_name}, it.SK: {"N": "0"}},
+        ))
+        item: dict[str, Any] | None = answer.get("Item")
+        return item
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        item = self._tracking_item(application_name)
+        return int(item["position"]["S"]) if item else None
+
+    def sequence_number(self, application_name: str) -> str | None:
+        """The exact sequence number of a shard position (None when none is recorded)."""
+        item = self._tracking_item(application_name)
+        return str(item["sequence_number"]["S"]) if item else None
+
+    def _view_item(self, record: ViewRecord) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            it.PK: {"S": self._pk(record.name, record.key)},
+            it.SK: {"N": "0"},
+            "view_name": {"S": record.name},
+            "view_key": {"S": record.key},
+            "view_version": {"N": str(record.version)},
+            "data": {"S": json.dumps(dict(record.data), sort_keys=True, separators=(",", ":"))},
+        }
+        if record.list_pk and record.list_sk:
+            item[it.LIST_PK] = {"S": record.list_pk}
+            item[it.LIST_SK] = {"S": record.list_sk}
+        return item
 
     def _stored(self, exc: ClientError, item: dict[str, Any]) -> Any:
         old = exc.response.get("Item")
@@ -132,6 +241,18 @@ class DynamoDBViewStore:
             request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
         page = records[:limit]
         return page, (page[-1].list_sk if len(records) > limit and page else None)
+
+
+def _reasons(exc: BaseException) -> list[str]:
+    """The cancellation reasons of a cancelled transaction ([] for anything else)."""
+    if not isinstance(exc, ClientError) or error_code(exc) != "TransactionCanceledException":
+        return []
+    return [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons", [])]
+
+
+def _only_transaction_conflicts(exc: BaseException) -> bool:
+    codes = {c for c in _reasons(exc) if c != "None"}
+    return bool(codes) and codes <= {"TransactionConflict"}
 
 
 def _record(item: dict[str, Any]) -> ViewRecord:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.popo import POPOProcessRecorder
@@ -18,6 +18,9 @@ from adapters.recorder import (
     due_sort_key,
 )
 from domain.ports import DueWork, Lookup, ReadCheck
+
+if TYPE_CHECKING:
+    from adapters.backend import Backend
 
 
 class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
@@ -61,6 +64,17 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
                 else:
                     self._due[item.attempt_id] = item
             return result
+
+    def stream_ids(self, prefix: str) -> list[str]:
+        """Every stream id starting with ``prefix``, sorted (rebuild enumeration)."""
+        with self._database_lock:
+            return sorted(k for k, v in self._stored_events_index.items()
+                          if v and k.startswith(prefix))
+
+    def make_backend(self) -> Backend:
+        from adapters.memory.backend import MemoryBackend
+
+        return MemoryBackend(self)
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         with self._database_lock:

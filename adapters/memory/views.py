@@ -1,36 +1,51 @@
-"""In-memory view store."""
+"""In-memory view store, with the library's in-memory tracking of positions."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
+
+from eventsourcing.persistence import Tracking
+from eventsourcing.popo import POPOTrackingRecorder
 
 from projections.ports import ViewRecord
 
 
-class MemoryViewStore:
-    """Implements ``projections.ports.ViewStore`` with a dict under a lock."""
+class MemoryViewStore(POPOTrackingRecorder):
+    """Implements ``projections.ports.TrackedViewStore`` with dicts under the
+    recorder's lock (rows and positions change together)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._rows: dict[tuple[str, str], ViewRecord] = {}
-        self._lock = threading.Lock()
 
     def get_view(self, name: str, key: str) -> ViewRecord | None:
-        with self._lock:
+        with self._database_lock:
             return self._rows.get((name, key))
 
     def put_view(self, record: ViewRecord, *, force: bool = False) -> bool:
-        with self._lock:
-            current = self._rows.get((record.name, record.key))
-            if current is not None and current.version >= record.version and not force:
-                return False
-            self._rows[(record.name, record.key)] = record
-            return True
+        with self._database_lock:
+            return self._put(record, force=force)
+
+    def _put(self, record: ViewRecord, *, force: bool = False) -> bool:
+        current = self._rows.get((record.name, record.key))
+        if current is not None and current.version >= record.version and not force:
+            return False
+        self._rows[(record.name, record.key)] = record
+        return True
+
+    def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
+        with self._database_lock:
+            for position in tracking:
+                self._assert_tracking_uniqueness(position)
+            moved = sum(1 for record in records if self._put(record))
+            for position in tracking:
+                self._insert_tracking(position)
+            return moved
 
     def list_views(
         self, list_pk: str, limit: int, cursor: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
-        with self._lock:
+        with self._database_lock:
             rows = sorted(
                 (r for r in self._rows.values() if r.list_pk == list_pk and r.list_sk),
                 key=lambda r: r.list_sk or "",

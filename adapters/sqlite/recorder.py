@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.sqlite import (
@@ -27,6 +27,9 @@ from adapters.recorder import (
     due_sort_key,
 )
 from domain.ports import DueWork, Lookup, ReadCheck
+
+if TYPE_CHECKING:
+    from adapters.backend import Backend
 
 
 def open_datastore(path: str, *, lock_timeout: int = 10) -> SQLiteDatastore:
@@ -135,6 +138,21 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
                     ),
                 )
         return result
+
+    def stream_ids(self, prefix: str) -> list[str]:
+        """Every stream id starting with ``prefix``, sorted (rebuild enumeration)."""
+        escaped = prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT originator_id FROM {self.events_table_name} "
+                "WHERE originator_version = 1 AND originator_id LIKE ? ESCAPE '!' "
+                "ORDER BY originator_id", (escaped + "%",))
+            return [row["originator_id"] for row in c.fetchall()]
+
+    def make_backend(self) -> Backend:
+        from adapters.sqlite.backend import SQLiteBackend
+
+        return SQLiteBackend(self)
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         with self.datastore.transaction(commit=False) as c:

@@ -1,11 +1,13 @@
-"""SQLite view store: one table beside the events, in the same file."""
+"""SQLite view store: one table beside the events, in the same file, and the
+library's ``tracking`` table for the positions of the log's subscribers."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from eventsourcing.sqlite import SQLiteDatastore
+from eventsourcing.persistence import Tracking
+from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteTrackingRecorder
 
 from projections.ports import ViewRecord
 
@@ -15,16 +17,24 @@ CREATE = [
     "list_pk TEXT, list_sk TEXT, PRIMARY KEY (name, key)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS ledger_views_list ON ledger_views (list_pk, list_sk)",
 ]
+_UPSERT = (
+    "INSERT INTO ledger_views VALUES (?,?,?,?,?,?) ON CONFLICT(name, key) DO UPDATE "
+    "SET version=excluded.version, data=excluded.data, list_pk=excluded.list_pk, "
+    "list_sk=excluded.list_sk"
+)
+_NEWER = " WHERE excluded.version > ledger_views.version"
 
 
-class SQLiteViewStore:
-    """Implements ``projections.ports.ViewStore``; the version guard is in the SQL."""
+class SQLiteViewStore(SQLiteTrackingRecorder):
+    """Implements ``projections.ports.TrackedViewStore``; the version guard is in
+    the SQL, and rows and positions are written in one transaction."""
 
     def __init__(self, datastore: SQLiteDatastore) -> None:
-        self.datastore = datastore
-        with self.datastore.transaction(commit=True) as c:
-            for statement in CREATE:
-                c.execute(statement)
+        super().__init__(datastore)
+        self.create_table()
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [*super().construct_create_table_statements(), *CREATE]
 
     def get_view(self, name: str, key: str) -> ViewRecord | None:
         with self.datastore.transaction(commit=False) as c:
@@ -33,17 +43,25 @@ class SQLiteViewStore:
         return _record(row) if row is not None else None
 
     def put_view(self, record: ViewRecord, *, force: bool = False) -> bool:
-        guard = "" if force else " WHERE excluded.version > ledger_views.version"
         with self.datastore.transaction(commit=True) as c:
-            c.execute(
-                "INSERT INTO ledger_views VALUES (?,?,?,?,?,?) ON CONFLICT(name, key) DO UPDATE "
-                "SET version=excluded.version, data=excluded.data, list_pk=excluded.list_pk, "
-                "list_sk=excluded.list_sk" + guard,
-                (record.name, record.key, record.version,
-                 json.dumps(dict(record.data), sort_keys=True, separators=(",", ":")),
-                 record.list_pk, record.list_sk),
-            )
-            return bool(c.sqlite_cursor.rowcount)
+            return self._put(c, record, force=force)
+
+    @staticmethod
+    def _put(c: SQLiteCursor, record: ViewRecord, *, force: bool = False) -> bool:
+        c.execute(
+            _UPSERT + ("" if force else _NEWER),
+            (record.name, record.key, record.version,
+             json.dumps(dict(record.data), sort_keys=True, separators=(",", ":")),
+             record.list_pk, record.list_sk),
+        )
+        return bool(c.sqlite_cursor.rowcount)
+
+    def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
+        with self.datastore.transaction(commit=True) as c:
+            moved = sum(1 for record in records if self._put(c, record))
+            for position in tracking:
+                self._insert_tracking(c, position)  # IntegrityError rolls all back
+            return moved
 
     def list_views(
         self, list_pk: str, limit: int, cursor: str | None = None

@@ -94,7 +94,8 @@ def test_healthz_is_ok(client: TestClient) -> None:
 def test_readyz_is_ready_when_the_store_answers(client: TestClient) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready"}
+    assert response.json() == {"status": "ready", "details": {"projections": {"status": {
+        "events_behind": 0, "oldest_unprocessed_age_seconds": 0.0, "exact": True}}}}
 
 
 def test_readyz_is_503_when_the_store_does_not_answer(settings: Settings, ledger: Ledger) -> None:
@@ -218,3 +219,10 @@ def test_an_unmapped_subclass_takes_its_parents_status(
         raise TooManyThings()
 
     assert_error(TestClient(app).get("/too-many"), 422, "too_many_things")
+
+
+def test_metrics_show_the_projection_lag(client: TestClient) -> None:
+    text = client.get("/metrics").text
+    assert '# TYPE ledger_projection_events_behind gauge' in text
+    assert 'ledger_projection_events_behind{subscriber="status"} 0' in text
+    assert 'ledger_projection_oldest_unprocessed_age_seconds{subscriber="status"} 0' in text

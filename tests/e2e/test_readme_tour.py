@@ -45,11 +45,12 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
             server.wait(timeout=15)
     assert tour.returncode == 0, tour.stdout + tour.stderr
     lines = tour.stdout.strip().splitlines()
-    assert '"status":"succeeded"' in lines[-1], tour.stdout
+    assert '"status":"succeeded"' in lines[-2], tour.stdout
+    assert '"status":"ready"' in lines[-1] and '"events_behind"' in lines[-1], tour.stdout
     assert '{"error":"approval_unavailable","detail":"This approval is not available."}' in (
         tour.stdout)
     assert sum('"status":"execution_pending"' in line for line in lines) == 1
-    assert "Buy milk" not in lines[-1]
+    assert "Buy milk" not in lines[-2]
     second = next(line for line in lines if line.startswith("second: "))
     first_id, retried_id = second.removeprefix("second: ").split(", retried: ")
     assert first_id == retried_id, second  # one Idempotency-Key, one proposal

@@ -68,7 +68,7 @@ def test_ledger_serve_answers_and_persists_to_sqlite(tmp_path: Path) -> None:
             _wait_until_up(process, base + "/healthz", err_log)
             assert httpx.get(base + "/docs").status_code == 200
             assert httpx.get(base + "/openapi.json").json()["info"]["title"]
-            assert httpx.get(base + "/readyz").json() == {"status": "ready"}
+            assert httpx.get(base + "/readyz").json()["status"] == "ready"
             token = mint_token(load_settings(), subject="root", role="admin")
             response = httpx.put(base + DIRECTORY + "/actors/alice", json={"enabled": True},
                                  headers={"Authorization": f"Bearer {token}"})

@@ -33,7 +33,7 @@ from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.executors.fake import fake_build_digest
-from adapters.runtime import Runtime
+from adapters.runtime import Runtime, subscriber_runs
 from adapters.settings import Settings, load_settings
 from api.http.app import create_app
 from api.http.auth import mint_token
@@ -163,8 +163,10 @@ def run_loops(ledger: Ledger, *, work: list[str] | None = None,
     runtime = Runtime(ledger, None, recovery_interval=3600, recovery=recover, poll_seconds=0)
     if work is not None:
         runtime.feed = OnceFeed(work, runtime.stop_event)
-    if project is not None:
-        runtime.projection_feed = OnceFeed(project, runtime.stop_event)
+    if project is not None:  # the subscribers read the log itself: each step until caught up
+        for run in subscriber_runs(ledger):
+            while runtime.run_subscriber_once(run):
+                pass
     if recover:
         runtime.on_recovery = lambda report: runtime.stop_event.set()
     runtime.start()

@@ -52,14 +52,12 @@ def may_see(caller: Caller, owner: str | None) -> bool:
 
 def status_view(ledger: LedgerDep, attempt_id: str) -> ViewRecord | None:
     """The projected view; projected now if the projector has not seen it yet
-    (read-your-writes right after an approval)."""
+    (read-your-writes right after an approval, even when another writer
+    stores the same version first)."""
     if ledger.views is None:
         return None
     known_id(attempt_id)
-    view = ledger.views.get_view(STATUS_VIEW, attempt_id)
-    if view is None and ledger.projector.project_attempt(attempt_id):
-        view = ledger.views.get_view(STATUS_VIEW, attempt_id)
-    return view
+    return ledger.projector.current_view(attempt_id)
 
 
 def refreshed(ledger: LedgerDep, attempt_id: str) -> AttemptOut:

@@ -114,6 +114,7 @@ def random_workload(world: ExecutionWorld, rng: random.Random, steps: int) -> li
 def test_rebuilt_views_are_byte_identical_to_live_ones(
     pworld: ExecutionWorld, store: LedgerStore, views: ViewStore, projector: Projector
 ) -> None:
+    from adapters.bootstrap import backend_for
     from adapters.rebuild import rebuild
     from adapters.settings import load_settings
 
@@ -123,7 +124,7 @@ def test_rebuilt_views_are_byte_identical_to_live_ones(
     # the live projector follows every stream it is told about
     projector.project_streams(attempts)
     ledger = Ledger(settings=load_settings(store="memory"), store=store, clock=pworld.clock,
-                    views=views)
+                    views=views, backend=backend_for(store.recorder))
     live = {a: canonical(views.get_view(STATUS_VIEW, a)) for a in attempts}
 
     for name in ("status", "due_work"):

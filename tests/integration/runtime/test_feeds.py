@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from adapters.backend import NotificationLogFeed
 from adapters.bootstrap import build_ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+from adapters.dynamodb.streams import DynamoDBStreamFeed
 from adapters.executors.fake import fake_build_digest
-from adapters.runtime import DynamoDBStreamFeed, NotificationLogFeed, Runtime, make_worker
+from adapters.runtime import Runtime, make_worker
 from adapters.settings import load_settings
 from adapters.sqlite.recorder import SQLiteLedgerRecorder
 from adapters.store import LedgerStore
@@ -130,7 +132,7 @@ def test_execution_switch_off_runs_only_the_projector(tmp_path: Path) -> None:
                                         execution_enabled=False))
     runtime = build_runtime(ledger)
     assert runtime.feed is None and runtime.recovery is False
-    assert runtime.projection_feed is not None
+    assert [run.subscriber.name for run in runtime.subscribers] == ["status"]
     on = build_runtime(build_ledger(load_settings(store="sqlite",
                                                   sqlite_path=str(tmp_path / "m.db"))))
     assert on.feed is not None and on.recovery is True

@@ -1,0 +1,202 @@
+"""The backend seam: everything that differs by store, behind one small interface.
+
+``bootstrap.build_backend`` picks one :class:`Backend` from the settings
+(memory, SQLite or DynamoDB, each in ``adapters/<store>/backend.py``); nothing
+else asks which store it runs on. A backend hands out:
+
+- ``recorder``: the ledger recorder (events, lookups, due work in one commit);
+- ``views``: the tracked view store living beside the events;
+- ``work_feed()``: what wakes the worker (a hint; recovery catches the rest);
+- ``subscription(name)``: the ordered log for one subscriber, resuming from
+  the position that subscriber recorded with its last write;
+- ``attempt_ids()``: every attempt stream, for rebuilds (admin batch work);
+- ``lag(name)``: how far a subscriber is behind the log.
+
+To add something that differs by store, add an abstract method here and one
+implementation per backend.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from eventsourcing.persistence import ApplicationRecorder, Mapper, Tracking
+
+from adapters.recorder import LedgerRecorder
+from adapters.streams import WORK_TOPICS
+from projections.ports import LogBatch, TrackedViewStore
+
+BATCH_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far one subscriber is behind the log.
+
+    ``events_behind`` counts events written and not yet applied (for a stream
+    reader: records read and not yet applied); ``oldest_age_seconds`` is the
+    age of the oldest of them (0 when caught up). ``exact`` is False when the
+    figure is a lower bound (a stream reader cannot see what it has not read).
+    """
+
+    events_behind: int
+    oldest_age_seconds: float
+    exact: bool = True
+
+    def as_dict(self) -> dict[str, float | int | bool]:
+        return {"events_behind": self.events_behind,
+                "oldest_unprocessed_age_seconds": round(self.oldest_age_seconds, 3),
+                "exact": self.exact}
+
+
+class WorkFeed(Protocol):
+    """A source of attempt ids that may need the worker."""
+
+    def poll(self, wait_seconds: float) -> list[str]: ...
+
+
+class LogSubscription(Protocol):
+    """The ordered log as one subscriber reads it, from its recorded position."""
+
+    name: str
+
+    def poll(self) -> LogBatch | None:
+        """The next batch after the current position, or None when caught up."""
+        ...
+
+    def advance(self, batch: LogBatch) -> None:
+        """The batch was applied (its positions are durable): move past it."""
+        ...
+
+    def reset(self) -> None:
+        """Forget what was read and resume from the durably recorded position."""
+        ...
+
+    def lag(self, now: datetime) -> Lag: ...
+
+    def take_gaps(self) -> list[str]:
+        """Parts of the log lost before they were read (names, for the report);
+        the caller covers them with a rebuild. Cleared by the call."""
+        ...
+
+
+class Backend(ABC):
+    """What a store provides; one instance per process, built by bootstrap."""
+
+    kind: str
+    recorder: LedgerRecorder
+    views: TrackedViewStore
+
+    @abstractmethod
+    def work_feed(self) -> WorkFeed:
+        """The worker's wake-up feed (starts at the newest work; recovery covers the past)."""
+
+    @abstractmethod
+    def subscription(self, name: str) -> LogSubscription:
+        """The log for subscriber ``name``, resuming from its recorded position
+        (one per name and process: later calls return the same one)."""
+
+    @abstractmethod
+    def attempt_ids(self) -> Iterator[str]:
+        """Every attempt stream id (admin batch enumeration, for rebuilds)."""
+
+    @abstractmethod
+    def lag(self, name: str, now: datetime) -> Lag | None:
+        """Subscriber ``name``'s lag, or None when this process cannot know it."""
+
+    @abstractmethod
+    def reopen(self) -> Backend:
+        """A new backend on the same data, as another process would open it
+        (same clients; fresh subscriptions reading their positions again)."""
+
+    def close(self) -> None:
+        self.recorder.close()
+
+
+class NotificationLogFeed:
+    """Reads new events from an embedded store's notification log.
+
+    By default only Queued/Requeued events (work for the worker); with
+    ``topics=()`` every event.
+    """
+
+    def __init__(
+        self,
+        recorder: ApplicationRecorder,
+        *,
+        from_start: bool = False,
+        topics: Sequence[str] = tuple(sorted(WORK_TOPICS)),
+    ) -> None:
+        self.recorder = recorder
+        self.topics = list(topics)
+        self.position = 0 if from_start else (recorder.max_notification_id() or 0)
+
+    def poll(self, wait_seconds: float) -> list[str]:
+        notifications = self.recorder.select_notifications(
+            start=self.position, limit=BATCH_LIMIT, topics=self.topics, inclusive_of_start=False
+        )
+        if not notifications:
+            time.sleep(wait_seconds)
+            return []
+        self.position = notifications[-1].id
+        return list(dict.fromkeys(str(n.originator_id) for n in notifications))
+
+
+class NotificationLogSubscription:
+    """A subscriber's view of an embedded store's notification log (gap-free,
+    totally ordered ids), resuming after the id it recorded last."""
+
+    def __init__(self, name: str, recorder: ApplicationRecorder, views: TrackedViewStore,
+                 mapper: Mapper[str]) -> None:
+        self.name = name
+        self.recorder = recorder
+        self.views = views
+        self.mapper = mapper
+        self.position = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.position = self.views.max_tracking_id(self.name) or 0
+
+    def poll(self) -> LogBatch | None:
+        notifications = self.recorder.select_notifications(
+            start=self.position, limit=BATCH_LIMIT, inclusive_of_start=False)
+        if not notifications:
+            return None
+        return LogBatch(
+            stream_ids=tuple(dict.fromkeys(str(n.originator_id) for n in notifications)),
+            tracking=(Tracking(self.name, notifications[-1].id),),
+        )
+
+    def advance(self, batch: LogBatch) -> None:
+        self.position = max([self.position, *(t.notification_id for t in batch.tracking)])
+
+    def take_gaps(self) -> list[str]:
+        return []
+
+    def lag(self, now: datetime) -> Lag:
+        return notification_lag(self.name, self.recorder, self.views, self.mapper, now)
+
+
+def notification_lag(name: str, recorder: ApplicationRecorder, views: TrackedViewStore,
+                     mapper: Mapper[str], now: datetime) -> Lag:
+    """Events after the subscriber's recorded position, and the age of the first."""
+    done = views.max_tracking_id(name) or 0
+    newest = recorder.max_notification_id() or 0
+    if newest <= done:
+        return Lag(0, 0.0)
+    first = recorder.select_notifications(start=done, limit=1, inclusive_of_start=False)
+    age = 0.0
+    if first:
+        try:
+            written = getattr(mapper.to_domain_event(first[0]), "timestamp", None)
+        except Exception:  # an undecodable event still counts; its age is unknown
+            written = None
+        if isinstance(written, datetime):
+            age = max(0.0, (now - written).total_seconds())
+    return Lag(newest - done, age)

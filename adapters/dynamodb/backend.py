@@ -1,0 +1,102 @@
+"""The DynamoDB backend: one table for events, lookups, due work, views and
+subscriber positions; the table's stream wakes the worker and feeds the
+subscribers of the local runtime (on AWS, Lambda event source mappings do)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from adapters.backend import Backend, Lag, LogSubscription, WorkFeed
+from adapters.dynamodb import items as it
+from adapters.dynamodb.client import DynamoDBClient, request_error
+from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+from adapters.dynamodb.streams import DynamoDBStreamFeed, StreamSubscription
+from adapters.dynamodb.views import DynamoDBViewStore
+from domain.spec import ATTEMPT_ID_PREFIX
+
+
+class DynamoDBBackend(Backend):
+    """``streams_client`` is injected, or built from boto3's configuration on first use."""
+
+    kind = "dynamodb"
+
+    def __init__(self, recorder: DynamoDBLedgerRecorder, *,
+                 streams_client: Any = None,
+                 make_streams_client: Callable[[], Any] | None = None) -> None:
+        self.recorder: DynamoDBLedgerRecorder = recorder
+        self.views: DynamoDBViewStore = DynamoDBViewStore(
+            recorder.client, recorder.table_name, retrier=recorder.retrier)
+        self._streams_client = streams_client
+        self._make_streams_client = make_streams_client
+        self._subscriptions: dict[str, StreamSubscription] = {}
+
+    @classmethod
+    def open(cls, table_name: str, *, client: DynamoDBClient | None = None,
+             due_buckets: int = 16, streams_client: Any = None) -> DynamoDBBackend:
+        recorder = DynamoDBLedgerRecorder(table_name=table_name, client=client,
+                                          due_buckets=due_buckets)
+        return cls(recorder, streams_client=streams_client)
+
+    def reopen(self) -> DynamoDBBackend:
+        return DynamoDBBackend(self.recorder, streams_client=self._streams_client,
+                               make_streams_client=self._make_streams_client)
+
+    @property
+    def streams_client(self) -> Any:
+        if self._streams_client is None:
+            if self._make_streams_client is not None:
+                self._streams_client = self._make_streams_client()
+            else:
+                import boto3
+
+                self._streams_client = boto3.client("dynamodbstreams")
+        return self._streams_client
+
+    def stream_arn(self) -> str:
+        table = self._call(lambda: self.recorder.client.describe_table(
+            TableName=self.recorder.table_name))["Table"]
+        return str(table["LatestStreamArn"])
+
+    def work_feed(self) -> WorkFeed:
+        return DynamoDBStreamFeed(self.streams_client, self.stream_arn())
+
+    def subscription(self, name: str) -> LogSubscription:
+        if name not in self._subscriptions:
+            self._subscriptions[name] = StreamSubscription(
+                name, self.streams_client, self.stream_arn(), self.views)
+        return self._subscriptions[name]
+
+    def lag(self, name: str, now: datetime) -> Lag | None:
+        running = self._subscriptions.get(name)
+        return running.lag(now) if running is not None else None
+
+    def attempt_ids(self) -> Iterator[str]:
+        """A paginated Scan for the first event of every attempt stream, each page
+        through the recorder's retrier (an admin operation, never on a request path)."""
+        request: dict[str, Any] = {
+            "TableName": self.recorder.table_name,
+            "ProjectionExpression": "#pk",
+            "FilterExpression": "begins_with(#pk, :att) AND #sk = :one",
+            "ExpressionAttributeNames": {"#pk": it.PK, "#sk": it.SK},
+            "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}, ":one": {"N": "1"}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._scan(dict(request))
+            yield from (item[it.PK]["S"] for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _scan(self, request: dict[str, Any]) -> Any:
+        return self._call(lambda: self.recorder.client.scan(**request))
+
+    def _call(self, operation: Callable[[], Any]) -> Any:
+        try:
+            return self.recorder.retrier.call(operation)
+        except (ClientError, BotoCoreError) as exc:
+            raise request_error(exc) from exc

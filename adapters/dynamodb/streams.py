@@ -1,0 +1,214 @@
+"""Reading the table's stream with the DynamoDB Streams API (local runtime).
+
+Two readers share the shard handling: :class:`DynamoDBStreamFeed` wakes the
+worker (a hint; recovery covers whatever it misses), and
+:class:`StreamSubscription` feeds a subscriber of the log: it reads every shard
+from ``TRIM_HORIZON``, or just after the position the subscriber recorded for
+that shard (a ``tracking#<subscriber>@<shard>`` item written in the same
+transaction as the views). A recorded position the stream no longer holds
+(older than its 24-hour retention) is a gap: it is reported, and the runtime
+covers it with a rebuild. On AWS the Lambda event source mapping keeps the
+position instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from adapters.backend import Lag
+from adapters.dynamodb.client import error_code
+from adapters.dynamodb.views import DynamoDBViewStore, ShardTracking, shard_tracking_name
+from adapters.streams import attempt_streams_from_records, work_from_records
+from projections.ports import LogBatch
+
+logger = logging.getLogger("ledger.streams")
+
+RECORDS_PER_READ = 100
+
+
+def list_shards(client: Any, stream_arn: str) -> list[str]:
+    """Every shard id of the stream, following ``LastEvaluatedShardId``."""
+    shards: list[str] = []
+    request: dict[str, Any] = {"StreamArn": stream_arn}
+    while True:
+        description = client.describe_stream(**request)["StreamDescription"]
+        shards.extend(shard["ShardId"] for shard in description.get("Shards", []))
+        last = description.get("LastEvaluatedShardId")
+        if not last:
+            return shards
+        request["ExclusiveStartShardId"] = last
+
+
+class DynamoDBStreamFeed:
+    """Wakes the worker from the stream (starting at ``LATEST``).
+
+    ``select`` turns a batch of records into stream ids: work for the worker by
+    default.
+    """
+
+    def __init__(
+        self,
+        streams_client: Any,
+        stream_arn: str,
+        select: Callable[[list[dict[str, Any]]], list[str]] = work_from_records,
+    ) -> None:
+        self.client = streams_client
+        self.stream_arn = stream_arn
+        self.select = select
+        self.iterators: dict[str, str | None] = {}
+        self.last_sequence: dict[str, str] = {}
+        self._discover(initial=True)
+
+    def _renew(self, shard_id: str) -> None:
+        """A fresh iterator just after the last record seen (records are hints, so
+        reading one again is harmless; skipping one is not)."""
+        request: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": shard_id}
+        if shard_id in self.last_sequence:
+            request.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                           SequenceNumber=self.last_sequence[shard_id])
+        else:
+            request["ShardIteratorType"] = "TRIM_HORIZON"
+        try:
+            self.iterators[shard_id] = self.client.get_shard_iterator(**request)["ShardIterator"]
+        except Exception as exc:  # tried again on the next poll
+            logger.warning("stream shard iterator renewal failed: %s", type(exc).__name__)
+
+    def _discover(self, *, initial: bool = False) -> None:
+        description = self.client.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
+        for shard in description.get("Shards", []):
+            shard_id = shard["ShardId"]
+            if shard_id in self.iterators:
+                continue
+            kind = "LATEST" if initial else "TRIM_HORIZON"
+            self.iterators[shard_id] = self.client.get_shard_iterator(
+                StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType=kind
+            )["ShardIterator"]
+
+    def poll(self, wait_seconds: float) -> list[str]:
+        records: list[dict[str, Any]] = []
+        for shard_id, iterator in list(self.iterators.items()):
+            if iterator is None:
+                continue
+            try:
+                answer = self.client.get_records(ShardIterator=iterator, Limit=RECORDS_PER_READ)
+            except Exception as exc:
+                # The other shards' iterators have moved on already: keep their
+                # records, and read this shard again next time from where it was.
+                logger.warning("stream shard read failed: %s", type(exc).__name__)
+                if error_code(exc) == "ExpiredIteratorException":
+                    self._renew(shard_id)
+                continue
+            self.iterators[shard_id] = answer.get("NextShardIterator")
+            found = answer.get("Records", [])
+            if found:
+                self.last_sequence[shard_id] = found[-1]["dynamodb"]["SequenceNumber"]
+            records.extend(found)
+        if not records:
+            self._discover()
+            time.sleep(wait_seconds)
+        return self.select(records)
+
+
+class StreamSubscription:
+    """One subscriber's tracked reading of every shard (``LogSubscription``)."""
+
+    def __init__(self, name: str, streams_client: Any, stream_arn: str,
+                 views: DynamoDBViewStore,
+                 select: Callable[[list[dict[str, Any]]], list[str]] = (
+                     attempt_streams_from_records)) -> None:
+        self.name = name
+        self.client = streams_client
+        self.stream_arn = stream_arn
+        self.views = views
+        self.select = select
+        self.iterators: dict[str, str | None] = {}
+        self.gaps: list[str] = []
+        # Records read and not yet applied: their count and the oldest one's time.
+        self.pending = 0
+        self.oldest_pending: datetime | None = None
+        self.caught_up = False  # until a read finds nothing new, the lag is a lower bound
+        self.reset()
+
+    def reset(self) -> None:
+        self.iterators = {}
+        self.pending, self.oldest_pending = 0, None
+        self.caught_up = False
+        self._discover()
+
+    def _discover(self) -> None:
+        for shard_id in list_shards(self.client, self.stream_arn):
+            if shard_id not in self.iterators:
+                self.iterators[shard_id] = self._open(shard_id)
+
+    def _open(self, shard_id: str) -> str | None:
+        base = {"StreamArn": self.stream_arn, "ShardId": shard_id}
+        recorded = self.views.sequence_number(shard_tracking_name(self.name, shard_id))
+        if recorded is not None:
+            try:
+                answer = self.client.get_shard_iterator(
+                    **base, ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=recorded)
+                return str(answer["ShardIterator"])
+            except Exception as exc:
+                if error_code(exc) != "TrimmedDataAccessException":
+                    raise
+                self.gaps.append(shard_id)
+                logger.warning("subscriber %s: records after its position in shard %s are "
+                               "past the stream's retention; a rebuild covers them",
+                               self.name, shard_id)
+        answer = self.client.get_shard_iterator(**base, ShardIteratorType="TRIM_HORIZON")
+        return str(answer["ShardIterator"])
+
+    def poll(self) -> LogBatch | None:
+        records: list[dict[str, Any]] = []
+        tracking: list[ShardTracking] = []
+        for shard_id, iterator in list(self.iterators.items()):
+            if iterator is None:
+                continue  # a closed shard read to its end
+            answer = self.client.get_records(ShardIterator=iterator, Limit=RECORDS_PER_READ)
+            self.iterators[shard_id] = answer.get("NextShardIterator")
+            found = answer.get("Records", [])
+            if not found:
+                continue
+            if len(found) >= RECORDS_PER_READ:
+                self.caught_up = False
+            last = str(found[-1]["dynamodb"]["SequenceNumber"])
+            tracking.append(ShardTracking(shard_tracking_name(self.name, shard_id), int(last),
+                                          sequence_number=last))
+            records.extend(found)
+        if not records:
+            self._discover()
+            self.caught_up = True
+            return None
+        self.pending = len(records)
+        created = [r["dynamodb"].get("ApproximateCreationDateTime") for r in records]
+        moments = [_moment(c) for c in created if c is not None]
+        self.oldest_pending = min(moments) if moments else None
+        selected = tuple(self.select(records))
+        # Records of nothing the subscriber reads (among them the subscriber's own
+        # view and position items) record no position: writing one would put a
+        # new record on the stream for every one read, for ever. After a restart
+        # they are read again, which is harmless.
+        return LogBatch(stream_ids=selected, tracking=tuple(tracking) if selected else ())
+
+    def advance(self, batch: LogBatch) -> None:
+        self.pending, self.oldest_pending = 0, None
+
+    def take_gaps(self) -> list[str]:
+        gaps, self.gaps = self.gaps, []
+        return gaps
+
+    def lag(self, now: datetime) -> Lag:
+        age = 0.0
+        if self.oldest_pending is not None:
+            age = max(0.0, (now - self.oldest_pending).total_seconds())
+        return Lag(self.pending, age, exact=self.caught_up)
+
+
+def _moment(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(float(value), UTC)
