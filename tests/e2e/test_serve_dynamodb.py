@@ -45,7 +45,7 @@ def test_the_readme_emulator_setup_serves_on_dynamodb(
                                  start_new_session=True)
         try:
             _wait_until_up(shell, f"http://127.0.0.1:{port}/healthz", log)
-            assert httpx.get(f"http://127.0.0.1:{port}/readyz").json() == {"status": "ready"}
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").json()["status"] == "ready"
         finally:
             os.killpg(shell.pid, signal.SIGTERM)  # the shell and the server it started
             shell.wait(timeout=15)
