@@ -215,11 +215,11 @@ class Worker:
             raise DeadlineExceeded()  # no time left to wait for an answer: do not call
 
         def late(result: Any, error: BaseException | None) -> None:
-            self._late_answer(request.attempt_id, generation, result, error)
+            self.late_answer(request.attempt_id, generation, result, error)
 
         return self.calls.run(lambda: executor.execute(request), timeout, late)
 
-    def _late_answer(self, attempt_id: str, generation: int, result: Any,
+    def late_answer(self, attempt_id: str, generation: int, result: Any,
                      error: BaseException | None) -> None:
         """An abandoned call answered after all: keep what it says as an observation."""
         if error is None and isinstance(result, ExecutionReceipt):

@@ -91,7 +91,7 @@ def _report_many(outcomes: list[Outcome], seconds: float, choice: str) -> int:
     print(f"chaos: {len(outcomes)} schedules ({stores}) in {seconds:.0f}s: "
           f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
     for prefix in ("action:", "fault:", "crash:", "switch:", "stream:", "clock:", "client:",
-                   "final:", "refused:"):
+                   "overrun:", "landing:", "final:", "refused:"):
         picked = {k.removeprefix(prefix): v for k, v in sorted(counts.items())
                   if k.startswith(prefix)}
         if picked:

@@ -82,3 +82,25 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
     outcomes = [run_schedule(seed, "memory") for seed in range(30)]
     errors = [o.error for o in outcomes if not o.ok]
     assert any("I5" in e for e in errors), errors
+
+
+# Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
+LATE_EFFECT_SEEDS = (109, 132)
+
+
+@pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
+def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Issue 14.2: the planted bug of 14.1. With the old rule back (a lookup's "not
+    applied" is proof at once, recovery looks at lease expiry), an executor call that
+    outlives its lease is recorded failed_safe, then its effect lands; the check
+    after every tick finds it. The same seed passes with the rule in place."""
+    from domain.attempt import ExecutionAttempt
+
+    assert run_schedule(seed, "memory").ok
+    monkeypatch.setattr(ExecutionAttempt, "lookup_trusted_after", lambda self: None)
+    planted = run_schedule(seed, "memory")
+    assert not planted.ok
+    assert "failed_safe while the provider holds an effect for its key" in planted.error, (
+        planted.error)

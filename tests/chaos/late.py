@@ -1,0 +1,77 @@
+"""Executor calls that outlive their deadline, and effects that land after the
+worker gave up (issue 14.2): the landing action and the check after every tick."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from adapters.executors.fake import EffectLedger
+from domain.services.execution import Worker
+from tests.chaos.oracle import Oracle, expect
+from tests.chaos.wrappers import Landing
+from tests.integration.approval.world import FixedClock
+
+
+class LateEffects:
+    """Mixed into :class:`~tests.chaos.sim.Simulation`."""
+
+    # provided by the simulation
+    rng: random.Random
+    clock: FixedClock
+    effects: EffectLedger
+    oracle: Oracle
+    workers: list[Worker]
+    attempts: list[str]
+    landings: list[Landing]
+    main_action: str
+
+    def count(self, name: str) -> None:
+        raise NotImplementedError
+
+    def note(self, text: str) -> None:
+        raise NotImplementedError
+
+    def check(self) -> None:
+        raise NotImplementedError
+
+    def do_land(self) -> str | None:
+        """The provider finishes a call its worker gave up on (the abandoned thread)."""
+        landing = self.landings.pop(self.rng.randrange(len(self.landings)))
+        return self.land(landing)
+
+    def land(self, landing: Landing) -> str:
+        request = landing.request
+        if self.clock.now() >= landing.before:
+            self.count("landing:never")
+            return f"{request.attempt_id[:16]}: the abandoned call never landed"
+        self.count("landing:abandoned")
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = landing.executor.execute(request)
+        except Exception as exc:
+            error = exc
+        if landing.generation is not None:
+            # what the worker's bound does when an abandoned call answers after all
+            self.workers[0].late_answer(request.attempt_id, landing.generation, result, error)
+        answer = type(error).__name__ if error else "ok"
+        return f"{request.attempt_id[:16]}: the abandoned call landed ({answer})"
+
+    def land_the_rest(self) -> None:
+        """Calls abandoned at the end land now, in a seeded order (or never)."""
+        self.main_action = "land"
+        while self.landings:
+            landing = self.landings.pop(self.rng.randrange(len(self.landings)))
+            self.note(self.land(landing))
+            self.check()
+
+    def check_no_late_effect_lost(self) -> None:
+        """No attempt is failed_safe while the provider holds an effect for its key (a
+        success seen after "no effect" must have moved it to effect_after_no_effect)."""
+        for attempt_id in self.attempts:
+            summary = self.oracle.summaries.get(attempt_id)
+            if summary is not None and summary.status == "failed_safe":
+                expect(self.effects.effect_count(summary.idempotency_key) == 0,
+                       f"{attempt_id}: failed_safe while the provider holds an effect for its "
+                       f"key (a late effect recorded as no effect)")
