@@ -6,15 +6,16 @@ lossy, duplicating, reordering stream, recovery ticks, clock jumps past lease
 expiry, crashes at the five boundaries (and at any commit), ambiguous commits
 (applied, then reported as failed), admin reconcile / resolve, directory
 changes and the projector, and executor calls that outlive their deadline
-(the worker waits on, or gives up and the provider lands the effect later). Every action is an actor on its own thread, but
-only one runs at a time (``tests.chaos.interleave``): at every commit, read,
-executor call and worker crash point an actor may park while others start or
-resume, so the races the real system's processes can have are schedules here,
+(the worker waits on, or gives up and the provider lands the effect later).
+Every action is an actor on its own thread, but only one runs at a time
+(``tests.chaos.interleave``): at every commit, read, executor call and worker
+crash point an actor may park while others start or resume, so the races the real system's processes can have are schedules here,
 and the same seed always gives the same run.
 
-After every step the oracle checks I1-I9 on the raw store, and that no attempt
-is ``failed_safe`` while the fake provider holds an effect for its key; at the end the
-fake effect ledger is checked and recovery must settle every attempt.
+After every step the oracle checks I1-I9 on the raw store, and that no
+attempt is ``failed_safe`` while the fake provider holds an effect for its
+key; at the end the fake effect ledger is checked and recovery must settle
+every attempt.
 """
 
 from __future__ import annotations
