@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.executors.fake import EffectLedger, register_fakes
+from adapters.executors.fake import EffectLedger, FileEffectLedger, effect_ledger, register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.metrics import Metrics
 from adapters.recorder import LedgerRecorder
@@ -73,7 +73,7 @@ class Ledger:
     tokens: TokenSource = field(default_factory=SecretsTokenSource)
     registry: StaticExecutorRegistry = field(default_factory=StaticExecutorRegistry)
     renderer: Renderer = field(default_factory=TextRenderer)
-    effects: EffectLedger | None = None
+    effects: EffectLedger | FileEffectLedger | None = None
     views: ViewStore | None = None
     metrics: Metrics = field(default_factory=Metrics)
 
@@ -120,11 +120,13 @@ def build_ledger(
     chosen = recorder or build_recorder(settings, dynamodb_client=dynamodb_client)
     store = LedgerStore(chosen)
     registry = StaticExecutorRegistry()
-    effects = register_fakes(registry) if settings.fake_executors_enabled else None
+    clock = clock or SystemClock()
+    effects = (register_fakes(registry, effect_ledger(settings.fake_effects_file), clock)
+               if settings.fake_executors_enabled else None)
     return Ledger(
         settings=settings,
         store=store,
-        clock=clock or SystemClock(),
+        clock=clock,
         tokens=tokens or SecretsTokenSource(),
         registry=registry,
         effects=effects,

@@ -9,8 +9,9 @@ changes and the projector, and executor calls that outlive their deadline
 (the worker waits on, or gives up and the provider lands the effect later).
 Every action is an actor on its own thread, but only one runs at a time
 (``tests.chaos.interleave``): at every commit, read, executor call and worker
-crash point an actor may park while others start or resume, so the races the real system's processes can have are schedules here,
-and the same seed always gives the same run.
+crash point an actor may park while others start or resume, so the races the
+real system's processes can have are schedules here, and the same seed always
+gives the same run.
 
 After every step the oracle checks I1-I9 on the raw store, and that no
 attempt is ``failed_safe`` while the fake provider holds an effect for its
@@ -89,8 +90,8 @@ class Simulation(Actions, LateEffects):
         for capability, mode in FAKE_CAPABILITIES.items():
             reconciler = (FakeReconciler(self.effects)
                           if mode is DeliveryMode.CORRELATION_LOOKUP else None)
-            registry.register(ChaosExecutor(FakeExecutor(capability, self.effects), self,
-                                            SETTLE_SECONDS[capability]), reconciler)
+            fake = FakeExecutor(capability, self.effects, self.clock)  # slow moves the clock
+            registry.register(ChaosExecutor(fake, self, SETTLE_SECONDS[capability]), reconciler)
         self.chaos = ChaosStore(self.store, self)
         self.ctx = ServiceContext(store=self.chaos, clock=self.clock, tokens=self.tokens,
                                   permissions=frozenset({"tasks.write", "social.post"}),
