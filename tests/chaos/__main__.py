@@ -3,6 +3,7 @@
     python -m tests.chaos --schedules 10000 --jobs 2     # memory + SQLite, mixed
     python -m tests.chaos --seed 1234 --trace            # replay one schedule
     python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
+    python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help=f"ticks per schedule (default {Profile.steps})")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
+    parser.add_argument("--plant", choices=("old-lookup-rule",),
+                        help="re-introduce a known bug (the run must then find violations): "
+                             "old-lookup-rule trusts a lookup's 'not applied' at lease expiry")
     args = parser.parse_args(argv)
+    if args.plant == "old-lookup-rule":
+        from tests.chaos.late import plant_old_lookup_rule
+
+        plant_old_lookup_rule()
 
     if args.store == "dynamodb":
         return _dynamodb(args)

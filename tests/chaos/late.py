@@ -13,6 +13,14 @@ from tests.chaos.wrappers import Landing
 from tests.integration.approval.world import FixedClock
 
 
+def plant_old_lookup_rule() -> None:
+    """Test-only switch: the rule before issue 14.1. A lookup's "not applied" is proof
+    at once and recovery looks at lease expiry, while the call may still land."""
+    from domain.attempt import ExecutionAttempt
+
+    ExecutionAttempt.lookup_trusted_after = lambda self: None  # type: ignore[method-assign]
+
+
 class LateEffects:
     """Mixed into :class:`~tests.chaos.sim.Simulation`."""
 
