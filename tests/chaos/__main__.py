@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {done[0]} schedules ({time.monotonic() - started:.0f}s)", flush=True)
 
     outcomes = run_many(seeds, args.store, args.steps, jobs=args.jobs, progress=progress)
-    return _report_many(outcomes, time.monotonic() - started, args.store)
+    return _report_many(outcomes, time.monotonic() - started, args.store, args.plant)
 
 
 def _dynamodb(args: Any) -> int:
@@ -92,7 +92,8 @@ def _report_one(outcome: Outcome, full: bool) -> int:
     return 0 if outcome.ok else 1
 
 
-def _report_many(outcomes: list[Outcome], seconds: float, choice: str) -> int:
+def _report_many(outcomes: list[Outcome], seconds: float, choice: str,
+                 plant: str | None = None) -> int:
     per_store, counts = summarize(outcomes)
     failed = [o for o in outcomes if not o.ok]
     stores = ", ".join(f"{store} {n}" for store, n in sorted(per_store.items()))
@@ -108,7 +109,11 @@ def _report_many(outcomes: list[Outcome], seconds: float, choice: str) -> int:
         print(f"FAILED seed {outcome.seed} ({outcome.store}): {outcome.error}")
     if failed:
         store = "" if choice == "mixed" else f" STORE={choice}"
-        print(f"replay: make chaos SEED={failed[0].seed}{store}")
+        if plant:
+            print(f"replay: python -m tests.chaos --seed {failed[0].seed} --store "
+                  f"{failed[0].store} --plant {plant}")
+        else:
+            print(f"replay: make chaos SEED={failed[0].seed}{store}")
     return 1 if failed else 0
 
 
