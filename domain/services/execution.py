@@ -220,7 +220,7 @@ class Worker:
         return self.calls.run(lambda: executor.execute(request), timeout, late)
 
     def late_answer(self, attempt_id: str, generation: int, result: Any,
-                     error: BaseException | None) -> None:
+                    error: BaseException | None) -> None:
         """An abandoned call answered after all: keep what it says as an observation."""
         if error is None and isinstance(result, ExecutionReceipt):
             kind = AttemptStatus.SUCCEEDED
