@@ -32,6 +32,7 @@ class LateEffects:
     workers: list[Worker]
     attempts: list[str]
     landings: list[Landing]
+    overdue: list[Landing]
     main_action: str
 
     def count(self, name: str) -> None:
@@ -44,16 +45,28 @@ class LateEffects:
         raise NotImplementedError
 
     def do_land(self) -> str | None:
-        """The provider finishes a call its worker gave up on (the abandoned thread)."""
+        """The provider finishes a call its worker gave up on (the abandoned thread).
+
+        One whose settle window has passed waits for the end of the run, where it
+        either never lands or breaks the contract (``land_the_rest``).
+        """
         landing = self.landings.pop(self.rng.randrange(len(self.landings)))
+        if self.clock.now() >= landing.before:
+            self.overdue.append(landing)
+            return f"{landing.request.attempt_id[:16]}: past its settle window"
         return self.land(landing)
 
-    def land(self, landing: Landing) -> str:
+    def land(self, landing: Landing, *, breach: bool = False) -> str:
+        """Land an abandoned call's effect, if its settle window is still open.
+
+        ``breach``: an executor that breaks its contract and lands after the window;
+        what it answers must still reach the attempt (never kept silently).
+        """
         request = landing.request
-        if self.clock.now() >= landing.before:
+        if self.clock.now() >= landing.before and not breach:
             self.count("landing:never")
             return f"{request.attempt_id[:16]}: the abandoned call never landed"
-        self.count("landing:abandoned")
+        self.count("landing:after_window" if breach else "landing:abandoned")
         result: Any = None
         error: BaseException | None = None
         try:
@@ -67,11 +80,16 @@ class LateEffects:
         return f"{request.attempt_id[:16]}: the abandoned call landed ({answer})"
 
     def land_the_rest(self) -> None:
-        """Calls abandoned at the end land now, in a seeded order (or never)."""
+        """Calls abandoned at the end land now, in a seeded order, or never; with no
+        faults armed any more, half of those past their window land anyway (a broken
+        executor contract), and the late success must flag a "no effect" attempt."""
         self.main_action = "land"
+        self.landings.extend(self.overdue)
+        self.overdue.clear()
         while self.landings:
             landing = self.landings.pop(self.rng.randrange(len(self.landings)))
-            self.note(self.land(landing))
+            late = self.clock.now() >= landing.before
+            self.note(self.land(landing, breach=late and self.rng.random() < 0.5))
             self.check()
 
     def check_no_late_effect_lost(self) -> None:

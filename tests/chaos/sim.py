@@ -121,6 +121,7 @@ class Simulation(Actions, LateEffects):
         self.calls: dict[str, list[str]] = {}
         self.returned: dict[str, int | None] = {}  # attempt -> generation whose call answered
         self.landings: list[Landing] = []  # abandoned calls the provider may still land
+        self.overdue: list[Landing] = []  # ... past their settle window
         self.counts: dict[str, int] = {}
 
     # -- randomness --------------------------------------------------------

@@ -104,3 +104,24 @@ def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
     assert not planted.ok
     assert "failed_safe while the provider holds an effect for its key" in planted.error, (
         planted.error)
+
+
+def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other half of 14.1: a success seen after "no effect" only observed (the old
+    ``observe_late_result``) is found on a seed whose abandoned call lands late."""
+    from domain.attempt import ExecutionAttempt
+    from domain.errors import IllegalTransition
+    from domain.timeutil import format_utc
+
+    seed = 84
+    assert run_schedule(seed, "memory").ok
+
+    def only_observes(self: ExecutionAttempt, *, generation: int, kind: str, now: Any) -> None:
+        if self.holds_lease(generation, now):
+            raise IllegalTransition("The current lease must record a result, not observe.")
+        self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
+
+    monkeypatch.setattr(ExecutionAttempt, "observe_late_result", only_observes)
+    planted = run_schedule(seed, "memory")
+    assert not planted.ok
+    assert "was only observed, not flagged" in planted.error, planted.error
