@@ -10,7 +10,7 @@ from adapters.executors.fake import EffectLedger
 from domain.services.execution import Worker
 from tests.chaos.oracle import Oracle, expect
 from tests.chaos.wrappers import Landing
-from tests.integration.approval.world import FixedClock
+from tests.support.clocks import FixedClock
 
 
 def plant_old_lookup_rule() -> None:

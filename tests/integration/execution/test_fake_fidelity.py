@@ -26,7 +26,8 @@ from domain.errors import ExecutorOutcomeUncertain
 from domain.ports import ExecutionRequest
 from domain.services.execution import Outcome
 from domain.spec import parse_spec
-from tests.integration.approval.world import DIGEST, FixedClock
+from tests.integration.approval.world import DIGEST
+from tests.support.clocks import FixedClock
 
 from .crash import ExecutionWorld
 

@@ -15,6 +15,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from adapters.bootstrap import build_ledger
 from adapters.executors.fake import FileEffectLedger, register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
@@ -59,6 +61,7 @@ def _recover_until_settled(db: str, effects: str, attempt_ids: list[str]) -> Non
     raise SystemExit(3)
 
 
+@pytest.mark.slow
 def test_workers_killed_after_the_response_never_duplicate_an_effect(tmp_path: Path) -> None:
     db, effects_file = str(tmp_path / "ledger.db"), str(tmp_path / "effects.db")
     recorder = SQLiteLedgerRecorder(open_datastore(db))
