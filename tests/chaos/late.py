@@ -63,6 +63,10 @@ class LateEffects:
         what it answers must still reach the attempt (never kept silently).
         """
         request = landing.request
+        if breach and request.spec.content.get("simulate") == "timeout_after_effect":
+            # Past its window and answering "timed out" after applying: nobody can
+            # ever learn of that effect; the contract exists to rule this out.
+            breach = False
         if self.clock.now() >= landing.before and not breach:
             self.count("landing:never")
             return f"{request.attempt_id[:16]}: the abandoned call never landed"
