@@ -94,6 +94,7 @@ class Ledger:
             renderer=self.renderer,
             registry=self.registry,
             presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
+            max_active_presentations=self.settings.max_active_presentations,
         )
 
     def ready(self) -> bool:

@@ -90,6 +90,21 @@ class CommitTooLarge(LedgerError):
     default_detail = "The commit is larger than one atomic write allows."
 
 
+class EventTooLarge(CommitTooLarge):
+    """One event would be larger than the store's stated per-event limit."""
+
+    code = "event_too_large"
+    default_detail = "An event would be larger than the store allows; nothing was written."
+
+
+class TooManyPresentations(LedgerError):
+    """The proposal version already has the most active presentations allowed."""
+
+    code = "too_many_presentations"
+    default_detail = ("This proposal version has too many active presentations; "
+                      "wait for one to expire or revise the proposal.")
+
+
 class StoreUnavailable(LedgerError):
     """The event store could not be reached or failed; nothing was written."""
 

@@ -4,6 +4,11 @@ Only the current version of a lineage can be presented or claimed. Creating
 version n+1 supersedes version n and revokes its active presentations in the
 same event, so both happen in one commit. Claiming consumes one presentation
 and revokes every sibling in the same ``Claimed`` event (I2).
+
+A version has at most ``max_active`` live presentations, and presenting retires
+the lapsed ones (``PresentationsLapsed``, in the same commit), so no event that
+lists presentations (``Claimed``, ``Revised``, ``Conflicted``) can grow without
+bound, and no replay of the stream either.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.base import LedgerAggregate
-from domain.errors import IllegalTransition, ProposalClaimed, StaleVersion
+from domain.errors import IllegalTransition, ProposalClaimed, StaleVersion, TooManyPresentations
 from domain.timeutil import is_past
 
 
@@ -193,11 +198,25 @@ class Proposal(LedgerAggregate):
         conversation_key: str,
         expires_at: str,
         at: str,
+        now: datetime | None = None,
+        max_active: int | None = None,
     ) -> None:
-        """Add a single-use approval control for the current version."""
+        """Add a single-use approval control for the current version.
+
+        With ``now``, active presentations that have expired are retired first;
+        with ``max_active``, a version that already has that many live ones is
+        refused (TooManyPresentations).
+        """
         self.check_presentable(version)
         if presentation_id in self.presentations:
             raise IllegalTransition("Presentation id already used.")
+        active = self.active_presentation_ids(version)
+        lapsed = ([pid for pid in active if is_past(self.presentations[pid]["expires_at"], now)]
+                  if now is not None else [])
+        if max_active is not None and len(active) - len(lapsed) >= max_active:
+            raise TooManyPresentations()
+        if lapsed:
+            self._lapsed(presentation_ids=lapsed, at=at)
         self._presented(
             presentation_id=presentation_id,
             version=version,
@@ -237,6 +256,11 @@ class Proposal(LedgerAggregate):
             "created_at": at,
             "status": PresentationStatus.ACTIVE.value,
         }
+
+    @event("PresentationsLapsed")
+    def _lapsed(self, presentation_ids: list[str], at: str) -> None:
+        for pid in presentation_ids:
+            self.presentations[pid]["status"] = PresentationStatus.EXPIRED.value
 
     def claim(self, *, presentation_id: str, attempt_id: str, now: datetime, at: str) -> None:
         """Consume one presentation, claim its version and revoke every sibling."""

@@ -30,6 +30,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "executor_build_unavailable": 422,
     "nondeterministic_renderer": 422,
     "commit_too_large": 422,
+    "event_too_large": 422,
     # existence
     "not_found": 404,
     "approval_unavailable": 404,
@@ -43,6 +44,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_outcome_unknown": 409,
     "illegal_transition": 409,
     "reconciler_unavailable": 409,
+    "too_many_presentations": 409,
     # providers (worker-side; 502 should a route ever let one through)
     "executor_no_effect": 502,
     "executor_outcome_uncertain": 502,

@@ -185,6 +185,8 @@ def present(
             conversation_key=conversation_key,
             expires_at=format_utc(expires),
             at=format_utc(now),
+            now=now,
+            max_active=ctx.max_active_presentations,
         )
         lookup = Lookup(
             key=token_lookup_key(hashed),

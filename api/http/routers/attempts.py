@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 
 from api.http.auth import Caller, Role
-from api.http.deps import AdminCaller, AnyCaller, LedgerDep
+from api.http.deps import AdminCaller, AnyCaller, LedgerDep, known_id
 from api.http.errors import error_responses
 from api.http.schemas.attempts import (
     AttemptEventsOut,
@@ -33,9 +33,6 @@ router = APIRouter(
     responses=error_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
 
-MAX_ID_CHARS = 80
-
-
 def may_see(caller: Caller, owner: str | None) -> bool:
     """The owning actor (directly or through its channel) and admins."""
     if caller.role is Role.ADMIN:
@@ -50,8 +47,9 @@ def may_see(caller: Caller, owner: str | None) -> bool:
 def status_view(ledger: LedgerDep, attempt_id: str) -> ViewRecord | None:
     """The projected view; projected now if the projector has not seen it yet
     (read-your-writes right after an approval)."""
-    if len(attempt_id) > MAX_ID_CHARS or ledger.views is None:
+    if ledger.views is None:
         return None
+    known_id(attempt_id)
     view = ledger.views.get_view(STATUS_VIEW, attempt_id)
     if view is None and ledger.projector.project_attempt(attempt_id):
         view = ledger.views.get_view(STATUS_VIEW, attempt_id)
@@ -135,7 +133,8 @@ def reconcile_attempt(
     attempt_id: str, body: ReconcileIn, caller: AdminCaller, ledger: LedgerDep
 ) -> AttemptOut:
     """Run the registered read-only reconciler for an uncertain attempt."""
-    reconcile(ledger.context, attempt_id=attempt_id, expected_revision=body.expected_revision)
+    reconcile(ledger.context, attempt_id=known_id(attempt_id),
+              expected_revision=body.expected_revision)
     return refreshed(ledger, attempt_id)
 
 
@@ -147,7 +146,7 @@ def resolve_attempt(
     executor."""
     resolve(
         ledger.context,
-        attempt_id=attempt_id,
+        attempt_id=known_id(attempt_id),
         expected_revision=body.expected_revision,
         outcome=body.resolution,
         reason=body.reason,

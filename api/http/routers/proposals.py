@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Response, status
 
-from api.http.deps import LedgerDep, require_proposer
+from api.http.deps import LedgerDep, known_id, require_proposer
 from api.http.errors import error_responses
 from api.http.schemas.proposals import PresentationIn, PresentationOut, ProposalIn, ProposalOut
 from domain.services.proposals import present, propose
@@ -37,7 +37,7 @@ def create_presentation(
     """A single-use approval control; the token is returned only in this response."""
     result = present(
         ledger.context,
-        proposal_id=proposal_id,
+        proposal_id=known_id(proposal_id),
         version=body.version,
         identity_binding_id=body.identity_binding_id,
         channel_binding_id=body.channel_binding_id,
