@@ -196,3 +196,18 @@ class ReconcilerUnavailable(LedgerError):
 
     code = "reconciler_unavailable"
     default_detail = "No read-only reconciler is registered for this executor build."
+
+
+class IdempotencyKeyRefused(InvalidInput):
+    """An Idempotency-Key that is too long, malformed, used by another caller or
+    with another request: one uniform answer whatever the reason."""
+
+    code = "idempotency_key_refused"
+    default_detail = "The Idempotency-Key cannot be used for this request."
+
+
+class IdempotencyKeyInUse(LedgerError):
+    """A request with the same Idempotency-Key is still being processed."""
+
+    code = "idempotency_key_in_use"
+    default_detail = "A request with this Idempotency-Key is in progress; retry later."

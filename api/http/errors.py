@@ -31,12 +31,14 @@ STATUS_BY_CODE: dict[str, int] = {
     "nondeterministic_renderer": 422,
     "commit_too_large": 422,
     "event_too_large": 422,
+    "idempotency_key_refused": 422,
     # existence
     "not_found": 404,
     "approval_unavailable": 404,
     # conflicts
     "concurrency_conflict": 409,
     "lookup_conflict": 409,
+    "idempotency_key_in_use": 409,
     "proposal_claimed": 409,
     "stale_version": 409,
     "proposal_conflicted": 409,

@@ -22,6 +22,7 @@ from domain.services.proposals import propose
 from .world import World, base_spec
 
 LIMIT = 5
+LONG_TTL = 86400
 
 
 @pytest.fixture
@@ -44,7 +45,10 @@ def test_expired_presentations_are_retired_by_the_next_one_in_the_same_commit(
     bounded: World,
 ) -> None:
     proposal_id = bounded.propose()
-    first = [bounded.present(proposal_id, ttl_seconds=60) for _ in range(LIMIT)]
+    # one long-lived control keeps the version presented (a version whose every
+    # control has expired is expired itself, and is never presented again)
+    keeper = bounded.present(proposal_id, ttl_seconds=LONG_TTL)
+    first = [bounded.present(proposal_id, ttl_seconds=60) for _ in range(LIMIT - 1)]
     bounded.clock.advance(61)
     before = bounded.store.version_of(proposal_id)
     fresh = bounded.present(proposal_id)
@@ -52,7 +56,8 @@ def test_expired_presentations_are_retired_by_the_next_one_in_the_same_commit(
     assert [e.topic.rsplit(".", 1)[-1] for e in events] == ["PresentationsLapsed", "Presented"]
     proposal = bounded.store.get(Proposal, proposal_id)
     assert proposal is not None
-    assert proposal.active_presentation_ids(1) == [fresh.presentation_id]
+    assert proposal.active_presentation_ids(1) == sorted(
+        [keeper.presentation_id, fresh.presentation_id])
     for old in first:
         assert proposal.presentations[old.presentation_id]["status"] == (
             PresentationStatus.EXPIRED.value)
@@ -67,16 +72,18 @@ def test_many_presentation_rounds_keep_every_event_and_the_replay_bounded(
     """200 presentations over 40 expiry rounds: the claim lists at most LIMIT - 1
     siblings and the stream holds no event larger than the first proposal's."""
     proposal_id = bounded.propose()
+    keeper = bounded.present(proposal_id, ttl_seconds=LONG_TTL)
     controls = []
     for _ in range(40):
-        controls += [bounded.present(proposal_id, ttl_seconds=60) for _ in range(LIMIT)]
+        controls += [bounded.present(proposal_id, ttl_seconds=60) for _ in range(LIMIT - 1)]
         bounded.clock.advance(61)
-    last = [bounded.present(proposal_id) for _ in range(LIMIT)]
+    last = [bounded.present(proposal_id) for _ in range(LIMIT - 1)]
     approve(bounded.ctx, token=last[0].token, provenance=bounded.who)
     events = bounded.store.read_stream(proposal_id)
     claimed = json.loads(events[-1].state)
     assert events[-1].topic.endswith(".Claimed")
     assert len(claimed["revoked"]) == LIMIT - 1
+    assert keeper.presentation_id in claimed["revoked"]
     assert max(len(e.state) for e in events[1:]) < len(events[0].state)
     proposal = bounded.store.get(Proposal, proposal_id)
     assert proposal is not None
