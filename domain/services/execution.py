@@ -25,7 +25,14 @@ from domain.errors import (
     ReconcilerUnavailable,
     StoreUnavailable,
 )
-from domain.ports import Commit, DueWork, ExecutionReceipt, ExecutionRequest, Executor
+from domain.ports import (
+    Commit,
+    DueWork,
+    ExecutionReceipt,
+    ExecutionRequest,
+    Executor,
+    ReadCheck,
+)
 from domain.proposal import Proposal, ProposalStatus
 from domain.redaction import validate_receipt
 from domain.services.authorization import (
@@ -370,7 +377,12 @@ class Worker:
             status, reason, receipt = AttemptStatus.OUTCOME_UNKNOWN, "stored_spec_invalid", None
         if reason == NOT_SETTLED:
             # The dispatching call may still land: stay due, look again after the window.
-            self.ctx.store.commit(Commit(due=[DueWork(attempt.id, attempt.next_action_at())]))
+            # Only while the attempt is as read: a racing writer's own due entry wins.
+            with contextlib.suppress(ConcurrencyConflict):
+                self.ctx.store.commit(Commit(
+                    read_set=[ReadCheck(attempt.id, attempt.version)],
+                    due=[DueWork(attempt.id, attempt.next_action_at())],
+                ))
             return Outcome.PENDING
         try:
             attempt.record_reconciled(status=status, now=now, reason_code=reason, receipt=receipt)

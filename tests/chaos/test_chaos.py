@@ -87,7 +87,7 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
-LATE_EFFECT_SEEDS = (109, 133)
+LATE_EFFECT_SEEDS = (107, 109)
 
 
 @pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
