@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.backend import Backend, Lag
-from adapters.executors.fake import EffectLedger, register_fakes
+from adapters.executors.fake import EffectLedger, FileEffectLedger, effect_ledger, register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.metrics import Metrics
 from adapters.recorder import LedgerRecorder
@@ -82,7 +82,7 @@ class Ledger:
     tokens: TokenSource = field(default_factory=SecretsTokenSource)
     registry: StaticExecutorRegistry = field(default_factory=StaticExecutorRegistry)
     renderer: Renderer = field(default_factory=TextRenderer)
-    effects: EffectLedger | None = None
+    effects: EffectLedger | FileEffectLedger | None = None
     views: TrackedViewStore | None = None
     metrics: Metrics = field(default_factory=Metrics)
     backend: Backend | None = None
@@ -164,11 +164,13 @@ def build_ledger(
             settings, dynamodb_client=dynamodb_client,
             dynamodb_streams_client=dynamodb_streams_client)
     registry = StaticExecutorRegistry()
-    effects = register_fakes(registry) if settings.fake_executors_enabled else None
+    clock = clock or SystemClock()
+    effects = (register_fakes(registry, effect_ledger(settings.fake_effects_file), clock)
+               if settings.fake_executors_enabled else None)
     return Ledger(
         settings=settings,
         store=LedgerStore(backend.recorder),
-        clock=clock or SystemClock(),
+        clock=clock,
         tokens=tokens or SecretsTokenSource(),
         registry=registry,
         effects=effects,

@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     fake_executors: bool | None = None
+    fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
     # ledger serve: a request's headers / body must arrive within these bounds,
     # idle keep-alive connections close after http_keep_alive_seconds, and at
     # most http_max_connections are open (fitted under the descriptor limit)

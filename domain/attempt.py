@@ -6,7 +6,16 @@ queued -> executing -> succeeded
                     -> outcome_unknown
 outcome_unknown -> succeeded | failed_safe   (read-only reconciliation)
                 -> manually_resolved          (admin)
+failed_safe | manually_resolved(no_effect) -> effect_after_no_effect
+                                              (a success observed afterwards)
 ```
+
+A lookup's "not applied" is proof only once no call of the dispatching
+generation can still be in flight: the dispatch marker records the call's
+deadline and the executor build's settle window after it (``settles_at``);
+before then the attempt stays due. A success seen after a terminal "no effect"
+is never kept silently: the attempt moves to ``effect_after_no_effect``, on the
+attention list.
 
 Only the current, unexpired lease generation may mark dispatch or record a
 result (I5). A stale generation's result is kept as a non-authoritative
@@ -38,11 +47,18 @@ class AttemptStatus(StrEnum):
     FAILED_SAFE = "failed_safe"
     OUTCOME_UNKNOWN = "outcome_unknown"
     MANUALLY_RESOLVED = "manually_resolved"
+    EFFECT_AFTER_NO_EFFECT = "effect_after_no_effect"
 
 
+# Never executed again. ``effect_after_no_effect`` is settled too (nothing is
+# dispatched again), but waits on the attention list for an admin's resolution.
 TERMINAL = frozenset(
-    {AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.MANUALLY_RESOLVED}
+    {AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.MANUALLY_RESOLVED,
+     AttemptStatus.EFFECT_AFTER_NO_EFFECT}
 )
+
+# What an admin may resolve.
+RESOLVABLE = frozenset({AttemptStatus.OUTCOME_UNKNOWN, AttemptStatus.EFFECT_AFTER_NO_EFFECT})
 
 
 RESULT_STATUSES = frozenset(
@@ -110,6 +126,8 @@ class ExecutionAttempt(LedgerAggregate):
         self.lease_history: list[dict[str, Any]] = []
         self.predispatch_leases = 0
         self.dispatch_started_at: str | None = None
+        self.dispatch_deadline: str | None = None
+        self.settles_at: str | None = None
         self.dispatched_generation: int | None = None
         self.dispatch_count = 0
         self.result: dict[str, Any] | None = None
@@ -138,12 +156,46 @@ class ExecutionAttempt(LedgerAggregate):
             and not self.lease_expired(now)
         )
 
+    @property
+    def no_effect_is_settled(self) -> bool:
+        """True once the attempt was settled as "no effect" (failed_safe, or resolved so)."""
+        if self.status is AttemptStatus.FAILED_SAFE:
+            return True
+        return (
+            self.status is AttemptStatus.MANUALLY_RESOLVED
+            and (self.resolution or {}).get("outcome") == Resolution.NO_EFFECT.value
+        )
+
+    def lookup_trusted_after(self) -> datetime | None:
+        """From when a read-only lookup's "not applied" is proof of no effect.
+
+        Until the dispatching call's deadline plus the build's settle window has
+        passed, that call may still be in flight and land its effect after the
+        lookup. None: no window was recorded (trusted at once, the old rule).
+        """
+        return parse_utc(self.settles_at) if self.settles_at is not None else None
+
+    def not_applied_is_proof(self, now: datetime) -> bool:
+        """Whether "not applied" from a lookup at ``now`` proves that no effect exists."""
+        trusted_after = self.lookup_trusted_after()
+        return trusted_after is None or now >= trusted_after
+
     def next_action_at(self) -> datetime | None:
         """When recovery should next look at this attempt; None once it never should."""
         if self.status is AttemptStatus.QUEUED:
             return parse_utc(self.not_before)
         if self.status is AttemptStatus.EXECUTING and self.lease_expires_at is not None:
-            return parse_utc(self.lease_expires_at)
+            expiry = parse_utc(self.lease_expires_at)
+            trusted_after = self.lookup_trusted_after()
+            if (
+                self.delivery_mode is DeliveryMode.CORRELATION_LOOKUP
+                and self.dispatched
+                and trusted_after is not None
+                and trusted_after > expiry
+            ):
+                # Looking up before the settle window ends cannot prove "not applied".
+                return trusted_after
+            return expiry
         return None
 
     # -- lease ---------------------------------------------------------------
@@ -219,17 +271,43 @@ class ExecutionAttempt(LedgerAggregate):
 
     # -- dispatch and result -----------------------------------------------------
 
-    def mark_dispatch(self, *, generation: int, now: datetime) -> None:
-        """The durable boundary: after this, an effect may exist."""
+    def mark_dispatch(
+        self,
+        *,
+        generation: int,
+        now: datetime,
+        deadline: datetime | None = None,
+        settle_seconds: float = 0.0,
+    ) -> None:
+        """The durable boundary: after this, an effect may exist.
+
+        ``deadline`` is the one the call receives; ``settle_seconds`` is the
+        executor build's window after it in which a call may still land.
+        """
         if not self.holds_lease(generation, now):
             raise IllegalTransition("The lease is not held.")
         if self.dispatched_generation == generation:
             raise IllegalTransition("Dispatch already marked for this generation.")
-        self._dispatch_started(generation=generation, at=format_utc(now))
+        if deadline is None:
+            self._dispatch_started(generation=generation, at=format_utc(now))
+            return
+        settles = deadline + timedelta(seconds=max(0.0, settle_seconds))
+        self._dispatch_started(
+            generation=generation,
+            at=format_utc(now),
+            deadline=format_utc(deadline),
+            settles_at=format_utc(settles),
+        )
 
+    # The two optional fields arrived later: events stored without them replay
+    # with the defaults, and their hashes (over the stored fields) are unchanged.
     @event("DispatchStarted")
-    def _dispatch_started(self, generation: int, at: str) -> None:
+    def _dispatch_started(
+        self, generation: int, at: str, deadline: str | None = None, settles_at: str | None = None
+    ) -> None:
         self.dispatch_started_at = at
+        self.dispatch_deadline = deadline
+        self.settles_at = settles_at
         self.dispatched_generation = generation
         self.dispatch_count += 1
         self.updated_at = at
@@ -349,10 +427,28 @@ class ExecutionAttempt(LedgerAggregate):
         self.updated_at = at
 
     def observe_late_result(self, *, generation: int, kind: str, now: datetime) -> None:
-        """A stale generation reported back: keep it, never let it win (I8)."""
+        """A stale generation reported back: keep it, never let it win (I8).
+
+        A success after the attempt was settled as "no effect" contradicts that
+        settlement: the attempt moves to ``effect_after_no_effect`` for an admin.
+        """
         if self.holds_lease(generation, now):
             raise IllegalTransition("The current lease must record a result, not observe.")
+        if kind == AttemptStatus.SUCCEEDED.value and self.no_effect_is_settled:
+            self._effect_after_no_effect(
+                generation=generation, previous=self.status.value, source="worker",
+                at=format_utc(now),
+            )
+            return
         self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
+
+    @event("EffectAfterNoEffect")
+    def _effect_after_no_effect(
+        self, generation: int | None, previous: str, source: str, at: str
+    ) -> None:
+        self.status = AttemptStatus.EFFECT_AFTER_NO_EFFECT
+        self.observations += 1
+        self.updated_at = at
 
     @event("LateResultObserved")
     def _late_result_observed(self, generation: int, kind: str, at: str) -> None:
@@ -373,8 +469,9 @@ class ExecutionAttempt(LedgerAggregate):
         now: datetime,
         receipt: dict[str, Any] | None = None,
     ) -> None:
-        """Admin resolution of an uncertain outcome; never calls the executor (I6)."""
-        if self.status is not AttemptStatus.OUTCOME_UNKNOWN:
+        """Admin resolution of an uncertain outcome (or of an effect seen after "no
+        effect"); never calls the executor (I6)."""
+        if self.status not in RESOLVABLE:
             raise NotOutcomeUnknown()
         self._manually_resolved(
             outcome=outcome.value,

@@ -64,7 +64,15 @@ class ExecutionReceipt:
 
 
 class Executor(Protocol):
-    """Performs one external effect for one capability and exact build."""
+    """Performs one external effect for one capability and exact build.
+
+    The contract on time: ``execute`` must finish by ``request.deadline``; the
+    worker stops waiting there and treats the call as ambiguous. A build whose
+    calls can still land a little after the deadline (a request already on the
+    wire) declares that window as an optional ``settle_seconds: float``
+    attribute (read with ``getattr``, default 0.0): a read-only lookup's "not
+    applied" is trusted only once the deadline plus that window has passed.
+    """
 
     capability: str
     build_digest: str

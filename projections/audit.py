@@ -59,6 +59,7 @@ STATE_BY_TYPE = {
     "Requeued": "queued",
     "DispatchStarted": "executing",
     "ManuallyResolved": "manually_resolved",
+    "EffectAfterNoEffect": "effect_after_no_effect",
 }
 
 

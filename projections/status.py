@@ -54,7 +54,7 @@ def status_record(attempt: ExecutionAttempt) -> ViewRecord:
     """The stored status view: the redacted view plus what access checks need.
 
     Listed by status, oldest change first (the attention list reads the
-    ``outcome_unknown`` and ``failed_safe`` lists).
+    ``outcome_unknown``, ``effect_after_no_effect`` and ``failed_safe`` lists).
     """
     data = attempt_status_view(attempt)
     data["owner_actor_id"] = attempt.actor_id

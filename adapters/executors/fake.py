@@ -2,21 +2,35 @@
 
 Behaviour is chosen by the spec's ``content["simulate"]``: ``success`` (default),
 ``no_write_error``, ``timeout_before_effect``, ``timeout_after_effect``,
-``unsafe_receipt``, ``slow`` (exceeds the deadline after applying) and
-``lookup_unknown`` (succeeds, but the reconciler cannot tell). The fake keeps
-an effect ledger by idempotency key so tests can count real effects.
+``unsafe_receipt``, ``slow`` and ``lookup_unknown`` (succeeds, but the
+reconciler cannot tell). ``slow`` takes the time it names
+(``content["slow_seconds"]``, default: until one second past the deadline) on
+the injected clock, never in real time, then applies the effect and answers; on
+a clock that cannot be moved (the system clock) it applies the effect and
+reports a timeout instead.
+
+The fake keeps an effect ledger by idempotency key so tests can count real
+effects: in memory by default (:class:`EffectLedger`), or in a file that several
+processes share (:class:`FileEffectLedger`), so multi-process crash tests can
+count the effects of every process.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, overload
 
 from adapters.executors.registry import StaticExecutorRegistry
 from domain.directory import DeliveryMode
 from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain
-from domain.ports import ExecutionReceipt, ExecutionRequest, ReconcileAnswer
+from domain.ports import Clock, ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 from domain.spec import sha256_tag
 
 FAKE_CAPABILITIES: dict[str, DeliveryMode] = {
@@ -24,6 +38,11 @@ FAKE_CAPABILITIES: dict[str, DeliveryMode] = {
     "fake.correlation_lookup": DeliveryMode.CORRELATION_LOOKUP,
     "fake.operator_only": DeliveryMode.OPERATOR_RECONCILIATION_ONLY,
 }
+# The in-memory ledger keeps at most this many keys and recorded calls/lookups
+# (oldest dropped first), so a long-running development server does not grow
+# without bound; counts of calls stay exact.
+MAX_RECORDS = 100_000
+MAX_SLOW_SECONDS = 86_400
 
 
 def fake_build_digest(capability: str) -> str:
@@ -31,22 +50,55 @@ def fake_build_digest(capability: str) -> str:
     return sha256_tag(f"fake-executor/{capability}/v1".encode())
 
 
+class Effects(Protocol):
+    """What the fakes and the tests need of an effect ledger."""
+
+    def record_call(self, capability: str, key: str) -> None: ...
+
+    def record_lookup(self, key: str) -> None: ...
+
+    def apply(self, key: str, receipt: dict[str, Any], *, once: bool = False) -> dict[str, Any]:
+        """Record one effect; ``once``: unless one exists (then return the first)."""
+        ...
+
+    def first(self, key: str) -> dict[str, Any] | None: ...
+
+    def effect_count(self, key: str) -> int: ...
+
+    def max_effects_per_key(self) -> int: ...
+
+    def call_count(self) -> int: ...
+
+
 @dataclass
 class EffectLedger:
-    """Real effects by idempotency key, and every call made (thread-safe)."""
+    """Real effects by idempotency key, and every call made (thread-safe, one process)."""
 
     effects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     lookups: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _calls_total: int = 0
 
     def record_call(self, capability: str, key: str) -> None:
         with self._lock:
             self.calls.append((capability, key))
+            self._calls_total += 1
+            _trim(self.calls)
 
-    def apply(self, key: str, receipt: dict[str, Any]) -> dict[str, Any]:
+    def record_lookup(self, key: str) -> None:
         with self._lock:
+            self.lookups.append(key)
+            _trim(self.lookups)
+
+    def apply(self, key: str, receipt: dict[str, Any], *, once: bool = False) -> dict[str, Any]:
+        with self._lock:
+            found = self.effects.get(key)
+            if once and found:
+                return dict(found[0])
             self.effects.setdefault(key, []).append(receipt)
+            while len(self.effects) > MAX_RECORDS:
+                del self.effects[next(iter(self.effects))]
             return receipt
 
     def first(self, key: str) -> dict[str, Any] | None:
@@ -64,7 +116,110 @@ class EffectLedger:
 
     def call_count(self) -> int:
         with self._lock:
-            return len(self.calls)
+            return self._calls_total
+
+
+def _trim(records: list[Any]) -> None:
+    if len(records) > MAX_RECORDS:
+        del records[: len(records) - MAX_RECORDS]
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+    " receipt TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS effects_key ON effects (key)",
+    "CREATE TABLE IF NOT EXISTS calls (seq INTEGER PRIMARY KEY, capability TEXT NOT NULL,"
+    " key TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS lookups (seq INTEGER PRIMARY KEY, key TEXT NOT NULL)",
+)
+
+
+class FileEffectLedger:
+    """The same ledger in one SQLite file that several processes share.
+
+    Every operation is one short transaction (``BEGIN IMMEDIATE`` for writes),
+    so a check-and-apply (``once``) is atomic across processes.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        with self._tx() as db:
+            for statement in _SCHEMA:
+                db.execute(statement)
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def record_call(self, capability: str, key: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO calls (capability, key) VALUES (?, ?)", (capability, key))
+
+    def record_lookup(self, key: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO lookups (key) VALUES (?)", (key,))
+
+    def apply(self, key: str, receipt: dict[str, Any], *, once: bool = False) -> dict[str, Any]:
+        with self._tx() as db:
+            if once:
+                row = db.execute("SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1",
+                                 (key,)).fetchone()
+                if row is not None:
+                    found: dict[str, Any] = json.loads(row[0])
+                    return found
+            db.execute("INSERT INTO effects (key, receipt) VALUES (?, ?)",
+                       (key, json.dumps(receipt, sort_keys=True)))
+        return receipt
+
+    def first(self, key: str) -> dict[str, Any] | None:
+        row = self._db().execute("SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1",
+                                 (key,)).fetchone()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def effect_count(self, key: str) -> int:
+        return int(self._db().execute("SELECT COUNT(*) FROM effects WHERE key = ?",
+                                      (key,)).fetchone()[0])
+
+    def max_effects_per_key(self) -> int:
+        row = self._db().execute(
+            "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM effects GROUP BY key)"
+        ).fetchone()
+        return int(row[0])
+
+    def call_count(self) -> int:
+        return int(self._db().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    @property
+    def calls(self) -> list[tuple[str, str]]:
+        rows = self._db().execute("SELECT capability, key FROM calls ORDER BY seq").fetchall()
+        return [(str(c), str(k)) for c, k in rows]
+
+    @property
+    def lookups(self) -> list[str]:
+        return [str(k) for (k,) in self._db().execute("SELECT key FROM lookups ORDER BY seq")]
+
+    @property
+    def effects(self) -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {}
+        for key, receipt in self._db().execute("SELECT key, receipt FROM effects ORDER BY seq"):
+            found.setdefault(str(key), []).append(json.loads(receipt))
+        return found
 
 
 def _simulate(request: ExecutionRequest) -> str:
@@ -75,11 +230,12 @@ def _simulate(request: ExecutionRequest) -> str:
 class FakeExecutor:
     """One fake capability. Provider-idempotent builds replay the first receipt."""
 
-    def __init__(self, capability: str, ledger: EffectLedger) -> None:
+    def __init__(self, capability: str, ledger: Effects, clock: Clock | None = None) -> None:
         self.capability = capability
         self.build_digest = fake_build_digest(capability)
         self.delivery_mode = FAKE_CAPABILITIES[capability]
         self.ledger = ledger
+        self.clock = clock
 
     def _receipt(self, request: ExecutionRequest) -> dict[str, Any]:
         return {
@@ -87,11 +243,29 @@ class FakeExecutor:
             "request_hash": sha256_tag(request.idempotency_key.encode()),
         }
 
+    def _take_time(self, request: ExecutionRequest) -> bool:
+        """``slow``: move the injected clock by the time the spec names; False when the
+        clock cannot move (then the call is reported as timed out instead)."""
+        advance = getattr(self.clock, "advance", None)
+        now = getattr(self.clock, "now", None)
+        if advance is None or now is None:
+            return False
+        named = request.spec.content.get("slow_seconds")
+        if isinstance(named, int) and not isinstance(named, bool) and named >= 0:
+            seconds = float(min(named, MAX_SLOW_SECONDS))
+        else:
+            current: datetime = now()
+            seconds = max(0.0, (request.deadline - current).total_seconds()) + 1.0
+        advance(seconds)
+        return True
+
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         key = request.idempotency_key
         self.ledger.record_call(self.capability, key)
         mode = _simulate(request)
-        if self.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY:
+        took_time = mode == "slow" and self._take_time(request)
+        idempotent = self.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY
+        if idempotent:
             previous = self.ledger.first(key)
             if previous is not None:
                 return ExecutionReceipt(previous)
@@ -99,8 +273,9 @@ class FakeExecutor:
             raise ExecutorNoEffect()
         if mode == "timeout_before_effect":
             raise ExecutorOutcomeUncertain()
-        receipt = self.ledger.apply(key, self._receipt(request))
-        if mode in ("timeout_after_effect", "slow"):
+        # The provider dedups by key at the moment it applies (a late call too).
+        receipt = self.ledger.apply(key, self._receipt(request), once=idempotent)
+        if mode == "timeout_after_effect" or (mode == "slow" and not took_time):
             raise ExecutorOutcomeUncertain()
         if mode == "unsafe_receipt":
             return ExecutionReceipt({**receipt, "api_secret": "sk_live_canary_do_not_store"})
@@ -110,11 +285,11 @@ class FakeExecutor:
 class FakeReconciler:
     """Read-only lookup in the effect ledger by idempotency key."""
 
-    def __init__(self, ledger: EffectLedger) -> None:
+    def __init__(self, ledger: Effects) -> None:
         self.ledger = ledger
 
     def lookup(self, request: ExecutionRequest) -> ReconcileAnswer:
-        self.ledger.lookups.append(request.idempotency_key)
+        self.ledger.record_lookup(request.idempotency_key)
         if _simulate(request) == "lookup_unknown":
             return ReconcileAnswer("unknown")
         found = self.ledger.first(request.idempotency_key)
@@ -123,12 +298,35 @@ class FakeReconciler:
         return ReconcileAnswer("applied", found)
 
 
+def effect_ledger(path: str | None = None) -> EffectLedger | FileEffectLedger:
+    """The in-memory ledger, or the file-backed one that processes share at ``path``."""
+    return FileEffectLedger(path) if path else EffectLedger()
+
+
+L = TypeVar("L", bound=Effects)
+
+
+@overload
+def register_fakes(registry: StaticExecutorRegistry, ledger: None = None,
+                   clock: Clock | None = None) -> EffectLedger: ...
+
+
+@overload
+def register_fakes(registry: StaticExecutorRegistry, ledger: L,
+                   clock: Clock | None = None) -> L: ...
+
+
 def register_fakes(
-    registry: StaticExecutorRegistry, ledger: EffectLedger | None = None
-) -> EffectLedger:
-    """Register the three fake executors (and the lookup reconciler); returns the ledger."""
-    ledger = ledger or EffectLedger()
+    registry: StaticExecutorRegistry,
+    ledger: Effects | None = None,
+    clock: Clock | None = None,
+) -> Effects:
+    """Register the three fake executors (and the lookup reconciler); returns the ledger.
+
+    ``clock`` is the injected clock ``slow`` takes its time on.
+    """
+    chosen: Effects = ledger if ledger is not None else EffectLedger()
     for capability, mode in FAKE_CAPABILITIES.items():
-        reconciler = FakeReconciler(ledger) if mode is DeliveryMode.CORRELATION_LOOKUP else None
-        registry.register(FakeExecutor(capability, ledger), reconciler)
-    return ledger
+        reconciler = FakeReconciler(chosen) if mode is DeliveryMode.CORRELATION_LOOKUP else None
+        registry.register(FakeExecutor(capability, chosen, clock), reconciler)
+    return chosen

@@ -10,10 +10,9 @@ generation's result becomes a non-authoritative observation (I8).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from domain.attempt import AttemptStatus, ExecutionAttempt
@@ -26,7 +25,14 @@ from domain.errors import (
     ReconcilerUnavailable,
     StoreUnavailable,
 )
-from domain.ports import Commit, DueWork, ExecutionRequest, Executor
+from domain.ports import (
+    Commit,
+    DueWork,
+    ExecutionReceipt,
+    ExecutionRequest,
+    Executor,
+    ReadCheck,
+)
 from domain.proposal import Proposal, ProposalStatus
 from domain.redaction import validate_receipt
 from domain.services.authorization import (
@@ -37,58 +43,21 @@ from domain.services.authorization import (
     authorize,
 )
 from domain.services.context import ServiceContext
-from domain.services.resolution import lookup_outcome
+from domain.services.deadline import CallRunner, DeadlineExceeded, ThreadedCalls
+from domain.services.resolution import NOT_SETTLED, lookup_outcome
 from domain.services.retry import retry_on_conflict
+from domain.services.worker_policy import (
+    CrashHook,
+    CrashPoint,
+    Outcome,
+    SimulatedCrash,
+    WorkerPolicy,
+    settle_seconds,
+)
 from domain.spec import ProposalSpec, parse_spec, payload_hash
 from domain.timeutil import parse_utc
 
-
-class CrashPoint(StrEnum):
-    """Deterministic crash boundaries for tests (SPEC 10.5 b, c, e).
-
-    (a) after approval is a missed stream record; (d) after the effect and
-    before the response happens inside the executor.
-    """
-
-    AFTER_LEASE = "after_lease"
-    AFTER_DISPATCH_MARKER = "after_dispatch_marker"
-    AFTER_RESPONSE = "after_response"
-
-
-class SimulatedCrash(BaseException):
-    """Raised by a crash hook: the process 'dies' here, nothing else runs."""
-
-
-CrashHook = Callable[[CrashPoint, str], None]
-
-
-class Outcome(StrEnum):
-    """What one worker step did."""
-
-    SUCCEEDED = "succeeded"
-    FAILED_SAFE = "failed_safe"
-    OUTCOME_UNKNOWN = "outcome_unknown"
-    REQUEUED = "requeued"
-    PENDING = "pending"  # dispatched, outcome not known yet: recovery takes over
-    STALE = "stale"  # our lease was lost; the late result was observed only
-    SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
-    MISSING = "missing"
-
-
-@dataclass(frozen=True)
-class WorkerPolicy:
-    """Lease and retry bounds (from settings)."""
-
-    lease_seconds: int = 60
-    backoff_base_seconds: int = 1
-    backoff_max_seconds: int = 300
-    max_predispatch_leases: int = 5
-    max_dispatches: int = 5
-    deadline_margin_seconds: int = 2
-
-    def backoff(self, leases_so_far: int) -> timedelta:
-        seconds = self.backoff_base_seconds * 2 ** max(0, leases_so_far - 1)
-        return timedelta(seconds=min(seconds, self.backoff_max_seconds))
+__all__ = ["CrashHook", "CrashPoint", "Outcome", "SimulatedCrash", "Worker", "WorkerPolicy"]
 
 
 @dataclass(frozen=True)
@@ -113,10 +82,12 @@ class Worker:
         policy: WorkerPolicy | None = None,
         *,
         crash_hook: CrashHook | None = None,
+        calls: CallRunner | None = None,
     ) -> None:
         self.ctx = ctx
         self.policy = policy or WorkerPolicy()
         self.crash_hook = crash_hook or _no_crash
+        self.calls = calls or ThreadedCalls()
 
     # -- entry points --------------------------------------------------------
 
@@ -188,8 +159,12 @@ class Worker:
         if checked.spec.expires_at <= now:
             # The recheck's reads take time: expiry is judged at the marker's own time.
             return self._refuse(attempt, generation, "spec_expired")
+        deadline = _time(attempt.lease_expires_at) - timedelta(
+            seconds=self.policy.deadline_margin_seconds
+        )
         try:
-            attempt.mark_dispatch(generation=generation, now=now)
+            attempt.mark_dispatch(generation=generation, now=now, deadline=deadline,
+                                  settle_seconds=settle_seconds(checked.executor))
         except IllegalTransition:
             return Outcome.STALE
         try:
@@ -210,9 +185,6 @@ class Worker:
             return self._back_off(fresh, generation, "directory_changed")
         self.crash_hook(CrashPoint.AFTER_DISPATCH_MARKER, attempt.id)
 
-        deadline = _time(attempt.lease_expires_at) - timedelta(
-            seconds=self.policy.deadline_margin_seconds
-        )
         request = ExecutionRequest(
             spec=checked.spec,
             attempt_id=attempt.id,
@@ -223,7 +195,7 @@ class Worker:
         reason: str | None = None
         receipt: dict[str, Any] | None = None
         try:
-            answer = checked.executor.execute(request)
+            answer = self._call(checked.executor, request, generation)
         except ExecutorNoEffect:
             status, reason = AttemptStatus.FAILED_SAFE, "provider_no_write"
         except Exception:  # timeout, lost response, deadline, provider error: uncertain
@@ -239,6 +211,34 @@ class Worker:
                 status = AttemptStatus.SUCCEEDED
         self.crash_hook(CrashPoint.AFTER_RESPONSE, attempt.id)
         return self._record(attempt, generation, status, reason, receipt)
+
+    def _call(self, executor: Executor, request: ExecutionRequest,
+              generation: int) -> ExecutionReceipt:
+        """The executor call, abandoned at its deadline (then ambiguous).
+
+        An abandoned call's late answer is observed, never recorded as the truth.
+        """
+        timeout = (request.deadline - self.ctx.clock.now()).total_seconds()
+        if timeout <= 0:
+            raise DeadlineExceeded()  # no time left to wait for an answer: do not call
+
+        def late(result: Any, error: BaseException | None) -> None:
+            self.late_answer(request.attempt_id, generation, result, error)
+
+        return self.calls.run(lambda: executor.execute(request), timeout, late)
+
+    def late_answer(self, attempt_id: str, generation: int, result: Any,
+                    error: BaseException | None) -> None:
+        """An abandoned call answered after all: keep what it says as an observation."""
+        if error is None and isinstance(result, ExecutionReceipt):
+            kind = AttemptStatus.SUCCEEDED
+        elif isinstance(error, ExecutorNoEffect):
+            kind = AttemptStatus.FAILED_SAFE
+        else:
+            return  # still ambiguous: nothing to add to what recovery will find
+        # A background thread: if the store fails here, recovery settles the rest.
+        with contextlib.suppress(Exception):
+            self._observe(attempt_id, generation, kind)
 
     def _recheck(self, attempt: ExecutionAttempt, now: datetime) -> Checked:
         """I7 again, from the exact stored ids; I4: the stored spec, hashes intact."""
@@ -375,6 +375,15 @@ class Worker:
             status, reason, receipt = AttemptStatus.OUTCOME_UNKNOWN, "reconciler_unavailable", None
         except InvalidSpec:
             status, reason, receipt = AttemptStatus.OUTCOME_UNKNOWN, "stored_spec_invalid", None
+        if reason == NOT_SETTLED:
+            # The dispatching call may still land: stay due, look again after the window.
+            # Only while the attempt is as read: a racing writer's own due entry wins.
+            with contextlib.suppress(ConcurrencyConflict):
+                self.ctx.store.commit(Commit(
+                    read_set=[ReadCheck(attempt.id, attempt.version)],
+                    due=[DueWork(attempt.id, attempt.next_action_at())],
+                ))
+            return Outcome.PENDING
         try:
             attempt.record_reconciled(status=status, now=now, reason_code=reason, receipt=receipt)
         except IllegalTransition:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from domain.attempt import TERMINAL, AttemptStatus, ExecutionAttempt, Resolution
+from domain.attempt import RESOLVABLE, TERMINAL, AttemptStatus, ExecutionAttempt, Resolution
 from domain.errors import (
     IllegalTransition,
     InvalidInput,
@@ -28,11 +28,19 @@ from domain.services.context import ServiceContext
 from domain.services.retry import retry_on_conflict
 from domain.spec import parse_spec
 
+NOT_SETTLED = "lookup_before_settle"  # "not applied" while a call may still land
+
 
 def lookup_outcome(
     ctx: ServiceContext, attempt: ExecutionAttempt
 ) -> tuple[AttemptStatus, str | None, dict[str, Any] | None]:
-    """Ask the attempt's read-only reconciler; map its verdict to a status."""
+    """Ask the attempt's read-only reconciler; map its verdict to a status.
+
+    "not applied" becomes ``failed_safe`` only once no call of the attempt can
+    still be in flight (``ExecutionAttempt.not_applied_is_proof``); before that
+    it is ``outcome_unknown`` with the reason ``lookup_before_settle``, which
+    callers treat as "look again later", never as a settlement.
+    """
     reconciler = (
         ctx.registry.reconciler(attempt.capability, attempt.executor_build)
         if ctx.registry is not None
@@ -60,6 +68,8 @@ def lookup_outcome(
             return AttemptStatus.OUTCOME_UNKNOWN, "unsafe_receipt", None
         return AttemptStatus.SUCCEEDED, None, receipt
     if answer.verdict == "not_applied":
+        if not attempt.not_applied_is_proof(ctx.clock.now()):
+            return AttemptStatus.OUTCOME_UNKNOWN, NOT_SETTLED, None
         return AttemptStatus.FAILED_SAFE, "reconciled_not_applied", None
     return AttemptStatus.OUTCOME_UNKNOWN, "lookup_unknown", None
 
@@ -127,7 +137,7 @@ def resolve(
             if resolution.get("outcome") == verdict.value:
                 return attempt  # a repeat, or a racing twin that agreed
             raise NotOutcomeUnknown()
-        if attempt.status is not AttemptStatus.OUTCOME_UNKNOWN:
+        if attempt.status not in RESOLVABLE:
             raise NotOutcomeUnknown()
         if expected_revision != attempt.revision:
             raise StaleRevision()

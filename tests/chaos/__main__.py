@@ -3,6 +3,7 @@
     python -m tests.chaos --schedules 10000 --jobs 2     # memory + SQLite, mixed
     python -m tests.chaos --seed 1234 --trace            # replay one schedule
     python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
+    python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help=f"ticks per schedule (default {Profile.steps})")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
+    parser.add_argument("--plant", choices=("old-lookup-rule",),
+                        help="re-introduce a known bug (the run must then find violations): "
+                             "old-lookup-rule trusts a lookup's 'not applied' at lease expiry")
     args = parser.parse_args(argv)
+    if args.plant == "old-lookup-rule":
+        from tests.chaos.late import plant_old_lookup_rule
+
+        plant_old_lookup_rule()
 
     if args.store == "dynamodb":
         return _dynamodb(args)
@@ -48,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {done[0]} schedules ({time.monotonic() - started:.0f}s)", flush=True)
 
     outcomes = run_many(seeds, args.store, args.steps, jobs=args.jobs, progress=progress)
-    return _report_many(outcomes, time.monotonic() - started, args.store)
+    return _report_many(outcomes, time.monotonic() - started, args.store, args.plant)
 
 
 def _dynamodb(args: Any) -> int:
@@ -84,14 +92,15 @@ def _report_one(outcome: Outcome, full: bool) -> int:
     return 0 if outcome.ok else 1
 
 
-def _report_many(outcomes: list[Outcome], seconds: float, choice: str) -> int:
+def _report_many(outcomes: list[Outcome], seconds: float, choice: str,
+                 plant: str | None = None) -> int:
     per_store, counts = summarize(outcomes)
     failed = [o for o in outcomes if not o.ok]
     stores = ", ".join(f"{store} {n}" for store, n in sorted(per_store.items()))
     print(f"chaos: {len(outcomes)} schedules ({stores}) in {seconds:.0f}s: "
           f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
     for prefix in ("action:", "fault:", "crash:", "switch:", "stream:", "clock:", "client:",
-                   "final:", "refused:"):
+                   "overrun:", "landing:", "final:", "refused:"):
         picked = {k.removeprefix(prefix): v for k, v in sorted(counts.items())
                   if k.startswith(prefix)}
         if picked:
@@ -100,7 +109,11 @@ def _report_many(outcomes: list[Outcome], seconds: float, choice: str) -> int:
         print(f"FAILED seed {outcome.seed} ({outcome.store}): {outcome.error}")
     if failed:
         store = "" if choice == "mixed" else f" STORE={choice}"
-        print(f"replay: make chaos SEED={failed[0].seed}{store}")
+        if plant:
+            print(f"replay: python -m tests.chaos --seed {failed[0].seed} --store "
+                  f"{failed[0].store} --plant {plant}")
+        else:
+            print(f"replay: make chaos SEED={failed[0].seed}{store}")
     return 1 if failed else 0
 
 

@@ -22,6 +22,7 @@ from domain.services.recovery import run_recovery
 from domain.services.resolution import reconcile, resolve
 from domain.spec import derive_attempt_id, format_utc
 from projections.projector import Projector
+from tests.chaos.interleave import Actor
 from tests.chaos.oracle import Oracle, expect
 from tests.chaos.world import (
     CAPABILITIES,
@@ -58,6 +59,7 @@ class Actions:
     used_tokens: list[str]
     deliveries: list[str]
     projection_hints: list[str]
+    actors: list[Actor]
 
     def count(self, name: str) -> None:
         raise NotImplementedError
@@ -67,18 +69,21 @@ class Actions:
 
     def pick(self) -> tuple[str, Callable[[], str | None]]:
         have_attempts = 3 if self.attempts else 0
+        # While a call overruns, recovery is what can misread it: look more often.
+        overrunning = any(a.parked_at == "executor_overrun" and not a.done for a in self.actors)
         table: list[tuple[int, str, Callable[[], str | None]]] = [
             (8 if len(self.open_proposals()) < 2 else 3, "propose", self.do_propose),
             (8 if len(self.presentations) < 2 * len(self.proposals) else 3, "present",
              self.do_present),
             (10 if self.presentations else 1, "approve", self.do_approve),
             (14 if self.deliveries else 1, "deliver", self.do_deliver),
-            (5, "recover", self.do_recover),
+            (20 if overrunning else 5, "recover", self.do_recover),
             (7, "clock", self.do_clock),
             (2, "directory", self.do_directory),
             (have_attempts, "reconcile", self.do_reconcile),
             (have_attempts, "resolve", self.do_resolve),
             (3 if self.projection_hints else 0, "project", self.do_project),
+            (6 if self.landings else 0, "land", self.do_land),  # type: ignore[attr-defined]
         ]
         total = sum(weight for weight, _, _ in table)
         roll = self.rng.randrange(total)

@@ -27,7 +27,7 @@ from projections.ports import ViewStore
 from projections.status import STATUS_VIEW, status_record
 from tests.integration.approval.world import check_approval_invariants
 
-TERMINAL = ("succeeded", "failed_safe", "manually_resolved")
+TERMINAL = ("succeeded", "failed_safe", "manually_resolved", "effect_after_no_effect")
 REASON_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -62,6 +62,8 @@ class AttemptSummary:
     dispatched_generations: list[int] = field(default_factory=list)
     lease_expiries: dict[int, datetime] = field(default_factory=dict)
     result_source: str | None = None
+    settles_at: datetime | None = None  # the dispatching call may land until then
+    resolution: str | None = None
 
     def next_action_at(self) -> datetime | None:
         if self.status == "queued":
@@ -69,6 +71,21 @@ class AttemptSummary:
         if self.status == "executing":
             return self.lease_expires_at
         return None
+
+    def due_may_wait_until(self) -> datetime | None:
+        """A lookup-mode attempt whose call may land after its lease may be due as
+        late as the end of the settle window (looking earlier proves nothing)."""
+        if (self.status == "executing" and self.mode is DeliveryMode.CORRELATION_LOOKUP
+                and self.dispatched_generations and self.settles_at is not None
+                and self.lease_expires_at is not None
+                and self.settles_at > self.lease_expires_at):
+            return self.settles_at
+        return None
+
+    @property
+    def settled_no_effect(self) -> bool:
+        return self.status == "failed_safe" or (
+            self.status == "manually_resolved" and self.resolution == "no_effect")
 
 
 def _at(data: dict[str, Any]) -> datetime:
@@ -98,8 +115,18 @@ def check_attempt_stream(
         where = f"{stream_id} v{event.originator_version} {kind}"
         at = _at(d)
         expect(kind != "Queued", f"{where}: a second Queued (I1)")
+        if kind == "EffectAfterNoEffect":
+            expect(s.settled_no_effect and d["previous"] == s.status,
+                   f"{where}: a late effect flagged on {s.status}")
+            s.status = "effect_after_no_effect"
+            continue
+        if kind == "ManuallyResolved" and s.status == "effect_after_no_effect":
+            s.status, s.result_source, s.resolution = "manually_resolved", "admin", d["outcome"]
+            continue
         if s.status in TERMINAL:
             expect(kind == "LateResultObserved", f"{where}: after terminal {s.status} (I8)")
+            expect(not (d.get("kind") == "succeeded" and s.settled_no_effect),
+                   f"{where}: a success after {s.status} was only observed, not flagged")
             continue
         if kind == "Leased":
             expect(d["generation"] == s.generation + 1, f"{where}: generation skips")
@@ -125,6 +152,12 @@ def check_attempt_stream(
                    f"{where}: dispatch marked without the current unexpired lease (I5)")
             expect(d["generation"] not in s.dispatched_generations, f"{where}: marked twice")
             s.dispatched_generations.append(d["generation"])
+            if d.get("settles_at") is not None:
+                s.settles_at = parse_utc(d["settles_at"])
+                expect(d.get("deadline") is not None
+                       and parse_utc(d["deadline"]) <= s.settles_at
+                       and parse_utc(d["deadline"]) < s.lease_expires_at,
+                       f"{where}: the call's deadline is not inside its lease")
             if s.mode is not DeliveryMode.PROVIDER_IDEMPOTENCY:
                 expect(len(s.dispatched_generations) == 1,
                        f"{where}: second dispatch in {s.mode.value} (blind duplicate)")
@@ -140,7 +173,7 @@ def check_attempt_stream(
             s.status, s.lease_expires_at, s.result_source = d["status"], None, d["source"]
         elif kind == "ManuallyResolved":
             expect(s.status == "outcome_unknown", f"{where}: resolved from {s.status}")
-            s.status, s.result_source = "manually_resolved", "admin"
+            s.status, s.result_source, s.resolution = "manually_resolved", "admin", d["outcome"]
         elif kind == "LateResultObserved":
             held = (s.status == "executing" and d["generation"] == s.generation
                     and s.lease_expires_at is not None and at < s.lease_expires_at)
@@ -255,6 +288,9 @@ class Oracle:
             summary = self.summaries[attempt_id]
             expected = summary.next_action_at()
             found = due.get(attempt_id)
+            later = summary.due_may_wait_until()
+            if later is not None and _millis(found) == _millis(later):
+                continue
             expect(_millis(found) == _millis(expected),
                    f"{attempt_id}: due entry {found} but the attempt says {expected} "
                    f"({summary.status})")

@@ -5,14 +5,18 @@ sibling, wrong-provenance and unknown-token approvals), three workers fed by a
 lossy, duplicating, reordering stream, recovery ticks, clock jumps past lease
 expiry, crashes at the five boundaries (and at any commit), ambiguous commits
 (applied, then reported as failed), admin reconcile / resolve, directory
-changes and the projector. Every action is an actor on its own thread, but
-only one runs at a time (``tests.chaos.interleave``): at every commit, read,
-executor call and worker crash point an actor may park while others start or
-resume, so the races the real system's processes can have are schedules here,
-and the same seed always gives the same run.
+changes and the projector, and executor calls that outlive their deadline
+(the worker waits on, or gives up and the provider lands the effect later).
+Every action is an actor on its own thread, but only one runs at a time
+(``tests.chaos.interleave``): at every commit, read, executor call and worker
+crash point an actor may park while others start or resume, so the races the
+real system's processes can have are schedules here, and the same seed always
+gives the same run.
 
-After every step the oracle checks I1-I9 on the raw store; at the end the
-fake effect ledger is checked and recovery must settle every attempt.
+After every step the oracle checks I1-I9 on the raw store, and that no
+attempt is ``failed_safe`` while the fake provider holds an effect for its
+key; at the end the fake effect ledger is checked and recovery must settle
+every attempt.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import hashlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from adapters.executors.fake import (
@@ -36,38 +40,39 @@ from adapters.store import LedgerStore
 from domain.attempt import ExecutionAttempt
 from domain.directory import DeliveryMode
 from domain.errors import LedgerError, StoreUnavailable
-from domain.ports import ExecutionRequest, Lookup
+from domain.ports import Lookup
 from domain.proposal import Proposal
 from domain.services.approval import Provenance
 from domain.services.authorization import authorize
 from domain.services.context import ServiceContext
+from domain.services.deadline import InlineCalls
 from domain.services.directory import put_record
 from domain.services.execution import CrashPoint, SimulatedCrash, Worker
 from domain.services.recovery import run_recovery
 from domain.spec import parse_spec, parse_utc, payload_hash
-from projections.audit import event_type
 from projections.ports import ViewStore
 from projections.projector import Projector
 from tests.chaos.actions import Actions
 from tests.chaos.interleave import Actor, Baton
+from tests.chaos.late import LateEffects
 from tests.chaos.oracle import TERMINAL, Oracle, Violation, expect
 from tests.chaos.world import (
     ALLOWED,
     DIRECTORY,
     LEASE,
     POLICY,
+    SETTLE_SECONDS,
     START,
     STATIC_DIRECTORY,
-    WORKER_ACTIONS,
     Profile,
     SeededTokens,
 )
-from tests.chaos.wrappers import ChaosExecutor, ChaosStore
+from tests.chaos.wrappers import ChaosExecutor, ChaosStore, Landing
 from tests.support.clocks import FixedClock
 
 
 @dataclass
-class Simulation(Actions):
+class Simulation(Actions, LateEffects):
     """One schedule: ``run()`` returns its trace; a Violation names the broken invariant."""
 
     seed: int
@@ -85,15 +90,18 @@ class Simulation(Actions):
         for capability, mode in FAKE_CAPABILITIES.items():
             reconciler = (FakeReconciler(self.effects)
                           if mode is DeliveryMode.CORRELATION_LOOKUP else None)
-            registry.register(ChaosExecutor(FakeExecutor(capability, self.effects), self),
-                              reconciler)
+            fake = FakeExecutor(capability, self.effects, self.clock)  # slow moves the clock
+            registry.register(ChaosExecutor(fake, self, SETTLE_SECONDS[capability]), reconciler)
         self.chaos = ChaosStore(self.store, self)
         self.ctx = ServiceContext(store=self.chaos, clock=self.clock, tokens=self.tokens,
                                   permissions=frozenset({"tasks.write", "social.post"}),
                                   registry=registry)
         self.check_ctx = ServiceContext(store=self.store, clock=self.clock, tokens=self.tokens,
                                         permissions=self.ctx.permissions, registry=registry)
-        self.workers = [Worker(self.ctx, POLICY, crash_hook=self.crash_hook) for _ in range(3)]
+        # Calls run inline: the simulation itself decides when a call outlives its
+        # deadline (ChaosExecutor), on the injected clock, so a seed replays exactly.
+        self.workers = [Worker(self.ctx, POLICY, crash_hook=self.crash_hook, calls=InlineCalls())
+                        for _ in range(3)]
         self.projector = Projector(self.store, self.views)
         self.oracle = Oracle(self.store, self.views, POLICY)
         self.armed = False
@@ -112,6 +120,8 @@ class Simulation(Actions):
         self.projection_hints: list[str] = []
         self.calls: dict[str, list[str]] = {}
         self.returned: dict[str, int | None] = {}  # attempt -> generation whose call answered
+        self.landings: list[Landing] = []  # abandoned calls the provider may still land
+        self.overdue: list[Landing] = []  # ... past their settle window
         self.counts: dict[str, int] = {}
 
     # -- randomness --------------------------------------------------------
@@ -215,39 +225,17 @@ class Simulation(Actions):
             raise Violation(f"{attempt.id}: {when} committed while unauthorized "
                             f"({type(exc).__name__}: {exc}) (I7)") from None
 
-    def check_call(self, request: ExecutionRequest) -> int | None:
-        """I4, I5 and I6 at the moment the executor is called; returns the generation."""
-        expect(self.current_action() in WORKER_ACTIONS,
-               f"executor called from {self.current_action()} (I6)")
-        attempt = self.store.get(ExecutionAttempt, request.attempt_id)
-        expect(attempt is not None, "executor called for a missing attempt")
-        assert attempt is not None
-        expect(request.idempotency_key == attempt.idempotency_key, "foreign idempotency key")
-        proposal = self.store.get(Proposal, attempt.proposal_id)
-        assert proposal is not None
-        record = proposal.versions[attempt.proposal_version]
-        expect(request.spec.canonical_dict() == record["spec"]
-               and payload_hash(request.spec) == attempt.payload_hash == record["payload_hash"]
-               and attempt.view_hash == record["view_hash"],
-               f"{attempt.id}: executor got a spec other than the approved one (I4)")
-        marked = False
-        generation: int | None = None
-        for event in self.store.events(attempt.id):
-            data = event.data()  # type: ignore[attr-defined]
-            if event_type(event) == "Leased":  # type: ignore[arg-type]
-                deadline = datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
-                deadline -= timedelta(seconds=POLICY.deadline_margin_seconds)
-                generation = data["generation"] if deadline == request.deadline else None
-            elif event_type(event) == "DispatchStarted":  # type: ignore[arg-type]
-                marked = marked or data["generation"] == generation
-        expect(marked, f"{attempt.id}: executor called without its generation's marker (I5)")
-        return generation
 
     # -- actions -------------------------------------------------------------
 
     def tick(self) -> None:
         """Resume a parked actor or start a new one; judge it if it finished."""
         live = [a for a in self.actors if not a.done]
+        # A call that overruns its deadline is slow: it is resumed less often, so
+        # clock jumps and recovery ticks get to run while it is in flight.
+        slow = [a for a in live if a.parked_at == "executor_overrun"]
+        if slow and len(live) < self.profile.max_actors and self.rng.random() < 0.7:
+            live = [a for a in live if a not in slow]
         if live and (len(live) >= self.profile.max_actors
                      or self.rng.random() < self.profile.resume_rate):
             actor = self.rng.choice(live)
@@ -328,7 +316,7 @@ class Simulation(Actions):
         if attempts:
             self.oracle.check_views(attempts)
         expect(self.effects.max_effects_per_key() <= 1, "an idempotency key has two effects")
-
+        self.check_no_late_effect_lost()
     def run(self) -> list[str]:
         self.setup()
         self.arm(True)
@@ -341,6 +329,7 @@ class Simulation(Actions):
         finally:
             self.arm(False)
             self.abandon()
+        self.land_the_rest()
         self.drain()
         self.final_checks()
         return self.trace
@@ -396,6 +385,8 @@ class Simulation(Actions):
                 expect(effects == 1, f"{attempt_id}: succeeded without an effect")
             if summary.status == "failed_safe":
                 expect(effects == 0, f"{attempt_id}: failed_safe but the effect exists")
+            if summary.status == "effect_after_no_effect":
+                expect(effects == 1, f"{attempt_id}: flagged a late effect that does not exist")
             if summary.mode is not DeliveryMode.PROVIDER_IDEMPOTENCY:
                 calls = len(self.calls.get(summary.idempotency_key, []))
                 expect(calls <= 1, f"{attempt_id}: {calls} calls in {summary.mode.value}")

@@ -84,3 +84,46 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
     outcomes = [run_schedule(seed, "memory") for seed in range(30)]
     errors = [o.error for o in outcomes if not o.ok]
     assert any("I5" in e for e in errors), errors
+
+
+# Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
+LATE_EFFECT_SEEDS = (107, 109)
+
+
+@pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
+def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Issue 14.2: the planted bug of 14.1. With the old rule back (a lookup's "not
+    applied" is proof at once, recovery looks at lease expiry), an executor call that
+    outlives its lease is recorded failed_safe, then its effect lands; the check
+    after every tick finds it. The same seed passes with the rule in place."""
+    from domain.attempt import ExecutionAttempt
+
+    assert run_schedule(seed, "memory").ok
+    monkeypatch.setattr(ExecutionAttempt, "lookup_trusted_after", lambda self: None)
+    planted = run_schedule(seed, "memory")
+    assert not planted.ok
+    assert "failed_safe while the provider holds an effect for its key" in planted.error, (
+        planted.error)
+
+
+def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other half of 14.1: a success seen after "no effect" only observed (the old
+    ``observe_late_result``) is found on a seed whose abandoned call lands late."""
+    from domain.attempt import ExecutionAttempt
+    from domain.errors import IllegalTransition
+    from domain.timeutil import format_utc
+
+    seed = 84
+    assert run_schedule(seed, "memory").ok
+
+    def only_observes(self: ExecutionAttempt, *, generation: int, kind: str, now: Any) -> None:
+        if self.holds_lease(generation, now):
+            raise IllegalTransition("The current lease must record a result, not observe.")
+        self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
+
+    monkeypatch.setattr(ExecutionAttempt, "observe_late_result", only_observes)
+    planted = run_schedule(seed, "memory")
+    assert not planted.ok
+    assert "was only observed, not flagged" in planted.error, planted.error

@@ -22,6 +22,10 @@ from domain.services.approval import Provenance
 from domain.services.execution import WorkerPolicy
 
 LEASE = 60
+# The settle window of each fake build: how long after its deadline an abandoned
+# call may still land its effect (the executor contract; ``Executor.settle_seconds``).
+SETTLE_SECONDS = {"fake.provider_idempotency": 0.0, "fake.correlation_lookup": 45.0,
+                  "fake.operator_only": 20.0}
 POLICY = WorkerPolicy(lease_seconds=LEASE, backoff_base_seconds=1, backoff_max_seconds=120,
                       max_predispatch_leases=4, max_dispatches=4)
 # A fixed start keeps every schedule reproducible. It lies in the future: lookup
@@ -90,6 +94,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "directory": frozenset({"concurrency_conflict", "store_unavailable"}),
     "project": frozenset({"store_unavailable"}),
     "clock": frozenset(),
+    "land": frozenset({"store_unavailable"}),
 }
 WORKER_ACTIONS = ("deliver", "recover")
 
@@ -108,6 +113,11 @@ class Profile:
     read_fault_rate: float = 0.01
     check_due_every_step: bool = True
     drain_rounds: int = 40
+    # An executor call outlives its deadline: the worker either waits on for it
+    # (the call parks; others may let the lease expire and recover), or gives up
+    # at once and the provider lands the effect later ("land"), within the settle
+    # window of the build.
+    overrun_rate: float = 0.5
 
 
 FLAVOURS: dict[str, Profile] = {

@@ -9,15 +9,22 @@ applied the effect (boundary d).
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from adapters.executors.fake import FakeExecutor
 from adapters.store import LedgerStore
+from domain.attempt import ExecutionAttempt
 from domain.directory import DeliveryMode
 from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain, StoreUnavailable
 from domain.ports import Commit, DuePage, ExecutionReceipt, ExecutionRequest
+from domain.proposal import Proposal
 from domain.services.execution import SimulatedCrash
+from domain.spec import payload_hash
+from projections.audit import event_type
+from tests.chaos.oracle import expect
+from tests.chaos.world import POLICY, WORKER_ACTIONS
 
 if TYPE_CHECKING:
     from tests.chaos.sim import Simulation
@@ -69,30 +76,47 @@ class ChaosStore:
             raise SimulatedCrash("crash after commit")
 
 
+@dataclass
+class Landing:
+    """An abandoned call whose effect the provider may still land, until ``before``."""
+
+    request: ExecutionRequest
+    executor: FakeExecutor
+    generation: int | None
+    before: datetime
+
+
 class ChaosExecutor:
     """A fake executor behind the simulation's checks, interleavings and crash (d).
 
-    Like a real provider it refuses a request past its deadline (the worker's
-    lease ends after the deadline), so an effect can never land after the lease
-    that dispatched it expired.
+    A request that reaches the provider past its deadline is refused. But a call
+    may *overrun* (``Profile.overrun_rate``): either the worker keeps waiting while
+    the call parks (others may let the lease expire and recover meanwhile) and
+    the effect lands when it resumes, or the worker gives up at once and the
+    provider lands the effect later (a ``land`` action). Either way an effect
+    lands only before the deadline plus the build's settle window: the executor
+    contract the ledger's lookup rule relies on.
     """
 
-    def __init__(self, inner: FakeExecutor, sim: Simulation) -> None:
+    def __init__(self, inner: FakeExecutor, sim: Simulation, settle_seconds: float) -> None:
         self.inner = inner
         self.sim = sim
         self.capability = inner.capability
         self.build_digest = inner.build_digest
         self.delivery_mode = inner.delivery_mode
+        self.settle_seconds = settle_seconds
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         sim = self.sim
-        generation = sim.check_call(request)
+        generation = check_call(sim, request)
         if sim.baton.holder is not None:
             sim.baton.holder.attempt = request.attempt_id
         sim.calls.setdefault(request.idempotency_key, []).append(request.attempt_id)
         sim.yield_point("executor_before")
         if sim.clock.now() > request.deadline:
             raise ExecutorOutcomeUncertain()
+        if sim.roll(sim.profile.overrun_rate):
+            return self._overrun(request, generation)
         error: Exception | None = None
         receipt: ExecutionReceipt | None = None
         try:
@@ -113,3 +137,56 @@ class ChaosExecutor:
             raise error
         assert receipt is not None
         return receipt
+
+    def _overrun(self, request: ExecutionRequest, generation: int | None) -> ExecutionReceipt:
+        sim = self.sim
+        settles = request.deadline + timedelta(seconds=self.settle_seconds)
+        if sim.rng.random() < 0.5:
+            sim.count("overrun:abandoned")
+            sim.note("overrun: the worker gives up, the provider may land it later")
+            sim.landings.append(Landing(request, self.inner, generation, settles))
+            raise ExecutorOutcomeUncertain()  # what the worker's bound reports
+        sim.count("overrun:waited")
+        # The call takes until some seeded moment past its deadline (on the
+        # injected clock), sometimes past the whole settle window.
+        ends = request.deadline + timedelta(
+            seconds=sim.rng.uniform(0, self.settle_seconds + 15))
+        sim.clock.advance(max(0.0, (ends - sim.clock.now()).total_seconds()))
+        sim.note(f"overrun: the call runs until t+{sim.elapsed()}")
+        actor = sim.baton.holder
+        if actor is not None:
+            actor.park("executor_overrun")  # always: the interesting part is what runs now
+        if sim.clock.now() >= settles:
+            sim.count("landing:never")
+            raise ExecutorOutcomeUncertain()  # it never reached the provider
+        sim.count("landing:late")
+        return self.inner.execute(request)  # lands now; the worker may only observe it
+
+
+def check_call(sim: Simulation, request: ExecutionRequest) -> int | None:
+    """I4, I5 and I6 at the moment the executor is called; returns the generation."""
+    expect(sim.current_action() in WORKER_ACTIONS,
+           f"executor called from {sim.current_action()} (I6)")
+    attempt = sim.store.get(ExecutionAttempt, request.attempt_id)
+    expect(attempt is not None, "executor called for a missing attempt")
+    assert attempt is not None
+    expect(request.idempotency_key == attempt.idempotency_key, "foreign idempotency key")
+    proposal = sim.store.get(Proposal, attempt.proposal_id)
+    assert proposal is not None
+    record = proposal.versions[attempt.proposal_version]
+    expect(request.spec.canonical_dict() == record["spec"]
+           and payload_hash(request.spec) == attempt.payload_hash == record["payload_hash"]
+           and attempt.view_hash == record["view_hash"],
+           f"{attempt.id}: executor got a spec other than the approved one (I4)")
+    marked = False
+    generation: int | None = None
+    for event in sim.store.events(attempt.id):
+        data = event.data()  # type: ignore[attr-defined]
+        if event_type(event) == "Leased":  # type: ignore[arg-type]
+            deadline = datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
+            deadline -= timedelta(seconds=POLICY.deadline_margin_seconds)
+            generation = data["generation"] if deadline == request.deadline else None
+        elif event_type(event) == "DispatchStarted":  # type: ignore[arg-type]
+            marked = marked or data["generation"] == generation
+    expect(marked, f"{attempt.id}: executor called without its generation's marker (I5)")
+    return generation

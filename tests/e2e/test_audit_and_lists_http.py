@@ -158,3 +158,44 @@ def test_audit_cli_verifies_and_names_the_first_bad_version(tmp_path: Path) -> N
     assert f"{attempt_id} version 3 (broken_link)" in broken.stderr
     missing = invoke(["audit", "att_missing"], LEDGER_SQLITE_PATH=db)
     assert missing.exit_code == 1 and "not_found" in missing.stderr
+
+
+@pytest.mark.usefixtures("directory")
+def test_an_effect_after_no_effect_is_on_the_attention_list(
+    client: TestClient, bearer: Callable[..., Headers], ledger: Ledger
+) -> None:
+    """Issue 14.1: a success observed after a "no effect" resolution is listed by its
+    own status, shown in the status view and drawn in the audit; an admin settles it."""
+    from domain.attempt import ExecutionAttempt
+    from domain.ports import Commit
+
+    attempt_id = approved(client, bearer, content={"simulate": "timeout_after_effect"},
+                          **operator_only())
+    assert run_worker(ledger, attempt_id) == "outcome_unknown"
+    admin = bearer("admin")
+    url = f"{API}/execution-attempts/{attempt_id}"
+    revision = client.get(url, headers=admin).json()["revision"]
+    resolved = client.post(f"{url}/resolve", headers=admin, json={
+        "expected_revision": revision, "resolution": "no_effect",
+        "reason": "nothing in the provider console"})
+    assert resolved.status_code == 200, resolved.text
+    # the abandoned call answers after all: what the worker's late-answer callback does
+    attempt = ledger.store.get(ExecutionAttempt, attempt_id)
+    assert attempt is not None
+    attempt.observe_late_result(generation=attempt.lease_generation, kind="succeeded",
+                                now=ledger.clock.now())
+    ledger.store.commit(Commit(aggregates=[attempt]))
+    ledger.projector.project_attempt(attempt_id)
+
+    view = client.get(url, headers=admin).json()
+    assert view["status"] == "effect_after_no_effect"
+    listed = client.get(f"{API}/execution-attempts", headers=admin,
+                        params={"status": "effect_after_no_effect"}).json()["items"]
+    assert [item["attempt_id"] for item in listed] == [attempt_id]
+    drawn = client.get(f"{url}/events", params={"format": "mermaid"}, headers=admin).text
+    assert "--> effect_after_no_effect" in drawn
+    settled = client.post(f"{url}/resolve", headers=admin, json={
+        "expected_revision": view["revision"], "resolution": "effect_applied",
+        "reason": "the provider shows the task after all"})
+    assert settled.status_code == 200, settled.text
+    assert settled.json()["status"] == "manually_resolved"

@@ -36,7 +36,8 @@ router = APIRouter(
 
 MAX_WAIT_SECONDS = 30
 SETTLED = frozenset({AttemptStatus.SUCCEEDED.value, AttemptStatus.FAILED_SAFE.value,
-                     AttemptStatus.MANUALLY_RESOLVED.value, AttemptStatus.OUTCOME_UNKNOWN.value})
+                     AttemptStatus.MANUALLY_RESOLVED.value, AttemptStatus.OUTCOME_UNKNOWN.value,
+                     AttemptStatus.EFFECT_AFTER_NO_EFFECT.value})
 
 
 def may_see(caller: Caller, owner: str | None) -> bool:
@@ -78,7 +79,8 @@ def list_attempts(
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> AttemptListOut:
     """Attempts in one status, oldest change first (the attention list for
-    ``outcome_unknown`` and ``failed_safe``); paginated from the projection."""
+    ``outcome_unknown``, ``effect_after_no_effect`` and ``failed_safe``); paginated
+    from the projection."""
     assert ledger.views is not None
     rows, next_raw = ledger.views.list_views(status_list_key(status.value), limit,
                                              decode_cursor(cursor))
@@ -160,7 +162,8 @@ def reconcile_attempt(
 def resolve_attempt(
     attempt_id: str, body: ResolveIn, caller: AdminCaller, ledger: LedgerDep
 ) -> AttemptOut:
-    """Settle ``outcome_unknown``; never calls the executor."""
+    """Settle ``outcome_unknown`` (or ``effect_after_no_effect``); never calls the
+    executor."""
     resolve(
         ledger.context,
         attempt_id=known_id(attempt_id),

@@ -1,0 +1,72 @@
+"""The worker's policy, its outcomes and its crash boundaries (for tests)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from domain.ports import Executor
+
+
+class CrashPoint(StrEnum):
+    """Deterministic crash boundaries for tests (SPEC 10.5 b, c, e).
+
+    (a) after approval is a missed stream record; (d) after the effect and
+    before the response happens inside the executor.
+    """
+
+    AFTER_LEASE = "after_lease"
+    AFTER_DISPATCH_MARKER = "after_dispatch_marker"
+    AFTER_RESPONSE = "after_response"
+
+
+class SimulatedCrash(BaseException):
+    """Raised by a crash hook: the process 'dies' here, nothing else runs."""
+
+
+CrashHook = Callable[[CrashPoint, str], None]
+MAX_SETTLE_SECONDS = 86_400.0
+
+
+def settle_seconds(executor: Executor) -> float:
+    """The build's settle window after the deadline (``Executor.settle_seconds``, 0 if
+    absent), bounded; a value that is not a finite non-negative number counts as the
+    longest window, never as none."""
+    value = getattr(executor, "settle_seconds", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return MAX_SETTLE_SECONDS
+    if not math.isfinite(value) or value < 0:
+        return MAX_SETTLE_SECONDS
+    return min(float(value), MAX_SETTLE_SECONDS)
+
+
+class Outcome(StrEnum):
+    """What one worker step did."""
+
+    SUCCEEDED = "succeeded"
+    FAILED_SAFE = "failed_safe"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    REQUEUED = "requeued"
+    PENDING = "pending"  # dispatched, outcome not known yet: recovery takes over
+    STALE = "stale"  # our lease was lost; the late result was observed only
+    SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
+    MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class WorkerPolicy:
+    """Lease and retry bounds (from settings)."""
+
+    lease_seconds: int = 60
+    backoff_base_seconds: int = 1
+    backoff_max_seconds: int = 300
+    max_predispatch_leases: int = 5
+    max_dispatches: int = 5
+    deadline_margin_seconds: int = 2
+
+    def backoff(self, leases_so_far: int) -> timedelta:
+        seconds = self.backoff_base_seconds * 2 ** max(0, leases_so_far - 1)
+        return timedelta(seconds=min(seconds, self.backoff_max_seconds))
