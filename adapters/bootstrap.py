@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.executors.fake import EffectLedger, register_fakes
+from adapters.executors.fake import EffectLedger
+from adapters.executors.loader import load_executors
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.metrics import Metrics
 from adapters.recorder import LedgerRecorder
@@ -105,6 +106,7 @@ class Ledger:
         return True
 
     def close(self) -> None:
+        self.registry.close()
         self.store.recorder.close()
 
 
@@ -117,14 +119,16 @@ def build_ledger(
     dynamodb_client: Any = None,
 ) -> Ledger:
     """Wire a ledger from settings; tests inject clock, tokens or a recorder."""
+    clock = clock or SystemClock()
+    # Executors first: a bad plugin or executors file stops start-up before any store work.
+    executors = load_executors(settings, clock=clock)
     chosen = recorder or build_recorder(settings, dynamodb_client=dynamodb_client)
     store = LedgerStore(chosen)
-    registry = StaticExecutorRegistry()
-    effects = register_fakes(registry) if settings.fake_executors_enabled else None
+    registry, effects = executors.registry, executors.effects
     return Ledger(
         settings=settings,
         store=store,
-        clock=clock or SystemClock(),
+        clock=clock,
         tokens=tokens or SecretsTokenSource(),
         registry=registry,
         effects=effects,

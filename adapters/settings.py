@@ -53,6 +53,7 @@ class Settings(BaseSettings):
     due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     fake_executors: bool | None = None
+    executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
     execution_enabled: bool = True  # false: the AWS worker leases nothing; work stays due
 
     @field_validator("permissions", mode="before")
