@@ -27,6 +27,7 @@ that key are served normally.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -215,10 +216,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _drop(self) -> None:
         self.close_connection = True
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     def _send_huge(self, megabytes: int) -> None:
         size = megabytes * 1024 * 1024
