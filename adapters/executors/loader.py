@@ -87,7 +87,9 @@ def load_executors(
         from adapters.executors.http import build_http
 
         for executor, reconciler in build_http(configs, clock):
-            pending.append(_Pending(executor, reconciler, "http", executor.config.label))
+            source = f"LEDGER_EXECUTORS_FILE {Path(str(settings.executors_file)).name}: " + (
+                executor.config.label)
+            pending.append(_Pending(executor, reconciler, "http", source))
 
     registry = StaticExecutorRegistry()
     effects = register_fakes(registry) if settings.fake_executors_enabled else None
@@ -100,7 +102,7 @@ def load_executors(
                 if callable(close):
                     close()
             raise ExecutorConfigError(
-                f"executors: {item.source} registers {item.executor.capability} "
+                f"{item.source} registers {item.executor.capability} "
                 f"{item.executor.build_digest}, which is already registered") from None
     return LoadedExecutors(registry, effects, configs)
 
