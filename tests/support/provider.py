@@ -19,7 +19,8 @@ the connection without an answer), ``late_answer`` (apply, then answer after
 ``"delay"`` seconds, default 3), ``reject_4xx`` (400, no effect), ``conflict_409``,
 ``throttle_429`` (no effect), ``not_json`` (apply, answer 201 with text),
 ``huge_answer`` (apply, answer 201 with ``"size_mb"`` MB of JSON, default 50),
-``hang`` (no effect, answer nothing for ``"delay"`` seconds). A fault fires for
+``hang`` (no effect, answer nothing for ``"delay"`` seconds), ``trickle`` (apply,
+send the headers, then the body one byte at a time over ``"delay"`` seconds). A fault fires for
 the first ``"fault_times"`` requests of its key (default 1); later requests with
 that key are served normally.
 """
@@ -54,7 +55,8 @@ class ProviderState:
         self.faults_fired: dict[str, int] = {}
         self.lookups = 0
         self.next_id = 0
-        self.headers_seen: dict[str, int] = {}
+        self.connections: set[tuple[str, int]] = set()
+        self.paths: list[str] = []
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -87,7 +89,8 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/_effects":
             with state.lock:
                 self._send(200, {"effects": state.effects, "requests": state.requests,
-                                 "lookups": state.lookups})
+                                 "lookups": state.lookups, "paths": state.paths,
+                                 "connections": len(state.connections)})
         elif self.path.startswith("/v1/by-key/"):
             if not self._authorized():
                 self._send(401, {"error": "unauthorized"})
@@ -119,6 +122,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send(413, {"error": "too_large"})
             return
         raw = self.rfile.read(length)
+        with state.lock:
+            state.connections.add(self.client_address)
+            state.paths.append(self.path)
         if not self.path.startswith("/v1/"):
             self._send(404, {"error": "no_route"})
             return
@@ -138,23 +144,22 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests[key] = state.requests.get(key, 0) + 1
             stored = state.answers.get(key)
-            if stored is not None:
-                status, answer, stored_fingerprint = stored
-                conflict = key in state.in_flight
-            elif key in state.in_flight:
-                stored, conflict = None, True
+            if key in state.in_flight:
+                verdict = "in_flight"
+            elif stored is not None:
+                verdict = "stored"
             else:
-                conflict = False
-            if stored is None and not conflict:
+                verdict = "new"
                 state.in_flight.add(key)
-        if stored is not None:
+        if verdict == "in_flight":
+            self._send(409, {"error": "request_in_progress"})
+            return
+        if stored is not None and verdict == "stored":
+            status, answer, stored_fingerprint = stored
             if stored_fingerprint != fingerprint:
                 self._send(422, {"error": "idempotency_key_reused_with_another_body"})
             else:
                 self._send(status, answer)  # the stored first answer
-            return
-        if conflict:
-            self._send(409, {"error": "request_in_progress"})
             return
         try:
             self._apply(key, body, fingerprint)
@@ -209,6 +214,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(201, encoded)
         elif fault == "not_json":
             self._send(201, b"created, thanks", "text/plain")
+        elif fault == "trickle":
+            self._trickle(encoded, delay)
         elif fault == "huge_answer":
             self._send_huge(int(body.get("size_mb", 50)))
         else:
@@ -218,6 +225,20 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _trickle(self, body: bytes, seconds: float) -> None:
+        """Headers at once, then the body one byte at a time over ``seconds``."""
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                time.sleep(seconds / len(body))
+        except OSError:
+            self.close_connection = True
 
     def _send_huge(self, megabytes: int) -> None:
         size = megabytes * 1024 * 1024
