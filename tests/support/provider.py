@@ -90,7 +90,8 @@ class Handler(BaseHTTPRequestHandler):
             with state.lock:
                 self._send(200, {"effects": state.effects, "requests": state.requests,
                                  "lookups": state.lookups, "paths": state.paths,
-                                 "connections": len(state.connections)})
+                                 "connections": len(state.connections),
+                                 "in_flight": sorted(state.in_flight)})
         elif self.path.startswith("/v1/by-key/"):
             if not self._authorized():
                 self._send(401, {"error": "unauthorized"})

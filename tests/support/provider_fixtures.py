@@ -42,6 +42,14 @@ class Provider:
         found: dict[str, int] = self._get("/_effects")["requests"]
         return found
 
+    def wait_idle(self, key: str, seconds: float = 30) -> None:
+        """Wait until no request with ``key`` is still being answered (a late answer)."""
+        deadline = time.monotonic() + seconds
+        while key in self._get("/_effects")["in_flight"]:
+            if time.monotonic() > deadline:
+                raise AssertionError("the provider is still answering")
+            time.sleep(0.05)
+
     def lookups(self) -> int:
         found: int = self._get("/_effects")["lookups"]
         return found
