@@ -18,6 +18,7 @@ follows the delivery mode.
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import threading
 import time
@@ -116,6 +117,10 @@ def make_client(*, verify: bool = True) -> httpx.Client:
     No redirects are followed, no proxy or netrc is read from the environment,
     and the transport never retries.
     """
+    # httpx logs every request line at INFO and httpcore logs answer headers at DEBUG:
+    # URLs and provider data stay out of the logs (I10), whatever the root level.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     transport = httpx.HTTPTransport(verify=verify, retries=0, trust_env=False)
     pool = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
