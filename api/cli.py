@@ -297,7 +297,7 @@ def _print_executors(settings: Settings) -> int:
             typer.echo(f"{entry.capability} {entry.build_digest} {entry.delivery_mode.value} "
                        f"{entry.kind}")
         if not entries:
-            Console(stderr=True).print("note: no executors are registered; set "
+            Console(stderr=True, soft_wrap=True).print("note: no executors are registered; set "
                                        "LEDGER_EXECUTORS_FILE or install a plugin")
         return len(entries)
     finally:
@@ -330,7 +330,7 @@ def executors_check() -> None:
         count = _print_executors(settings)
         source = (f"LEDGER_EXECUTORS_FILE {settings.executors_file}"
                   if settings.executors_file else "no executors file")
-        Console(stderr=True, highlight=False).print(
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"ok: {count} executors ({source}); every env: variable resolved; "
             "no request was sent")
 

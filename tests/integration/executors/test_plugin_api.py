@@ -136,3 +136,39 @@ def test_digests_are_the_same_in_every_process_and_change_with_the_configuration
     assert third != first
     notes = [line for line in first.split("), (") if "notes.append" in line]
     assert notes and notes[0] in third
+
+
+def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
+    example_plugin_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import json
+
+    from adapters.memory.recorder import MemoryLedgerRecorder
+    from adapters.store import LedgerStore
+    from domain.directory import DirectoryKind, executor_build_record_id
+    from domain.services.approval import approve
+    from domain.services.execution import CrashPoint, SimulatedCrash
+    from tests.integration.execution.crash import CrashAt, ExecutionWorld
+
+    monkeypatch.syspath_prepend(str(example_plugin_path))
+    notes = tmp_path / "notes.jsonl"
+    monkeypatch.setenv("LEDGER_EXAMPLE_NOTES_FILE", str(notes))
+    loaded = load_executors(settings(fake_executors=False))
+    entry = next(e for e in loaded.registry.entries() if e.kind == "example-notes")
+    world = ExecutionWorld(LedgerStore(MemoryLedgerRecorder()), registry=loaded.registry)
+    world.put(DirectoryKind.EXECUTOR_BUILD,
+              executor_build_record_id(entry.capability, entry.build_digest),
+              delivery_mode=entry.delivery_mode.value, available=True)
+    proposal = world.propose(capability=entry.capability, executor_build=entry.build_digest,
+                             content={"text": "Call the plumber"})
+    attempt_id = approve(world.ctx, token=world.present(proposal).token,
+                         provenance=world.who).attempt_id
+    # crash after the response: recovery retries with the same key, the plugin dedups
+    with pytest.raises(SimulatedCrash):
+        world.worker(CrashAt(CrashPoint.AFTER_RESPONSE)).process(attempt_id)
+    world.recover_after_lease()
+    attempt = world.attempt(attempt_id)
+    assert attempt.status.value == "succeeded"
+    assert attempt.result is not None and attempt.result["receipt"]["note_number"] == 1
+    rows = [json.loads(line) for line in notes.read_text().splitlines()]
+    assert [row["text"] for row in rows] == ["Call the plumber"]
