@@ -20,7 +20,8 @@ the connection without an answer), ``late_answer`` (apply, then answer after
 ``throttle_429`` (no effect), ``not_json`` (apply, answer 201 with text),
 ``huge_answer`` (apply, answer 201 with ``"size_mb"`` MB of JSON, default 50),
 ``hang`` (no effect, answer nothing for ``"delay"`` seconds), ``trickle`` (apply,
-send the headers, then the body one byte at a time over ``"delay"`` seconds). A fault fires for
+send the headers, then the body one byte at a time over ``"delay"`` seconds),
+``echo_auth`` (apply, answer with the request's Authorization value as ``status``). A fault fires for
 the first ``"fault_times"`` requests of its key (default 1); later requests with
 that key are served normally.
 """
@@ -215,6 +216,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(201, encoded)
         elif fault == "not_json":
             self._send(201, b"created, thanks", "text/plain")
+        elif fault == "echo_auth":  # a careless provider echoing our credential
+            self._send(201, {**answer, "status": self.headers.get("Authorization", "")})
         elif fault == "trickle":
             self._trickle(encoded, delay)
         elif fault == "huge_answer":
