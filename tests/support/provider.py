@@ -22,8 +22,8 @@ the connection without an answer), ``late_answer`` (apply, then answer after
 ``hang`` (no effect, answer nothing for ``"delay"`` seconds), ``trickle`` (apply,
 send the headers, then the body one byte at a time over ``"delay"`` seconds),
 ``echo_auth`` (apply, answer with the request's Authorization value as
-``status``). A fault fires for the first ``"fault_times"`` requests of its key (default 1); later requests with
-that key are served normally.
+``status``). A fault fires for the first ``"fault_times"`` requests of its key
+(default 1); later requests with that key are served normally.
 """
 
 from __future__ import annotations
