@@ -92,6 +92,7 @@ def serve(
         settings = load_settings()
         _configure_logging()
         ledger = build_ledger(settings)
+        _note_without_executors(ledger)
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         mode = "API, worker and recovery" if worker else "API only"
@@ -105,6 +106,14 @@ def serve(
             if runtime is not None:
                 runtime.stop()
             ledger.close()
+
+
+def _note_without_executors(ledger: Any) -> None:
+    """Say so at start-up when nothing can execute (every approval would be refused)."""
+    if not ledger.registry.entries():
+        Console(stderr=True, soft_wrap=True).print(
+            "note: no executors are registered, so every approval is refused; set "
+            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)")
 
 
 def _configure_logging() -> None:
@@ -123,6 +132,7 @@ def worker_command() -> None:
         settings = load_settings()
         _configure_logging()
         ledger = build_ledger(settings)
+        _note_without_executors(ledger)
         runtime = build_runtime(ledger)
         typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
         try:
