@@ -142,12 +142,14 @@ def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
     example_plugin_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import json
+    from datetime import UTC, datetime
 
     from adapters.memory.recorder import MemoryLedgerRecorder
     from adapters.store import LedgerStore
     from domain.directory import DirectoryKind, executor_build_record_id
     from domain.services.approval import approve
     from domain.services.execution import CrashPoint, SimulatedCrash
+    from tests.integration.approval.world import FixedClock
     from tests.integration.execution.crash import CrashAt, ExecutionWorld
 
     monkeypatch.syspath_prepend(str(example_plugin_path))
@@ -155,7 +157,9 @@ def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
     monkeypatch.setenv("LEDGER_EXAMPLE_NOTES_FILE", str(notes))
     loaded = load_executors(settings(fake_executors=False))
     entry = next(e for e in loaded.registry.entries() if e.kind == "example-notes")
-    world = ExecutionWorld(LedgerStore(MemoryLedgerRecorder()), registry=loaded.registry)
+    # The plugin compares the deadline with the real time: the world's clock starts now.
+    world = ExecutionWorld(LedgerStore(MemoryLedgerRecorder()), registry=loaded.registry,
+                           clock=FixedClock(datetime.now(UTC).replace(microsecond=0)))
     world.put(DirectoryKind.EXECUTOR_BUILD,
               executor_build_record_id(entry.capability, entry.build_digest),
               delivery_mode=entry.delivery_mode.value, available=True)
