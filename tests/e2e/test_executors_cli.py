@@ -102,6 +102,7 @@ def test_fakes_stay_refused_in_production() -> None:
                    "LEDGER_ENV=production refuses LEDGER_FAKE_EXECUTORS=true")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["serve", "--port", "1"], ["worker"], ["recover", "--once"],
                                      ["executors"], ["audit", "att_x"]])
 def test_every_entry_point_stops_at_start_up_on_a_bad_file(tmp_path: Path,
@@ -122,6 +123,7 @@ def test_every_entry_point_stops_at_start_up_on_a_bad_file(tmp_path: Path,
     assert not (tmp_path / "l.db").exists()
 
 
+@pytest.mark.slow
 def test_the_example_plugin_is_listed_by_ledger_executors(example_plugin_path: Path,
                                                           tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}

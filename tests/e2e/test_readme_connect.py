@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.ministack import REPO_ROOT, free_port
 
+pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
+
 
 def connect_script() -> str:
     text = (REPO_ROOT / "README.md").read_text()

@@ -26,9 +26,11 @@ from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
 from tests.e2e.test_cli import invoke
 from tests.e2e.test_lifecycle_http import API, spec
 from tests.hardening.test_canaries import run_loops
-from tests.integration.approval.world import FixedClock
+from tests.support.clocks import FixedClock
 from tests.support.http_executors import HTTP_MODES, executors_toml
 from tests.support.provider_fixtures import Provider, start_provider, stop_provider
+
+pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 
 RUN = uuid.uuid4().hex[:12].upper()
 PROVIDER_SECRET = f"sk_live_HEADER{RUN}"

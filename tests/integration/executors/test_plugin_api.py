@@ -115,6 +115,7 @@ def _digests_in_a_new_process(extra_path: Path, env: dict[str, str]) -> str:
     return run.stdout
 
 
+@pytest.mark.slow
 def test_digests_are_the_same_in_every_process_and_change_with_the_configuration(
     example_plugin_path: Path, tmp_path: Path
 ) -> None:
@@ -149,8 +150,8 @@ def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
     from domain.directory import DirectoryKind, executor_build_record_id
     from domain.services.approval import approve
     from domain.services.execution import CrashPoint, SimulatedCrash
-    from tests.integration.approval.world import FixedClock
     from tests.integration.execution.crash import CrashAt, ExecutionWorld
+    from tests.support.clocks import FixedClock
 
     monkeypatch.syspath_prepend(str(example_plugin_path))
     notes = tmp_path / "notes.jsonl"

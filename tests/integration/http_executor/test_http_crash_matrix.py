@@ -17,6 +17,8 @@ from tests.support.provider_fixtures import Provider
 
 from .world import HttpWorld, http_world
 
+pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
+
 MODES = ["provider_idempotency", "correlation_lookup", "operator_reconciliation_only"]
 
 # (status after recovery, provider effects, provider write requests) per boundary and mode

@@ -113,6 +113,7 @@ def test_a_huge_answer_without_content_length_is_cut_at_the_bound(http_executor:
     assert answer.read <= 1024 * 1024 + 65536
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["hang", "late_answer", "trickle"])
 def test_a_hung_or_trickling_provider_never_holds_the_call_past_the_deadline(
     http_executor: Build, provider: Provider, fault: str

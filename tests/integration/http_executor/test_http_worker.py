@@ -17,6 +17,8 @@ from tests.support.provider_fixtures import Provider
 
 from .world import http_world
 
+pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
+
 
 @pytest.mark.parametrize(("fault", "reason"), [
     ("not_json", "response_not_json"), ("huge_answer", "response_too_large"),
