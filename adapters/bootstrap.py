@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.backend import Backend, Lag
-from adapters.executors.fake import EffectLedger, FileEffectLedger, effect_ledger, register_fakes
+from adapters.executors.fake import EffectLedger, FileEffectLedger
+from adapters.executors.loader import load_executors
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.metrics import Metrics
 from adapters.recorder import LedgerRecorder
@@ -145,6 +146,7 @@ class Ledger:
         return True
 
     def close(self) -> None:
+        self.registry.close()
         self.store.recorder.close()
 
 
@@ -159,14 +161,14 @@ def build_ledger(
     dynamodb_streams_client: Any = None,
 ) -> Ledger:
     """Wire a ledger from settings; tests inject clock, tokens, a recorder or a backend."""
+    clock = clock or SystemClock()
+    # Executors first: a bad plugin or executors file stops start-up before any store work.
+    executors = load_executors(settings, clock=clock)
     if backend is None:
         backend = backend_for(recorder) if recorder is not None else build_backend(
             settings, dynamodb_client=dynamodb_client,
             dynamodb_streams_client=dynamodb_streams_client)
-    registry = StaticExecutorRegistry()
-    clock = clock or SystemClock()
-    effects = (register_fakes(registry, effect_ledger(settings.fake_effects_file), clock)
-               if settings.fake_executors_enabled else None)
+    registry, effects = executors.registry, executors.effects
     return Ledger(
         settings=settings,
         store=LedgerStore(backend.recorder),

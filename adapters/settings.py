@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     fake_executors: bool | None = None
     fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
+    executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
     # ledger serve: a request's headers / body must arrive within these bounds,
     # idle keep-alive connections close after http_keep_alive_seconds, and at
     # most http_max_connections are open (fitted under the descriptor limit)

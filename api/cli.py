@@ -32,6 +32,11 @@ dynamodb_app = typer.Typer(help="Manage the DynamoDB table.", no_args_is_help=Tr
 app.add_typer(dynamodb_app, name="dynamodb")
 projections_app = typer.Typer(help="Rebuild and check the views.", no_args_is_help=True)
 app.add_typer(projections_app, name="projections")
+executors_app = typer.Typer(
+    help="The registered executors: one line each, <capability> <build_digest> "
+         "<delivery_mode> <kind>.",
+    invoke_without_command=True)
+app.add_typer(executors_app, name="executors")
 
 
 def _fail(message: str) -> NoReturn:
@@ -123,6 +128,7 @@ def serve(
             _check_streams_endpoint(settings)
         _configure_logging()
         ledger = build_ledger(settings)
+        _note_without_executors(ledger)
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         mode = "API, worker and recovery" if worker else "API only"
@@ -143,6 +149,14 @@ def serve(
             ledger.close()
 
 
+def _note_without_executors(ledger: Any) -> None:
+    """Say so at start-up when nothing can execute (every approval would be refused)."""
+    if not ledger.registry.entries():
+        Console(stderr=True, soft_wrap=True).print(
+            "note: no executors are registered, so every approval is refused; set "
+            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)")
+
+
 def _configure_logging() -> None:
     import logging
 
@@ -160,6 +174,7 @@ def worker_command() -> None:
         _check_streams_endpoint(settings)
         _configure_logging()
         ledger = build_ledger(settings)
+        _note_without_executors(ledger)
         runtime = build_runtime(ledger)
         typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
         try:
@@ -324,6 +339,55 @@ def fake_executors() -> None:
             typer.echo(f"{capability} {fake_build_digest(capability)} {mode.value}")
         if not settings.fake_executors_enabled:
             Console(stderr=True).print("note: fake executors are disabled by the settings")
+
+
+def _print_executors(settings: Settings) -> int:
+    """Build the registry exactly as start-up does and print one line per executor."""
+    from adapters.executors.loader import load_executors
+
+    loaded = load_executors(settings)
+    try:
+        entries = sorted(loaded.registry.entries(), key=lambda e: (e.capability, e.build_digest))
+        for entry in entries:
+            typer.echo(f"{entry.capability} {entry.build_digest} {entry.delivery_mode.value} "
+                       f"{entry.kind}")
+        if not entries:
+            Console(stderr=True, soft_wrap=True).print("note: no executors are registered; set "
+                                       "LEDGER_EXECUTORS_FILE or install a plugin")
+        return len(entries)
+    finally:
+        loaded.registry.close()
+
+
+@executors_app.callback()
+def executors(ctx: typer.Context) -> None:
+    """One line per registered executor: <capability> <build_digest> <delivery_mode> <kind>.
+
+    Built exactly as `serve`, `worker` and `recover` build it (fakes when the
+    settings allow them, entry points of `execution_ledger.executors`, and
+    LEDGER_EXECUTORS_FILE). Register a build in the directory with its digest.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    with _one_line_errors():
+        _print_executors(load_settings())
+
+
+@executors_app.command("check")
+def executors_check() -> None:
+    """Parse the executors file, resolve every env: variable, print the digests.
+
+    Sends no request to any provider. Exits 1 with one line naming the entry and
+    the key when something is wrong.
+    """
+    with _one_line_errors():
+        settings = load_settings()
+        count = _print_executors(settings)
+        source = (f"LEDGER_EXECUTORS_FILE {settings.executors_file}"
+                  if settings.executors_file else "no executors file")
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"ok: {count} executors ({source}); every env: variable resolved; "
+            "no request was sent")
 
 
 @app.command()

@@ -178,10 +178,18 @@ class Forbidden(LedgerError):
 
 
 class ExecutorNoEffect(LedgerError):
-    """The provider proved that nothing was written (safe to call it failed_safe)."""
+    """The provider proved that nothing was written (safe to call it failed_safe).
+
+    ``reason_code`` is a bounded, content-free code kept on the attempt
+    (``provider_no_write`` when the executor names none).
+    """
 
     code = "executor_no_effect"
     default_detail = "The provider reported that nothing was written."
+
+    def __init__(self, detail: str | None = None, *, reason_code: str = "provider_no_write"):
+        super().__init__(detail)
+        self.reason_code = reason_code
 
 
 class ExecutorOutcomeUncertain(LedgerError):
@@ -189,6 +197,19 @@ class ExecutorOutcomeUncertain(LedgerError):
 
     code = "executor_outcome_uncertain"
     default_detail = "The outcome of the call is not known."
+
+
+class ExecutorReceiptUnusable(LedgerError):
+    """The provider said the effect applied, but its answer cannot be kept as a receipt
+    (not JSON, too large, a receipt field missing); the attempt becomes outcome_unknown.
+    """
+
+    code = "executor_receipt_unusable"
+    default_detail = "The provider's answer could not be kept as a receipt."
+
+    def __init__(self, reason_code: str) -> None:
+        super().__init__()
+        self.reason_code = reason_code
 
 
 class ReconcilerUnavailable(LedgerError):

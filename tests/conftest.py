@@ -1,3 +1,4 @@
 """Shared pytest plugins; each one lives in tests/support/."""
 
-pytest_plugins = ["tests.support.dynamodb_fixtures"]
+pytest_plugins = ["tests.support.dynamodb_fixtures", "tests.support.provider_fixtures",
+                  "tests.support.example_plugin"]

@@ -9,6 +9,7 @@ ledger with :func:`set_ledger_for_tests`.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +59,11 @@ def load_lambda_settings() -> Any:
     lose it with the execution environment, so it is refused here.
     """
     settings = load_settings()
+    task_root = os.environ.get("LAMBDA_TASK_ROOT")
+    if settings.executors_file and task_root and not os.path.isabs(settings.executors_file):
+        # The executors file is packaged with the function: relative to the code root.
+        settings = settings.model_copy(
+            update={"executors_file": os.path.join(task_root, settings.executors_file)})
     if settings.store is not StoreKind.DYNAMODB:
         raise SettingsError(
             "invalid settings: LEDGER_STORE: the Lambda functions need 'dynamodb' "

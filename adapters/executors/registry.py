@@ -8,13 +8,19 @@ from domain.directory import DeliveryMode
 from domain.ports import Executor, Reconciler
 
 
+class DuplicateExecutor(ValueError):
+    """A (capability, build digest) pair is registered twice."""
+
+
 @dataclass(frozen=True)
 class RegistryEntry:
-    """One registered executor build."""
+    """One registered executor build; ``kind`` says where it came from."""
 
     capability: str
     build_digest: str
     delivery_mode: DeliveryMode
+    kind: str = "fake"
+    has_reconciler: bool = False
 
 
 class StaticExecutorRegistry:
@@ -23,12 +29,16 @@ class StaticExecutorRegistry:
     def __init__(self) -> None:
         self._executors: dict[tuple[str, str], Executor] = {}
         self._reconcilers: dict[tuple[str, str], Reconciler] = {}
+        self._kinds: dict[tuple[str, str], str] = {}
 
-    def register(self, executor: Executor, reconciler: Reconciler | None = None) -> None:
+    def register(
+        self, executor: Executor, reconciler: Reconciler | None = None, *, kind: str = "fake"
+    ) -> None:
         key = (executor.capability, executor.build_digest)
         if key in self._executors:
-            raise ValueError(f"executor already registered: {key[0]} {key[1]}")
+            raise DuplicateExecutor(f"executor already registered: {key[0]} {key[1]}")
         self._executors[key] = executor
+        self._kinds[key] = kind
         if reconciler is not None:
             self._reconcilers[key] = reconciler
 
@@ -47,6 +57,14 @@ class StaticExecutorRegistry:
 
     def entries(self) -> list[RegistryEntry]:
         return [
-            RegistryEntry(e.capability, e.build_digest, e.delivery_mode)
-            for e in self._executors.values()
+            RegistryEntry(e.capability, e.build_digest, e.delivery_mode, self._kinds[key],
+                          key in self._reconcilers)
+            for key, e in self._executors.items()
         ]
+
+    def close(self) -> None:
+        """Release what executors hold (HTTP connection pools)."""
+        for executor in self._executors.values():
+            close = getattr(executor, "close", None)
+            if callable(close):
+                close()

@@ -50,6 +50,7 @@ STATUS_BY_CODE: dict[str, int] = {
     # providers (worker-side; 502 should a route ever let one through)
     "executor_no_effect": 502,
     "executor_outcome_uncertain": 502,
+    "executor_receipt_unusable": 502,
     # infrastructure
     "store_unavailable": 503,
     # caller

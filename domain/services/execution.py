@@ -11,6 +11,7 @@ generation's result becomes a non-authoritative observation (I8).
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,6 +21,7 @@ from domain.directory import DeliveryMode
 from domain.errors import (
     ConcurrencyConflict,
     ExecutorNoEffect,
+    ExecutorReceiptUnusable,
     IllegalTransition,
     InvalidSpec,
     ReconcilerUnavailable,
@@ -58,6 +60,8 @@ from domain.spec import ProposalSpec, parse_spec, payload_hash
 from domain.timeutil import parse_utc
 
 __all__ = ["CrashHook", "CrashPoint", "Outcome", "SimulatedCrash", "Worker", "WorkerPolicy"]
+
+_REASON_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -196,8 +200,11 @@ class Worker:
         receipt: dict[str, Any] | None = None
         try:
             answer = self._call(checked.executor, request, generation)
-        except ExecutorNoEffect:
-            status, reason = AttemptStatus.FAILED_SAFE, "provider_no_write"
+        except ExecutorNoEffect as no_effect:
+            status, reason = AttemptStatus.FAILED_SAFE, _bounded(no_effect.reason_code)
+        except ExecutorReceiptUnusable as unusable:
+            # Applied by the provider's word, but nothing safe to store: a human decides.
+            status, reason = AttemptStatus.OUTCOME_UNKNOWN, _bounded(unusable.reason_code)
         except Exception:  # timeout, lost response, deadline, provider error: uncertain
             if attempt.delivery_mode is not DeliveryMode.OPERATOR_RECONCILIATION_ONLY:
                 # Recovery retries with the same key, or looks it up, after the lease.
@@ -403,6 +410,13 @@ class Worker:
 
     def _drop_stale_due(self, attempt: ExecutionAttempt) -> None:
         self.ctx.store.commit(Commit(due=[DueWork(attempt.id, None)]))
+
+
+def _bounded(code: object) -> str:
+    """An executor's reason code if it is a short code, else a generic one (I10)."""
+    if isinstance(code, str) and _REASON_CODE.fullmatch(code):
+        return code
+    return "executor_reason_invalid"
 
 
 def _time(text: str | None) -> datetime:

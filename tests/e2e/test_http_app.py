@@ -32,6 +32,7 @@ EXPECTED_STATUS = {
     "commit_too_large": 422, "store_unavailable": 503,
     "unauthenticated": 401, "forbidden": 403,
     "reconciler_unavailable": 409, "executor_no_effect": 502, "executor_outcome_uncertain": 502,
+    "executor_receipt_unusable": 502,
 }
 DOMAIN_ERRORS = sorted(
     (cls for _, cls in inspect.getmembers(domain_errors, inspect.isclass)

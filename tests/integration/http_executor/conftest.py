@@ -1,0 +1,47 @@
+"""The http executor against the reference provider (a real process on loopback)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.executors.http import HttpExecutor
+from adapters.system import SystemClock
+from domain.ports import ExecutionRequest
+from domain.spec import parse_spec
+from tests.integration.approval.world import base_spec
+from tests.support.http_executors import HTTP_MODES, executors_toml, load_http
+from tests.support.provider_fixtures import Provider
+
+Build = Callable[..., HttpExecutor]
+
+
+@pytest.fixture
+def http_executor(tmp_path: Path, provider: Provider) -> Iterator[Build]:
+    """Build one http executor (by delivery mode) from an executors file."""
+    opened: list[Any] = []
+
+    def build(mode: str = "provider_idempotency", **toml: Any) -> HttpExecutor:
+        loaded = load_http(tmp_path, executors_toml(provider.url, **toml), provider.token,
+                           clock=SystemClock())
+        opened.append(loaded.registry)
+        entry = next(e for e in loaded.registry.entries() if e.capability == HTTP_MODES[mode])
+        found = loaded.registry.get(entry.capability, entry.build_digest)
+        assert isinstance(found, HttpExecutor)
+        return found
+
+    yield build
+    for registry in opened:
+        registry.close()
+
+
+def request_for(executor: HttpExecutor, key: str, *, seconds: float = 20,
+                content: dict[str, Any] | None = None, **spec: Any) -> ExecutionRequest:
+    data = base_spec(capability=executor.capability, executor_build=executor.build_digest,
+                     content=content or {"title": "Buy milk"}, **spec)
+    return ExecutionRequest(parse_spec(data), "att_test", key,
+                            datetime.now(UTC) + timedelta(seconds=seconds))
