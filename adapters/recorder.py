@@ -6,7 +6,9 @@ A ledger recorder is an eventsourcing ``AggregateRecorder`` whose
 - ``read_checks``: ``ReadCheck(stream_id, version)``, the stream must still be at
   that version (its slot ``version + 1`` is empty);
 - ``lookups``: create-only ``Lookup`` items (the token-hash index);
-- ``due``: ``DueWork`` upserts (or removals when ``next_action_at`` is None).
+- ``due``: ``DueWork`` upserts (or removals when ``next_action_at`` is None);
+- ``heads``: ``StreamHead`` upserts, the head index an audit digest reads
+  (one entry per stream: its version and the hash of its newest event).
 
 A clash raises an ``IntegrityError`` subclass that names what clashed, so the
 library's own recorder test cases still hold and the store can map it to a
@@ -16,12 +18,12 @@ domain error.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from eventsourcing.persistence import AggregateRecorder, IntegrityError, StoredEvent
 
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 
 class StreamConflictError(IntegrityError):
@@ -51,6 +53,7 @@ class LedgerRecorder(AggregateRecorder, ABC):
         read_checks: Sequence[ReadCheck] = (),
         lookups: Sequence[Lookup] = (),
         due: Sequence[DueWork] = (),
+        heads: Sequence[StreamHead] = (),
         **kwargs: object,
     ) -> Sequence[int] | None:
         """Write everything or nothing."""
@@ -65,6 +68,10 @@ class LedgerRecorder(AggregateRecorder, ABC):
     ) -> tuple[list[DueWork], str | None]:
         """Due entries with ``next_action_at <= upto`` ordered by (time, attempt id),
         strictly after ``cursor``; returns the page and the next cursor (None when done)."""
+
+    @abstractmethod
+    def select_heads(self) -> Iterator[StreamHead]:
+        """Every entry of the head index, sorted by stream id."""
 
     def close(self) -> None:
         """Release connections."""

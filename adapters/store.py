@@ -6,7 +6,7 @@ recorder errors to domain errors, so no backend detail leaks upward.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -25,7 +25,7 @@ from eventsourcing.persistence import (
 from adapters.recorder import LedgerRecorder, LookupConflictError, StreamConflictError
 from domain.base import LedgerAggregate, LedgerEvent
 from domain.errors import ConcurrencyConflict, LedgerError, LookupConflict, StoreUnavailable
-from domain.ports import Commit, DuePage
+from domain.ports import Commit, DuePage, StreamHead
 
 A = TypeVar("A", bound=LedgerAggregate)
 
@@ -64,9 +64,11 @@ class LedgerStore:
             for s in self.read_stream(stream_id)
         ]
 
-    def audit_events(self, stream_id: str) -> tuple[list[LedgerEvent], int | None]:
+    def audit_events(
+        self, stream_id: str, *, gt: int | None = None, lte: int | None = None
+    ) -> tuple[list[LedgerEvent], int | None]:
         decoded: list[LedgerEvent] = []
-        for stored in self.read_stream(stream_id):
+        for stored in self.read_stream(stream_id, gt=gt, lte=lte):
             try:
                 event = self.mapper.to_domain_event(stored)
             except Exception:  # tampered bytes, unknown topic, broken JSON
@@ -94,6 +96,13 @@ class LedgerStore:
             raise StoreUnavailable() from exc
         return last[0].originator_version if last else 0
 
+    def stream_heads(self) -> Iterator[StreamHead]:
+        """The head index, sorted by stream id: what an audit digest covers."""
+        try:
+            yield from self.recorder.select_heads()
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         try:
             return self.recorder.get_lookup(key)
@@ -111,10 +120,15 @@ class LedgerStore:
 
     def commit(self, commit: Commit) -> None:
         stored: list[StoredEvent] = []
+        heads: list[StreamHead] = []
         pending: Sequence[LedgerAggregate] = commit.aggregates
         for aggregate in pending:
-            for domain_event in aggregate.collect_events():
+            events = aggregate.collect_events()
+            for domain_event in events:
                 stored.append(self.mapper.to_stored_event(domain_event))
+            if events:
+                # The head index moves in the same atomic write as the events.
+                heads.append(StreamHead(aggregate.id, aggregate.version, aggregate.chain_head))
         if not stored and not commit.lookups and not commit.due:
             return
         try:
@@ -123,6 +137,7 @@ class LedgerStore:
                 read_checks=commit.read_set,
                 lookups=commit.lookups,
                 due=commit.due,
+                heads=heads,
             )
         except StreamConflictError as exc:
             raise ConcurrencyConflict(exc.stream_id) from exc

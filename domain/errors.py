@@ -181,3 +181,10 @@ class ReconcilerUnavailable(LedgerError):
 
     code = "reconciler_unavailable"
     default_detail = "No read-only reconciler is registered for this executor build."
+
+
+class DigestInvalid(LedgerError):
+    """A digest or proof file is not one this ledger can check (format, key, ledger)."""
+
+    code = "digest_invalid"
+    default_detail = "The digest is not valid."

@@ -21,7 +21,7 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.client import DynamoDBClient, Retrier, make_client, request_error
 from adapters.dynamodb.transactions import CommitWriter, plan_commit
 from adapters.recorder import LedgerRecorder, check_due_page
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 _EVENT_NAMES = {"#pk": it.PK, "#sk": it.SK, "#topic": it.TOPIC, "#state": it.STATE}
 
@@ -64,6 +64,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         read_checks: Sequence[ReadCheck] = (),
         lookups: Sequence[Lookup] = (),
         due: Sequence[DueWork] = (),
+        heads: Sequence[StreamHead] = (),
         **kwargs: object,
     ) -> Sequence[int] | None:
         plan = plan_commit(
@@ -72,6 +73,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             read_checks,
             lookups,
             due,
+            heads,
             due_buckets=self.due_buckets,
             key_prefix=self.key_prefix,
         )
@@ -175,6 +177,26 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             if cursor is None or row[0] > cursor:
                 rows.append(row)
         return rows[:wanted]
+
+    def select_heads(self) -> Iterator[StreamHead]:
+        """The head index: one query per ``heads#`` partition of the ``list`` index,
+        merged in stream-id order (the index sorts by UTF-8 bytes, as Python does)."""
+        per_bucket = [self._head_bucket(b) for b in range(it.HEAD_BUCKETS)]
+        return heapq.merge(*per_bucket, key=lambda head: head.stream_id)
+
+    def _head_bucket(self, number: int) -> Iterator[StreamHead]:
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": it.LIST_INDEX,
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {
+                "#p": it.LIST_PK, "#i": it.STREAM_ID, "#v": it.VERSION, "#h": it.CHAIN_HEAD,
+            },
+            "ExpressionAttributeValues": {":p": {"S": f"{it.HEADS_LIST_PREFIX}{number:02x}"}},
+            "ProjectionExpression": "#i, #v, #h",
+        }
+        for item in self._query(request, limit=None):
+            yield it.stream_head(item)
 
     # -- plumbing ------------------------------------------------------------
 

@@ -3,7 +3,7 @@ read-set checks, lookups and due work under the same lock."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ from adapters.recorder import (
     check_due_page,
     due_sort_key,
 )
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 
 class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
@@ -27,6 +27,7 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         super().__init__()
         self._lookups: dict[str, dict[str, str]] = {}
         self._due: dict[str, DueWork] = {}
+        self._heads: dict[str, StreamHead] = {}
 
     def insert_events(  # type: ignore[override]
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -39,6 +40,7 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         read_checks: Sequence[ReadCheck] = kwargs.get("read_checks", ())
         lookups: Sequence[Lookup] = kwargs.get("lookups", ())
         due: Sequence[DueWork] = kwargs.get("due", ())
+        heads: Sequence[StreamHead] = kwargs.get("heads", ())
         with self._database_lock:
             for s in stored_events:
                 if s.originator_version in self._stored_events_index[str(s.originator_id)]:
@@ -60,7 +62,14 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
                     self._due.pop(item.attempt_id, None)
                 else:
                     self._due[item.attempt_id] = item
+            for head in heads:
+                self._heads[head.stream_id] = head
             return result
+
+    def select_heads(self) -> Iterator[StreamHead]:
+        with self._database_lock:
+            heads = sorted(self._heads.values(), key=lambda h: h.stream_id)
+        return iter(heads)
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         with self._database_lock:
