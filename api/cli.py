@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from adapters.settings import Environment, Settings, SettingsError, StoreKind, load_settings
+from api.cli_audit import SHOW, audit_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
 
@@ -31,6 +32,7 @@ dynamodb_app = typer.Typer(help="Manage the DynamoDB table.", no_args_is_help=Tr
 app.add_typer(dynamodb_app, name="dynamodb")
 projections_app = typer.Typer(help="Rebuild and check the views.", no_args_is_help=True)
 app.add_typer(projections_app, name="projections")
+app.add_typer(audit_app, name="audit")
 
 
 def _fail(message: str) -> NoReturn:
@@ -178,7 +180,7 @@ def demo() -> None:
         run_demo(Console(highlight=False))
 
 
-@app.command()
+@audit_app.command(SHOW)
 def audit(
     attempt_id: Annotated[str, typer.Argument(help="The execution attempt id (att_...).")],
     verify: Annotated[bool, typer.Option(
@@ -187,7 +189,10 @@ def audit(
     output: Annotated[str, typer.Option(
         "--format", help="text, json or mermaid (the attempt's state diagram).")] = "text",
 ) -> None:
-    """The redacted timeline of an attempt with its proposal and directory context."""
+    """The redacted timeline of an attempt with its proposal and directory context.
+
+    `ledger audit ATTEMPT_ID` is the same command.
+    """
     with _one_line_errors():
         import json as jsonlib
 

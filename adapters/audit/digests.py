@@ -69,9 +69,10 @@ class Verdict:
 
 
 def check_digest_itself(
-    settings: Settings, digest: Digest, public_key: str | None
+    settings: Settings, digest: Digest, public_key: str | None, ledger_id: str | None
 ) -> Verdict | None:
-    """Signature first, then the digest's own consistency, then that it is ours.
+    """Signature first, then the digest's own consistency, then (when ``ledger_id``
+    is given) that it is this ledger's.
 
     Raises ``DigestInvalid`` (bad input: another key, another ledger, no key to
     check a signed digest); returns a failed verdict when the digest was altered.
@@ -88,9 +89,9 @@ def check_digest_itself(
     if not digest.root_matches_heads():
         return Verdict(False, "the digest's streams do not hash to its root: "
                               "the digest file was altered")
-    if digest.ledger != settings.ledger_id:
+    if ledger_id is not None and digest.ledger != ledger_id:
         raise DigestInvalid(f"the digest is for ledger {digest.ledger!r}, "
-                            f"not this one ({settings.ledger_id!r})")
+                            f"not this one ({ledger_id!r})")
     return None
 
 

@@ -17,7 +17,7 @@ from adapters.settings import Settings
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
 from api.http.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, ErrorBoundaryMiddleware
-from api.http.routers import approvals, attempts, directory, health, proposals
+from api.http.routers import approvals, attempts, audit, directory, health, proposals
 
 API_PREFIX = "/api/conversational"
 
@@ -62,4 +62,5 @@ def create_app(
     app.include_router(proposals.router, prefix=API_PREFIX)
     app.include_router(approvals.router, prefix=API_PREFIX)
     app.include_router(attempts.router, prefix=API_PREFIX)
+    app.include_router(audit.router, prefix=API_PREFIX)
     return app

@@ -48,6 +48,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "executor_outcome_uncertain": 502,
     # infrastructure
     "store_unavailable": 503,
+    "digest_invalid": 500,  # the server's own signing key does not load
     # caller
     "unauthenticated": 401,
     "forbidden": 403,

@@ -23,6 +23,7 @@ from domain.proofs import check_proof
 from .factories import FixedClock
 
 AT = "2026-01-01T12:00:00Z"
+LEDGER = "memory"
 
 
 def grow(store: LedgerStore, rid: str, n: int) -> None:
@@ -137,21 +138,21 @@ def test_signed_digest_round_trip_forgery_and_another_key(
     digest = digests.take_digest(config, store, FixedClock())
     parsed = Digest.from_json(digest.to_json())
     assert parsed == digest and parsed.signature is not None
-    assert digests.check_digest_itself(config, parsed, None) is None
+    assert digests.check_digest_itself(config, parsed, None, LEDGER) is None
     data = digest.to_json()
     data["streams"][0][1] += 1  # the file edited; the root no longer matches
-    verdict = digests.check_digest_itself(config, Digest.from_json(data), None)
+    verdict = digests.check_digest_itself(config, Digest.from_json(data), None, LEDGER)
     assert verdict is not None and "do not hash to its root" in verdict.message
     data = digest.to_json()
     data["created_at"] = "2030-01-01T00:00:00Z"  # a signed field edited
-    verdict = digests.check_digest_itself(config, Digest.from_json(data), None)
+    verdict = digests.check_digest_itself(config, Digest.from_json(data), None, LEDGER)
     assert verdict is not None and "signature does not verify" in verdict.message
     with pytest.raises(DigestInvalid, match="another key"):
-        digests.check_digest_itself(config, digest, str(other))
+        digests.check_digest_itself(config, digest, str(other), LEDGER)
     with pytest.raises(DigestInvalid, match="not this one"):
-        digests.check_digest_itself(settings(audit_ledger_id="elsewhere"), digest, str(key))
+        digests.check_digest_itself(settings(), digest, str(key), "elsewhere")
     with pytest.raises(DigestInvalid, match="pass --public-key"):
-        digests.check_digest_itself(settings(), digest, None)
+        digests.check_digest_itself(settings(), digest, None, LEDGER)
     assert signing.key_id(signing.load_public_key(str(key))) == digest.signature.key_id
 
 
