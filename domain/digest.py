@@ -191,21 +191,19 @@ def check_stream(
 ) -> Finding | None:
     """Does this stream's chain, up to the recorded version, still end at the head?
 
-    ``events`` are the stream's decoded events from version 1 (later versions
-    are ignored: a stream that grew since still extends the digest);
-    ``undecodable`` is the first version whose stored bytes did not decode.
+    ``events`` are the stream's decoded events from version 1, possibly more
+    than the digest recorded (a stream that grew since still extends it, but
+    its newer events must still link); ``undecodable`` is the first version
+    whose stored bytes did not decode.
     """
     sid = head.stream_id
-    events = [e for e in events if e.originator_version <= head.version]
     if not events and undecodable is None:
         return Finding(sid, DELETED)
     chain = verify_chain(sid, events)
     bad = None if chain.ok else chain.first_bad_version
-    if undecodable is not None and undecodable <= head.version and (
-        bad is None or undecodable < bad
-    ):
+    if undecodable is not None and (bad is None or undecodable < bad):
         return Finding(sid, REWRITTEN, undecodable, "stored bytes do not decode")
-    if bad is not None:
+    if bad is not None and bad <= head.version:
         if is_reordering(sid, events):
             return Finding(sid, REORDERED, bad)
         return Finding(sid, REWRITTEN, bad, (chain.reason or "").replace("_", " "))
@@ -213,8 +211,10 @@ def check_stream(
         missing = head.version - len(events)
         return Finding(sid, TRUNCATED, len(events) + 1,
                        f"{missing} newest event{'s' if missing > 1 else ''} missing")
-    if events[-1].hash() != head.head:
+    if events[head.version - 1].hash() != head.head:
         return Finding(sid, REWRITTEN, head.version, "head differs from the digest")
+    if bad is not None:
+        return Finding(sid, REWRITTEN, bad, "an event after the digest does not link")
     return None
 
 
