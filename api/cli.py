@@ -82,6 +82,7 @@ def serve(
     with _one_line_errors():
         import uvicorn
 
+        from adapters.audit.checkpoints import checkpoint_loop
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
         from api.http.app import create_app
@@ -91,14 +92,20 @@ def serve(
         ledger = build_ledger(settings)
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
+        checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
         mode = "API, worker and recovery" if worker else "API only"
         typer.echo(f"ledger {mode} on http://{host}:{port} "
                    f"(store: {_describe_store(settings)}; docs at /docs)")
+        if checkpoints is not None:
+            checkpoints.run_once(raise_errors=True)  # a bad key or directory stops start-up
+            checkpoints.start()
         if runtime is not None:
             runtime.start()
         try:
             uvicorn.run(api, host=host, port=port, log_level="info", access_log=False)
         finally:
+            if checkpoints is not None:
+                checkpoints.stop()
             if runtime is not None:
                 runtime.stop()
             ledger.close()
