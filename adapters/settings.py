@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     audit_ledger_id: Annotated[str | None, Field(min_length=1, max_length=200)] = None
     audit_checkpoint_dir: str | None = None
     audit_checkpoint_interval_seconds: Annotated[int, Field(ge=10, le=86400)] = 3600
+    audit_checkpoint_bucket: str | None = None  # AWS: the checkpoint function's S3 bucket
 
     @field_validator("permissions", mode="before")
     @classmethod

@@ -15,6 +15,7 @@ from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
 from projections.projector import ATTEMPT_PREFIX
 from tests.infra.template import (
+    CHECKPOINT_OBJECTS_ARN,
     DUE_INDEX_ARN,
     LIST_INDEX_ARN,
     STREAM_ARN,
@@ -82,9 +83,15 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
     },
+    "CheckpointRole": {
+        ("logs:CreateLogStream", get_att("CheckpointLogGroup", "Arn"), None),
+        ("logs:PutLogEvents", get_att("CheckpointLogGroup", "Arn"), None),
+        ("dynamodb:Query", LIST_INDEX_ARN, None),
+        ("s3:PutObject", CHECKPOINT_OBJECTS_ARN, None),
+    },
 }
 ROLE_OF = {"WorkerFunction": "WorkerRole", "ProjectorFunction": "ProjectorRole",
-           "ApiFunction": "ApiRole"}
+           "ApiFunction": "ApiRole", "CheckpointFunction": "CheckpointRole"}
 
 
 @pytest.mark.parametrize("role", sorted(EXPECTED))
@@ -160,8 +167,18 @@ def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> Non
     forbidden = {"dynamodb:Scan", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem",
                  "dynamodb:BatchGetItem", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
                  "dynamodb:CreateTable", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLInsert"}
-    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole"):
         assert not set(_actions(template["Resources"][role])) & forbidden, role
+
+
+def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(
+    template: dict[str, Any]
+) -> None:
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+        assert not any(a.startswith("s3:") for a in _actions(template["Resources"][role])), role
+    s3_actions = {a for a in _actions(template["Resources"]["CheckpointRole"])
+                  if a.startswith("s3:")}
+    assert s3_actions == {"s3:PutObject"}  # no delete, no retention or legal-hold change
 
 
 def test_every_item_write_is_limited_to_key_prefixes(template: dict[str, Any]) -> None:
