@@ -199,10 +199,14 @@ def check_stream(
     sid = head.stream_id
     if not events and undecodable is None:
         return Finding(sid, DELETED)
-    chain = verify_chain(sid, events)
+    # The recorded head is checked as the chain's anchor: every event is hashed once.
+    anchor = (head.version, head.head) if len(events) >= head.version else None
+    chain = verify_chain(sid, events, anchor)
     bad = None if chain.ok else chain.first_bad_version
     if undecodable is not None and (bad is None or undecodable < bad):
         return Finding(sid, REWRITTEN, undecodable, "stored bytes do not decode")
+    if chain.reason == "anchor_mismatch":
+        return Finding(sid, REWRITTEN, head.version, "head differs from the digest")
     if bad is not None and bad <= head.version:
         if is_reordering(sid, events):
             return Finding(sid, REORDERED, bad)
@@ -211,9 +215,9 @@ def check_stream(
         missing = head.version - len(events)
         return Finding(sid, TRUNCATED, len(events) + 1,
                        f"{missing} newest event{'s' if missing > 1 else ''} missing")
-    if events[head.version - 1].hash() != head.head:
-        return Finding(sid, REWRITTEN, head.version, "head differs from the digest")
-    if bad is not None:
+    if bad is not None:  # broken after the recorded version: the anchor was not reached
+        if events[head.version - 1].hash() != head.head:
+            return Finding(sid, REWRITTEN, head.version, "head differs from the digest")
         return Finding(sid, REWRITTEN, bad, "an event after the digest does not link")
     return None
 
