@@ -73,6 +73,14 @@ class LedgerRecorder(AggregateRecorder, ABC):
     def select_heads(self) -> Iterator[StreamHead]:
         """Every entry of the head index, sorted by stream id."""
 
+    @abstractmethod
+    def select_stream_ids(self) -> Iterator[str]:
+        """Every stream id with events (an admin enumeration: may read the whole store)."""
+
+    @abstractmethod
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        """Add a head-index entry for a stream that has none; never change one."""
+
     def close(self) -> None:
         """Release connections."""
 

@@ -109,6 +109,34 @@ class LedgerStore:
         except PersistenceError as exc:
             raise StoreUnavailable() from exc
 
+    def index_missing_heads(self) -> tuple[int, int, list[str]]:
+        """Add head-index entries for streams that have none (written before the
+        index existed); an existing entry is never changed, so tampered events
+        cannot launder themselves into the index.
+
+        Returns the streams seen, the entries added, and the streams skipped
+        because their newest event does not decode.
+        """
+        seen = added = 0
+        skipped: list[str] = []
+        try:
+            for stream_id in self.recorder.select_stream_ids():
+                seen += 1
+                last = self.recorder.select_events(stream_id, desc=True, limit=1)
+                try:
+                    event = self.mapper.to_domain_event(last[0])
+                except Exception:  # tampered bytes, unknown topic
+                    skipped.append(stream_id)
+                    continue
+                if not isinstance(event, LedgerEvent):
+                    skipped.append(stream_id)
+                    continue
+                head = StreamHead(stream_id, event.originator_version, event.hash())
+                added += self.recorder.insert_head_if_absent(head)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+        return seen, added, skipped
+
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         try:
             return self.recorder.get_lookup(key)

@@ -100,6 +100,27 @@ def digest_command(
                    f"written to {out}")
 
 
+@audit_app.command("reindex")
+def reindex_command() -> None:
+    """Add head-index entries for streams written before the index existed.
+
+    Run once after upgrading a ledger that already holds data, then take a
+    digest. An existing entry is never changed. On DynamoDB this scans the
+    table (an admin operation).
+    """
+    with _digest_errors():
+        ledger = _ledger()
+        try:
+            seen, added, skipped = ledger.store.index_missing_heads()
+        finally:
+            ledger.close()
+        typer.echo(f"{seen} streams, {added} head entries added, "
+                   f"{seen - added - len(skipped)} already indexed")
+        if skipped:
+            _say(f"{len(skipped)} streams not indexed, their newest event does not decode "
+                 f"(first: {skipped[0]}); run `ledger audit verify` on a digest", 1)
+
+
 @audit_app.command("verify")
 def verify_command(
     digest_file: Annotated[str, typer.Option(

@@ -184,6 +184,41 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         per_bucket = [self._head_bucket(b) for b in range(it.HEAD_BUCKETS)]
         return heapq.merge(*per_bucket, key=lambda head: head.stream_id)
 
+    def select_stream_ids(self) -> Iterator[str]:
+        """A paginated ``Scan`` for every version-1 event item (admin use only)."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "ProjectionExpression": "#pk",
+            "FilterExpression": "#sk = :one",
+            "ExpressionAttributeNames": {"#pk": it.PK, "#sk": it.SK},
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+            "ConsistentRead": True,
+        }
+        ids: list[str] = []
+        while True:
+            page = self._call(lambda r=dict(request): self.client.scan(**r))  # type: ignore[misc]
+            for item in page.get("Items", []):
+                pk = item[it.PK]["S"]
+                if pk.startswith(self.key_prefix) and not pk.startswith(it.RESERVED_PREFIXES):
+                    ids.append(pk[len(self.key_prefix):])
+            if "LastEvaluatedKey" not in page:
+                return iter(sorted(ids))
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        try:
+            self.retrier.call(lambda: self.client.put_item(
+                TableName=self.table_name, Item=it.head_item(head, it.now_text()),
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": it.PK}))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise request_error(exc) from exc
+        except BotoCoreError as exc:
+            raise request_error(exc) from exc
+        return True
+
     def _head_bucket(self, number: int) -> Iterator[StreamHead]:
         request: dict[str, Any] = {
             "TableName": self.table_name,

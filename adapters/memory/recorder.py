@@ -66,6 +66,18 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
                 self._heads[head.stream_id] = head
             return result
 
+    def select_stream_ids(self) -> Iterator[str]:
+        with self._database_lock:
+            ids = sorted(k for k, v in self._stored_events_index.items() if v)
+        return iter(ids)
+
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        with self._database_lock:
+            if head.stream_id in self._heads:
+                return False
+            self._heads[head.stream_id] = head
+            return True
+
     def select_heads(self) -> Iterator[StreamHead]:
         with self._database_lock:
             heads = sorted(self._heads.values(), key=lambda h: h.stream_id)

@@ -146,6 +146,20 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             )
         return result
 
+    def select_stream_ids(self) -> Iterator[str]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT originator_id FROM {self.events_table_name} "
+                      "WHERE originator_version = 1 ORDER BY originator_id")
+            rows = [row["originator_id"] for row in c.fetchall()]
+        return iter(rows)
+
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        with self._write_transaction() as c:
+            c.execute("INSERT INTO ledger_heads VALUES (?,?,?) ON CONFLICT(stream_id) DO NOTHING",
+                      (head.stream_id, head.version, head.head))
+            c.execute("SELECT changes() AS n")
+            return bool(c.fetchone()["n"] == 1)
+
     def select_heads(self) -> Iterator[StreamHead]:
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT stream_id, version, head FROM ledger_heads ORDER BY stream_id")

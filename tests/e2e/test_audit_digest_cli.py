@@ -168,8 +168,30 @@ def test_bad_input_exits_2_with_one_line(world: dict[str, str], case: str) -> No
 
 @pytest.mark.parametrize("args", [["audit", "--help"], ["audit", "digest", "--help"],
                                   ["audit", "verify", "--help"], ["audit", "prove", "--help"],
-                                  ["audit", "check-proof", "--help"], ["audit", "show", "--help"]],
+                                  ["audit", "check-proof", "--help"], ["audit", "show", "--help"],
+                                  ["audit", "reindex", "--help"]],
                          ids=" ".join)
 def test_every_audit_command_has_help(args: list[str]) -> None:
     result = invoke(args)
     assert result.exit_code == 0 and "Usage: ledger audit" in result.stdout
+
+
+def test_reindex_adds_streams_written_before_the_index(tmp_path: Path) -> None:
+    from adapters.store import LedgerStore
+    from domain.directory import DirectoryRecord
+    from domain.ports import Commit
+
+    db = str(tmp_path / "ledger.db")
+    ledger = build_ledger(load_settings(store="sqlite", sqlite_path=db))
+    legacy = LedgerStore(ledger.store.recorder, head_index=False)
+    legacy.commit(Commit(aggregates=[DirectoryRecord(
+        record_id="actor:old", kind="actor", values={}, at="2026-01-01T00:00:00Z")]))
+    ledger.close()
+    before = json.loads(invoke(["audit", "digest"], LEDGER_SQLITE_PATH=db).stdout)
+    assert before["stream_count"] == 0
+    done = invoke(["audit", "reindex"], LEDGER_SQLITE_PATH=db)
+    assert done.exit_code == 0 and "1 head entries added" in done.stdout, done.stderr
+    after = json.loads(invoke(["audit", "digest"], LEDGER_SQLITE_PATH=db).stdout)
+    assert after["streams"][0][0] == "actor:old"
+    again = invoke(["audit", "reindex"], LEDGER_SQLITE_PATH=db)
+    assert "0 head entries added, 1 already indexed" in again.stdout
