@@ -76,7 +76,8 @@ def signature_holds(digest: Digest, public: Ed25519PublicKey) -> bool:
     """
     signature = digest.signature
     if signature is None:
-        raise DigestInvalid("the digest is not signed, but a public key was given")
+        raise DigestInvalid("the digest is not signed, but a key to check it was given "
+                            "(--public-key or LEDGER_AUDIT_SIGNING_KEY)")
     if signature.alg != ALGORITHM or signature.key_id != key_id(public):
         raise DigestInvalid("the digest was signed with another key")
     try:
