@@ -20,10 +20,9 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import SettingsError, StoreKind, load_settings
 from domain.errors import LedgerError
-from domain.redaction import looks_secret, secret_shaped_key
+from domain.redaction import redact
 
 NAMESPACE = "ExecutionLedger"
-REDACTED = "[redacted]"
 
 # Keys whose values are item images, request bodies or provider data: never logged (I10).
 CONTENT_KEYS = frozenset(
@@ -34,29 +33,11 @@ CONTENT_KEYS = frozenset(
 )
 
 
-def redact(value: Any) -> Any:
-    """A copy of a log structure with secret-shaped and content-bearing values removed."""
-    if isinstance(value, Mapping):
-        cleaned: dict[Any, Any] = {}
-        for key, item in value.items():
-            name = str(key)
-            if name.lower() in CONTENT_KEYS or secret_shaped_key(name):
-                cleaned[key] = REDACTED
-            else:
-                cleaned[key] = redact(item)
-        return cleaned
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    if isinstance(value, str) and looks_secret(value):
-        return REDACTED
-    return value
-
-
 class RedactingFormatter(LambdaPowertoolsFormatter):
-    """Powertools' JSON formatter, with every log line passed through :func:`redact`."""
+    """Powertools' JSON formatter, with every log line redacted (content keys hidden)."""
 
     def serialize(self, log: Any) -> str:
-        return super().serialize(redact(log))
+        return super().serialize(redact(log, CONTENT_KEYS))
 
 
 def make_logger(service: str) -> Logger:

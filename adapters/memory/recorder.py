@@ -29,7 +29,7 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         self._due: dict[str, DueWork] = {}
         self._heads: dict[str, StreamHead] = {}
 
-    def insert_events(  # type: ignore[override]
+    def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         return super().insert_events(stored_events, **kwargs)
