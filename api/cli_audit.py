@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -32,7 +31,8 @@ BAD_INPUT = 2
 class AuditGroup(TyperGroup):
     """A group that reads ``ledger audit ID ...`` as ``ledger audit show ID ...``."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    # ctx is typer's (vendored) click Context; its class is private to typer.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = [SHOW, *args]
         return super().parse_args(ctx, args)

@@ -14,8 +14,7 @@ from adapters.settings import load_settings
 from adapters.store import LedgerStore
 from domain.directory import DirectoryRecord
 from domain.ports import Commit
-
-from .factories import FixedClock
+from tests.support.clocks import FixedClock
 
 
 class Ticks(threading.Event):

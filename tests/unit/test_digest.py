@@ -19,8 +19,7 @@ from domain.directory import DirectoryRecord
 from domain.errors import DigestInvalid
 from domain.ports import Commit, StreamHead
 from domain.proofs import check_proof
-
-from .factories import FixedClock
+from tests.support.clocks import FixedClock
 
 AT = "2026-01-01T12:00:00Z"
 LEDGER = "memory"
