@@ -6,7 +6,9 @@ A ledger recorder is an eventsourcing ``AggregateRecorder`` whose
 - ``read_checks``: ``ReadCheck(stream_id, version)``, the stream must still be at
   that version (its slot ``version + 1`` is empty);
 - ``lookups``: create-only ``Lookup`` items (the token-hash index);
-- ``due``: ``DueWork`` upserts (or removals when ``next_action_at`` is None).
+- ``due``: ``DueWork`` upserts (or removals when ``next_action_at`` is None);
+- ``heads``: ``StreamHead`` upserts, the head index an audit digest reads
+  (one entry per stream: its version and the hash of its newest event).
 
 A clash raises an ``IntegrityError`` subclass that names what clashed, so the
 library's own recorder test cases still hold and the store can map it to a
@@ -16,13 +18,13 @@ domain error.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from eventsourcing.persistence import AggregateRecorder, IntegrityError, StoredEvent
 
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
@@ -55,6 +57,7 @@ class LedgerRecorder(AggregateRecorder, ABC):
         read_checks: Sequence[ReadCheck] = (),
         lookups: Sequence[Lookup] = (),
         due: Sequence[DueWork] = (),
+        heads: Sequence[StreamHead] = (),
         **kwargs: object,
     ) -> Sequence[int] | None:
         """Write everything or nothing."""
@@ -73,6 +76,18 @@ class LedgerRecorder(AggregateRecorder, ABC):
     @abstractmethod
     def make_backend(self) -> Backend:
         """The backend around this recorder (its views, feeds and enumeration)."""
+
+    @abstractmethod
+    def select_heads(self) -> Iterator[StreamHead]:
+        """Every entry of the head index, sorted by stream id."""
+
+    @abstractmethod
+    def select_stream_ids(self) -> Iterator[str]:
+        """Every stream id with events (an admin enumeration: may read the whole store)."""
+
+    @abstractmethod
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        """Add a head-index entry for a stream that has none; never change one."""
 
     def close(self) -> None:
         """Release connections."""

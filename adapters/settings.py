@@ -72,6 +72,14 @@ class Settings(BaseSettings):
     http_keep_alive_seconds: Annotated[int, Field(ge=1, le=300)] = 5
     http_max_connections: Annotated[int, Field(ge=8, le=65536)] = 512
     execution_enabled: bool = True  # false: the AWS worker leases nothing; work stays due
+    # Audit digests (SPEC section 13): the Ed25519 PEM private key that signs them,
+    # the name that ties a digest to this ledger, and the periodic checkpoints of
+    # `ledger serve` (off unless a directory is set).
+    audit_signing_key: str | None = None
+    audit_ledger_id: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+    audit_checkpoint_dir: str | None = None
+    audit_checkpoint_interval_seconds: Annotated[int, Field(ge=10, le=86400)] = 3600
+    audit_checkpoint_bucket: str | None = None  # AWS: the checkpoint function's S3 bucket
 
     @field_validator("auth_hs256_secret")
     @classmethod
@@ -119,6 +127,19 @@ class Settings(BaseSettings):
         if self.fake_executors is None:
             return self.env is not Environment.PRODUCTION
         return self.fake_executors
+
+    @property
+    def ledger_id(self) -> str:
+        """The name a digest carries: LEDGER_AUDIT_LEDGER_ID, else the store and its table/file."""
+        if self.audit_ledger_id:
+            return self.audit_ledger_id
+        if self.store is StoreKind.DYNAMODB:
+            return f"dynamodb:{self.dynamodb_table}"
+        if self.store is StoreKind.SQLITE:
+            from pathlib import PurePath
+
+            return f"sqlite:{PurePath(self.sqlite_path).name}"
+        return "memory"
 
     @property
     def uses_development_secret(self) -> bool:

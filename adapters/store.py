@@ -13,7 +13,7 @@ test_presentation_bounds.py); through the HTTP API its body is at most 64 KiB.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -38,7 +38,7 @@ from domain.errors import (
     LookupConflict,
     StoreUnavailable,
 )
-from domain.ports import Commit, DuePage
+from domain.ports import Commit, DuePage, StreamHead
 
 A = TypeVar("A", bound=LedgerAggregate)
 
@@ -67,11 +67,16 @@ def make_mapper() -> Mapper[str]:
 class LedgerStore:
     """Implements ``domain.ports.EventStore``."""
 
-    def __init__(self, recorder: LedgerRecorder, mapper: Mapper[str] | None = None,
-                 max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+    def __init__(
+        self, recorder: LedgerRecorder, mapper: Mapper[str] | None = None,
+        max_event_bytes: int = MAX_EVENT_BYTES, *, head_index: bool = True,
+    ) -> None:
         self.recorder = recorder
         self.mapper = mapper or make_mapper()
         self.max_event_bytes = max_event_bytes
+        # Off only to measure what the head index costs (bench/bench_digest.py):
+        # a ledger without it cannot take a digest of the streams it writes.
+        self.head_index = head_index
 
     # -- reads ---------------------------------------------------------------
 
@@ -91,9 +96,11 @@ class LedgerStore:
             for s in self.read_stream(stream_id)
         ]
 
-    def audit_events(self, stream_id: str) -> tuple[list[LedgerEvent], int | None]:
+    def audit_events(
+        self, stream_id: str, *, gt: int | None = None, lte: int | None = None
+    ) -> tuple[list[LedgerEvent], int | None]:
         decoded: list[LedgerEvent] = []
-        for stored in self.read_stream(stream_id):
+        for stored in self.read_stream(stream_id, gt=gt, lte=lte):
             try:
                 event = self.mapper.to_domain_event(stored)
             except Exception:  # tampered bytes, unknown topic, broken JSON
@@ -121,6 +128,41 @@ class LedgerStore:
             raise StoreUnavailable() from exc
         return last[0].originator_version if last else 0
 
+    def stream_heads(self) -> Iterator[StreamHead]:
+        """The head index, sorted by stream id: what an audit digest covers."""
+        try:
+            yield from self.recorder.select_heads()
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
+    def index_missing_heads(self) -> tuple[int, int, list[str]]:
+        """Add head-index entries for streams that have none (written before the
+        index existed); an existing entry is never changed, so tampered events
+        cannot launder themselves into the index.
+
+        Returns the streams seen, the entries added, and the streams skipped
+        because their newest event does not decode.
+        """
+        seen = added = 0
+        skipped: list[str] = []
+        try:
+            for stream_id in self.recorder.select_stream_ids():
+                seen += 1
+                last = self.recorder.select_events(stream_id, desc=True, limit=1)
+                try:
+                    event = self.mapper.to_domain_event(last[0])
+                except Exception:  # tampered bytes, unknown topic
+                    skipped.append(stream_id)
+                    continue
+                if not isinstance(event, LedgerEvent):
+                    skipped.append(stream_id)
+                    continue
+                head = StreamHead(stream_id, event.originator_version, event.hash())
+                added += self.recorder.insert_head_if_absent(head)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+        return seen, added, skipped
+
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         try:
             return self.recorder.get_lookup(key)
@@ -138,10 +180,15 @@ class LedgerStore:
 
     def commit(self, commit: Commit) -> None:
         stored: list[StoredEvent] = []
+        heads: list[StreamHead] = []
         pending: Sequence[LedgerAggregate] = commit.aggregates
         for aggregate in pending:
-            for domain_event in aggregate.collect_events():
+            events = aggregate.collect_events()
+            for domain_event in events:
                 stored.append(self.mapper.to_stored_event(domain_event))
+            if events and self.head_index:
+                # The head index moves in the same atomic write as the events.
+                heads.append(StreamHead(aggregate.id, aggregate.version, aggregate.chain_head))
         for event in stored:
             check_event_size(event, self.max_event_bytes)
         if not stored and not commit.lookups and not commit.due:
@@ -152,6 +199,7 @@ class LedgerStore:
                 read_checks=commit.read_set,
                 lookups=commit.lookups,
                 due=commit.due,
+                heads=heads,
             )
         except StreamConflictError as exc:
             raise ConcurrencyConflict(exc.stream_id) from exc

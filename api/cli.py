@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from adapters.settings import Environment, Settings, SettingsError, StoreKind, load_settings
+from api.cli_audit import SHOW, audit_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
 from domain.spec import ATTEMPT_ID_PREFIX
@@ -37,6 +38,7 @@ executors_app = typer.Typer(
          "<delivery_mode> <kind>.",
     invoke_without_command=True)
 app.add_typer(executors_app, name="executors")
+app.add_typer(audit_app, name="audit")
 
 
 def _fail(message: str) -> NoReturn:
@@ -118,6 +120,7 @@ def serve(
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), with the worker and recovery, on the store."""
     with _one_line_errors():
+        from adapters.audit.checkpoints import checkpoint_loop
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
         from api.http.app import create_app
@@ -131,9 +134,13 @@ def serve(
         _note_without_executors(ledger)
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
+        checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
         mode = "API, worker and recovery" if worker else "API only"
         typer.echo(f"ledger {mode} on http://{host}:{port} "
                    f"(store: {_describe_store(settings)}; docs at /docs)")
+        if checkpoints is not None:
+            checkpoints.run_once(raise_errors=True)  # a bad key or directory stops start-up
+            checkpoints.start()
         if runtime is not None:
             runtime.start()
         try:
@@ -144,6 +151,8 @@ def serve(
                 max_connections=settings.http_max_connections,
             ))
         finally:
+            if checkpoints is not None:
+                checkpoints.stop()
             if runtime is not None:
                 runtime.stop()
             ledger.close()
@@ -235,7 +244,7 @@ def demo() -> None:
         run_demo(Console(highlight=False))
 
 
-@app.command()
+@audit_app.command(SHOW)
 def audit(
     attempt_id: Annotated[str, typer.Argument(help="The execution attempt id (att_...).")],
     verify: Annotated[bool, typer.Option(
@@ -244,7 +253,10 @@ def audit(
     output: Annotated[str, typer.Option(
         "--format", help="text, json or mermaid (the attempt's state diagram).")] = "text",
 ) -> None:
-    """The redacted timeline of an attempt with its proposal and directory context."""
+    """The redacted timeline of an attempt with its proposal and directory context.
+
+    `ledger audit ATTEMPT_ID` is the same command.
+    """
     with _one_line_errors():
         import json as jsonlib
 

@@ -219,6 +219,13 @@ class ReconcilerUnavailable(LedgerError):
     default_detail = "No read-only reconciler is registered for this executor build."
 
 
+class DigestInvalid(LedgerError):
+    """A digest or proof file is not one this ledger can check (format, key, ledger)."""
+
+    code = "digest_invalid"
+    default_detail = "The digest is not valid."
+
+
 class IdempotencyKeyRefused(InvalidInput):
     """An Idempotency-Key that is too long, malformed, used by another caller or
     with another request: one uniform answer whatever the reason."""

@@ -132,6 +132,18 @@ class DuePage:
 
 
 @dataclass(frozen=True)
+class StreamHead:
+    """Where a stream stands: its version and the hash of its newest event.
+
+    The head index keeps one per stream, written in the commit that moves it.
+    """
+
+    stream_id: str
+    version: int
+    head: str
+
+
+@dataclass(frozen=True)
 class ReadCheck:
     """Commit only if ``stream_id`` is still at ``version`` (0: does not exist)."""
 

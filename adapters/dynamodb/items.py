@@ -5,7 +5,11 @@ One table holds everything; the partition key says what an item is:
 - an event: ``pk`` = stream id, ``sk`` = version;
 - a lookup: ``pk`` = ``lookup#<key>``, ``sk`` = 0;
 - a due-work entry: ``pk`` = ``due#<attempt id>``, ``sk`` = 0, plus the
-  ``due`` index keys (``due_bucket``, ``due_sk``).
+  ``due`` index keys (``due_bucket``, ``due_sk``);
+- a stream head (the head index of audit digests): ``pk`` = ``head#<stream id>``,
+  ``sk`` = 0, listed in the sparse ``list`` index under ``heads#<bucket>`` with
+  the stream id as sort key, so a digest reads every head in stream-id order
+  with a few queries and never touches the events.
 
 Stream ids may not start with a reserved prefix, so an event can never land
 on a lookup or due-work item.
@@ -21,7 +25,7 @@ from typing import Any
 from eventsourcing.persistence import ProgrammingError, StoredEvent
 
 from adapters.recorder import due_sort_key
-from domain.ports import DueWork, Lookup
+from domain.ports import DueWork, Lookup, StreamHead
 
 PK = "pk"
 SK = "sk"
@@ -43,12 +47,20 @@ LIST_INDEX = "list"
 
 LOOKUP_PREFIX = "lookup#"
 DUE_PREFIX = "due#"
+HEAD_PREFIX = "head#"
+HEADS_LIST_PREFIX = "heads#"
+HEAD_BUCKETS = 16  # fixed: a digest must find every head whatever the settings say
+STREAM_ID = "stream_id"
+VERSION = "version"
+CHAIN_HEAD = "chain_head"
 SNAPSHOT_PREFIX = "snapshot#"
 # view# holds projection rows (adapters/dynamodb/views.py); list# is kept free for lists.
 TRACKING_PREFIX = "tracking#"
 
-RESERVED_PREFIXES = (LOOKUP_PREFIX, DUE_PREFIX, SNAPSHOT_PREFIX, "view#", "list#",
-                     TRACKING_PREFIX)
+RESERVED_PREFIXES = (
+    LOOKUP_PREFIX, DUE_PREFIX, SNAPSHOT_PREFIX, HEAD_PREFIX, HEADS_LIST_PREFIX, "view#", "list#",
+    TRACKING_PREFIX,
+)
 
 Item = dict[str, Any]
 
@@ -148,3 +160,30 @@ def due_entry(item: Mapping[str, Any]) -> tuple[str, DueWork]:
     return item[DUE_SK]["S"], DueWork(
         item[ATTEMPT_ID]["S"], datetime.fromisoformat(item[NEXT_ACTION_AT]["S"])
     )
+
+
+def head_bucket(stream_id: str) -> str:
+    """The ``list`` index partition of a stream's head: ``heads#00`` .. ``heads#0f``."""
+    digest = hashlib.sha256(stream_id.encode("utf-8")).digest()
+    return f"{HEADS_LIST_PREFIX}{int.from_bytes(digest[:8], 'big') % HEAD_BUCKETS:02x}"
+
+
+def head_key(stream_id: str) -> Item:
+    return {PK: {"S": HEAD_PREFIX + stream_id}, SK: {"N": "0"}}
+
+
+def head_item(head: StreamHead, recorded_at: str) -> Item:
+    """A stream's entry in the head index (overwritten by each commit that moves it)."""
+    return {
+        **head_key(head.stream_id),
+        STREAM_ID: {"S": head.stream_id},
+        VERSION: {"N": str(head.version)},
+        CHAIN_HEAD: {"S": head.head},
+        LIST_PK: {"S": head_bucket(head.stream_id)},
+        LIST_SK: {"S": head.stream_id},
+        RECORDED_AT: {"S": recorded_at},
+    }
+
+
+def stream_head(item: Mapping[str, Any]) -> StreamHead:
+    return StreamHead(item[STREAM_ID]["S"], int(item[VERSION]["N"]), item[CHAIN_HEAD]["S"])

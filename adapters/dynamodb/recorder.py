@@ -21,7 +21,7 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.client import DynamoDBClient, Retrier, make_client, request_error
 from adapters.dynamodb.transactions import CommitWriter, plan_commit
 from adapters.recorder import LedgerRecorder, check_due_page
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
@@ -67,6 +67,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         read_checks: Sequence[ReadCheck] = (),
         lookups: Sequence[Lookup] = (),
         due: Sequence[DueWork] = (),
+        heads: Sequence[StreamHead] = (),
         **kwargs: object,
     ) -> Sequence[int] | None:
         plan = plan_commit(
@@ -75,6 +76,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             read_checks,
             lookups,
             due,
+            heads,
             due_buckets=self.due_buckets,
             key_prefix=self.key_prefix,
         )
@@ -183,6 +185,61 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             if cursor is None or row[0] > cursor:
                 rows.append(row)
         return rows[:wanted]
+
+    def select_heads(self) -> Iterator[StreamHead]:
+        """The head index: one query per ``heads#`` partition of the ``list`` index,
+        merged in stream-id order (the index sorts by UTF-8 bytes, as Python does)."""
+        per_bucket = [self._head_bucket(b) for b in range(it.HEAD_BUCKETS)]
+        return heapq.merge(*per_bucket, key=lambda head: head.stream_id)
+
+    def select_stream_ids(self) -> Iterator[str]:
+        """A paginated ``Scan`` for every version-1 event item (admin use only)."""
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "ProjectionExpression": "#pk",
+            "FilterExpression": "#sk = :one",
+            "ExpressionAttributeNames": {"#pk": it.PK, "#sk": it.SK},
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+            "ConsistentRead": True,
+        }
+        ids: list[str] = []
+        while True:
+            page = self._call(lambda r=dict(request): self.client.scan(**r))  # type: ignore[misc]
+            for item in page.get("Items", []):
+                pk = item[it.PK]["S"]
+                if pk.startswith(self.key_prefix) and not pk.startswith(it.RESERVED_PREFIXES):
+                    ids.append(pk[len(self.key_prefix):])
+            if "LastEvaluatedKey" not in page:
+                return iter(sorted(ids))
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        try:
+            self.retrier.call(lambda: self.client.put_item(
+                TableName=self.table_name, Item=it.head_item(head, it.now_text()),
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": it.PK}))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise request_error(exc) from exc
+        except BotoCoreError as exc:
+            raise request_error(exc) from exc
+        return True
+
+    def _head_bucket(self, number: int) -> Iterator[StreamHead]:
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": it.LIST_INDEX,
+            "KeyConditionExpression": "#p = :p",
+            "ExpressionAttributeNames": {
+                "#p": it.LIST_PK, "#i": it.STREAM_ID, "#v": it.VERSION, "#h": it.CHAIN_HEAD,
+            },
+            "ExpressionAttributeValues": {":p": {"S": f"{it.HEADS_LIST_PREFIX}{number:02x}"}},
+            "ProjectionExpression": "#i, #v, #h",
+        }
+        for item in self._query(request, limit=None):
+            yield it.stream_head(item)
 
     # -- plumbing ------------------------------------------------------------
 

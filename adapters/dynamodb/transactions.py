@@ -1,7 +1,9 @@
 """The commit builder and writer: one conditional ``PutItem`` for a lone event,
 otherwise one ``TransactWriteItems`` with a condition per event, a
-``ConditionCheck`` per read-set entry, create-only lookups and due-work
-upserts, sent with a ``ClientRequestToken`` so a resend can never apply twice.
+``ConditionCheck`` per read-set entry, create-only lookups, due-work upserts
+and one head-index item per stream that moves, sent with a
+``ClientRequestToken`` so a resend can never apply twice. A lone event with
+its head item is a transaction of two items.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from adapters.dynamodb.client import (
 )
 from adapters.recorder import LookupConflictError, StreamConflictError
 from domain.errors import CommitTooLarge
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 MAX_TRANSACTION_ITEMS = 100
 TOKEN_LENGTH = 36  # DynamoDB's limit for ClientRequestToken
@@ -44,7 +46,7 @@ RETRYABLE_REASONS = frozenset(
 class Target:
     """What one transaction action touches, to name it when it fails."""
 
-    kind: Literal["stream", "lookup", "due"]
+    kind: Literal["stream", "lookup", "due", "head"]
     name: str
 
     def conflict(self) -> StreamConflictError | LookupConflictError | None:
@@ -112,6 +114,7 @@ def plan_commit(
     read_checks: Sequence[ReadCheck] = (),
     lookups: Sequence[Lookup] = (),
     due: Sequence[DueWork] = (),
+    heads: Sequence[StreamHead] = (),
     *,
     due_buckets: int,
     key_prefix: str = "",
@@ -185,6 +188,12 @@ def plan_commit(
             }
         plan.actions.append(action)
         plan.targets.append(Target("due", entry.attempt_id))
+    latest_heads = {head.stream_id: head for head in heads}  # the last one of a stream wins
+    for head in latest_heads.values():
+        plan.actions.append(
+            {"Put": {"TableName": table_name, "Item": it.head_item(head, at)}}
+        )
+        plan.targets.append(Target("head", head.stream_id))
     if len(plan.actions) > MAX_TRANSACTION_ITEMS:
         raise CommitTooLarge(
             f"The commit needs {len(plan.actions)} writes; "

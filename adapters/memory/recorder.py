@@ -3,7 +3,7 @@ read-set checks, lookups and due work under the same lock."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from adapters.recorder import (
     check_due_page,
     due_sort_key,
 )
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
@@ -30,6 +30,7 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         super().__init__()
         self._lookups: dict[str, dict[str, str]] = {}
         self._due: dict[str, DueWork] = {}
+        self._heads: dict[str, StreamHead] = {}
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -42,6 +43,7 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         read_checks: Sequence[ReadCheck] = kwargs.get("read_checks", ())
         lookups: Sequence[Lookup] = kwargs.get("lookups", ())
         due: Sequence[DueWork] = kwargs.get("due", ())
+        heads: Sequence[StreamHead] = kwargs.get("heads", ())
         with self._database_lock:
             for s in stored_events:
                 if s.originator_version in self._stored_events_index[str(s.originator_id)]:
@@ -63,6 +65,8 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
                     self._due.pop(item.attempt_id, None)
                 else:
                     self._due[item.attempt_id] = item
+            for head in heads:
+                self._heads[head.stream_id] = head
             return result
 
     def stream_ids(self, prefix: str) -> list[str]:
@@ -75,6 +79,23 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         from adapters.memory.backend import MemoryBackend
 
         return MemoryBackend(self)
+
+    def select_stream_ids(self) -> Iterator[str]:
+        with self._database_lock:
+            ids = sorted(k for k, v in self._stored_events_index.items() if v)
+        return iter(ids)
+
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        with self._database_lock:
+            if head.stream_id in self._heads:
+                return False
+            self._heads[head.stream_id] = head
+            return True
+
+    def select_heads(self) -> Iterator[StreamHead]:
+        with self._database_lock:
+            heads = sorted(self._heads.values(), key=lambda h: h.stream_id)
+        return iter(heads)
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         with self._database_lock:

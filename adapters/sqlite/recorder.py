@@ -1,6 +1,6 @@
 """Embedded SQLite ledger recorder: one file, WAL, built on the library's
-SQLite process recorder (events, notification log, tracking) plus two tables
-for lookups and due work, all written in the events' transaction."""
+SQLite process recorder (events, notification log, tracking) plus tables for
+lookups, due work and the head index, all written in the events' transaction."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from adapters.recorder import (
     check_due_page,
     due_sort_key,
 )
-from domain.ports import DueWork, Lookup, ReadCheck
+from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
@@ -77,6 +77,9 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             "attempt_id TEXT PRIMARY KEY, sort_key TEXT NOT NULL, "
             "next_action_at TEXT NOT NULL) WITHOUT ROWID",
             "CREATE INDEX IF NOT EXISTS ledger_due_by_time ON ledger_due (sort_key)",
+            "CREATE TABLE IF NOT EXISTS ledger_heads ("
+            "stream_id TEXT PRIMARY KEY, version INTEGER NOT NULL, head TEXT NOT NULL) "
+            "WITHOUT ROWID",
         ]
         return statements
 
@@ -101,6 +104,7 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         read_checks: Sequence[ReadCheck] = kwargs.get("read_checks", ())
         lookups: Sequence[Lookup] = kwargs.get("lookups", ())
         due: Sequence[DueWork] = kwargs.get("due", ())
+        heads: Sequence[StreamHead] = kwargs.get("heads", ())
         for s in stored_events:
             c.execute(self._version_exists, (str(s.originator_id), s.originator_version))
             if c.fetchone() is not None:
@@ -137,6 +141,12 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
                         item.next_action_at.astimezone(UTC).isoformat(),
                     ),
                 )
+        for head in heads:
+            c.execute(
+                "INSERT INTO ledger_heads VALUES (?,?,?) ON CONFLICT(stream_id) DO UPDATE "
+                "SET version=excluded.version, head=excluded.head",
+                (head.stream_id, head.version, head.head),
+            )
         return result
 
     def stream_ids(self, prefix: str) -> list[str]:
@@ -153,6 +163,26 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         from adapters.sqlite.backend import SQLiteBackend
 
         return SQLiteBackend(self)
+
+    def select_stream_ids(self) -> Iterator[str]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT originator_id FROM {self.events_table_name} "
+                      "WHERE originator_version = 1 ORDER BY originator_id")
+            rows = [row["originator_id"] for row in c.fetchall()]
+        return iter(rows)
+
+    def insert_head_if_absent(self, head: StreamHead) -> bool:
+        with self._write_transaction() as c:
+            c.execute("INSERT INTO ledger_heads VALUES (?,?,?) ON CONFLICT(stream_id) DO NOTHING",
+                      (head.stream_id, head.version, head.head))
+            c.execute("SELECT changes() AS n")
+            return bool(c.fetchone()["n"] == 1)
+
+    def select_heads(self) -> Iterator[StreamHead]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT stream_id, version, head FROM ledger_heads ORDER BY stream_id")
+            rows = c.fetchall()
+        return iter([StreamHead(r["stream_id"], r["version"], r["head"]) for r in rows])
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         with self.datastore.transaction(commit=False) as c:

@@ -18,7 +18,15 @@ from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
 from api.http.idempotency import InFlight
 from api.http.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, ErrorBoundaryMiddleware
-from api.http.routers import approvals, attempts, declines, directory, health, proposals
+from api.http.routers import (
+    approvals,
+    attempts,
+    audit,
+    declines,
+    directory,
+    health,
+    proposals,
+)
 
 API_PREFIX = "/api/conversational"
 
@@ -65,4 +73,5 @@ def create_app(
     app.include_router(approvals.router, prefix=API_PREFIX)
     app.include_router(declines.router, prefix=API_PREFIX)
     app.include_router(attempts.router, prefix=API_PREFIX)
+    app.include_router(audit.router, prefix=API_PREFIX)
     return app

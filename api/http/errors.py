@@ -53,6 +53,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "executor_receipt_unusable": 502,
     # infrastructure
     "store_unavailable": 503,
+    "digest_invalid": 500,  # the server's own signing key does not load
     # caller
     "unauthenticated": 401,
     "forbidden": 403,

@@ -23,7 +23,7 @@ def test_protocol_and_rebuild_benchmarks_run_and_print_their_tables(tmp_path: Pa
         script: subprocess.Popen(
             [sys.executable, str(BENCH / script), "--quick"], cwd=BENCH, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for script in ("bench_protocol.py", "bench_rebuild.py")
+        for script in ("bench_protocol.py", "bench_rebuild.py", "bench_digest.py")
     }
     outputs = {}
     for script, process in runs.items():
@@ -43,6 +43,9 @@ def test_protocol_and_rebuild_benchmarks_run_and_print_their_tables(tmp_path: Pa
     out = outputs["bench_rebuild.py"]
     assert "Embedded (SQLite)" in out and "DynamoDB (ministack)" in out
     assert (tmp_path / "bench_rebuild.quick.md").exists()
+    out = outputs["bench_digest.py"]
+    assert "Digest over 2,000 streams" in out and "head index on" in out
+    assert (tmp_path / "bench_digest.quick.md").exists()
 
 
 def test_waiter_benchmark_runs_and_prints_its_tables(tmp_path: Path) -> None:

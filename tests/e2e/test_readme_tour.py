@@ -16,14 +16,28 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def tour_script() -> str:
+def tour_script(name: str = "tour") -> str:
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- tour:start -->\s*```sh\n(.*?)```\s*<!-- tour:end -->", text, re.S)
-    assert block, "README tour markers not found"
+    block = re.search(rf"<!-- {name}:start -->\s*```sh\n(.*?)```\s*<!-- {name}:end -->",
+                      text, re.S)
+    assert block, f"README {name} markers not found"
     return block.group(1)
 
 
 def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
+    """The tour, then (same shell, same server) the audit digest block, both verbatim."""
+    marker = "=== audit tour ==="
+    tour = run_tour(tmp_path, f"{tour_script()}\necho '{marker}'\n{tour_script('audit-tour')}",
+                    CHECKPOINT_PORT=str(_free_port()))
+    assert tour.returncode == 0, tour.stdout + tour.stderr
+    main, audit = tour.stdout.split(marker + "\n")
+    check_tour(subprocess.CompletedProcess(tour.args, 0, main, tour.stderr))
+    oks = [line for line in audit.splitlines() if line.startswith("ok: ")]
+    assert len(oks) == 4, audit
+    assert "extends the digest of" in oks[1] and "is covered by the digest" in oks[2], audit
+
+
+def run_tour(tmp_path: Path, script: str, **extra: str) -> subprocess.CompletedProcess[str]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update({"LEDGER_SQLITE_PATH": str(tmp_path / "ledger.db"), "PYTHONUNBUFFERED": "1"})
@@ -36,13 +50,17 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
         try:
             _wait_until_up(server, f"http://127.0.0.1:{port}/healthz", log)
             tour = subprocess.run(
-                ["bash", "-euo", "pipefail", "-c", tour_script()],
+                ["bash", "-euo", "pipefail", "-c", script],
                 cwd=ROOT, capture_output=True, text=True, timeout=120,
-                env={**env, "API": f"http://127.0.0.1:{port}/api/conversational"},
+                env={**env, **extra, "API": f"http://127.0.0.1:{port}/api/conversational"},
             )
         finally:
             server.terminate()
             server.wait(timeout=15)
+    return tour
+
+
+def check_tour(tour: subprocess.CompletedProcess[str]) -> None:
     assert tour.returncode == 0, tour.stdout + tour.stderr
     lines = tour.stdout.strip().splitlines()
     assert '"status":"succeeded"' in lines[-2], tour.stdout

@@ -197,6 +197,8 @@ RULES: dict[tuple[str, str], Rule] = {
         ADMIN, _attempt("/reconcile", "reconcilable"), FOUND),
     ("POST", "/api/conversational/execution-attempts/{attempt_id}/resolve"): Rule(
         ADMIN, _attempt("/resolve", "resolvable"), FOUND),
+    ("GET", "/api/conversational/audit/digest"): Rule(
+        ADMIN, lambda w, rel: (f"{API}/audit/digest", None, None), OK_200),
 }
 
 

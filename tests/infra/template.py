@@ -16,7 +16,7 @@ PARAMETERS = {
     "AuthRs256PublicKey": "-----BEGIN PUBLIC KEY-----\\nMIIB\\n-----END PUBLIC KEY-----",
 }
 PACKAGED_CODE = "s3://example-bucket/ledger.zip"  # what `sam package` puts in CodeUri
-FUNCTIONS = ("WorkerFunction", "ProjectorFunction", "ApiFunction")
+FUNCTIONS = ("WorkerFunction", "ProjectorFunction", "ApiFunction", "CheckpointFunction")
 
 
 def load_template() -> dict[str, Any]:
@@ -103,6 +103,7 @@ STREAM_ARN = get_att("LedgerTable", "StreamArn")
 DUE_INDEX_ARN = sub("${LedgerTable.Arn}/index/due")
 LIST_INDEX_ARN = sub("${LedgerTable.Arn}/index/list")
 TABLE_STREAMS_ARN = sub("${LedgerTable.Arn}/stream/*")
+CHECKPOINT_OBJECTS_ARN = sub("${AuditCheckpointBucket.Arn}/digests/*")
 
 
 def matches(pattern: Any, event: Any) -> bool:

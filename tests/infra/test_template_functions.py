@@ -135,7 +135,7 @@ def test_schedule_invokes_the_same_worker_in_recovery_mode(
     assert schedule["Type"] == "Schedule"
     assert json.loads(schedule["Properties"]["Input"]) == {"mode": worker_module.RECOVERY_MODE}
     assert schedule["Properties"]["Schedule"] == {"Ref": "RecoverySchedule"}
-    (rule,) = resources_of(transformed, "AWS::Events::Rule").values()
+    rule = resources_of(transformed, "AWS::Events::Rule")["WorkerFunctionRecovery"]
     (target,) = rule["Properties"]["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["WorkerFunction", "Arn"]}
     assert json.loads(target["Input"]) == {"mode": "recovery"}

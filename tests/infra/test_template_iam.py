@@ -15,6 +15,7 @@ from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
 from domain.spec import ATTEMPT_ID_PREFIX
 from tests.infra.template import (
+    CHECKPOINT_OBJECTS_ARN,
     DUE_INDEX_ARN,
     LIST_INDEX_ARN,
     STREAM_ARN,
@@ -33,6 +34,14 @@ VIEWS = f"{VIEW_PREFIX}*"
 LOOKUPS = f"{it.LOOKUP_PREFIX}*"
 PROPOSALS = "prop_*"
 DIRECTORY = frozenset(f"{kind.value}:*" for kind in DirectoryKind)
+
+
+def heads(*prefixes: str) -> frozenset[str]:
+    """The head-index items of streams with these key prefixes (moved by the same commit)."""
+    return frozenset(it.HEAD_PREFIX + p for p in prefixes)
+
+
+ALL_STREAMS = frozenset({PROPOSALS, ATTEMPTS}) | DIRECTORY
 
 Grant = tuple[str, str, frozenset[str] | None]
 
@@ -54,7 +63,7 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:GetItem", TABLE_ARN, None),
         ("dynamodb:Query", TABLE_ARN, None),
         ("dynamodb:Query", DUE_INDEX_ARN, None),
-        ("dynamodb:PutItem", TABLE_ARN, frozenset({ATTEMPTS, DUE})),
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({ATTEMPTS, DUE}) | heads(ATTEMPTS)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
     },
@@ -69,13 +78,20 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:Query", TABLE_ARN, None),
         ("dynamodb:Query", LIST_INDEX_ARN, None),
         ("dynamodb:PutItem", TABLE_ARN,
-         frozenset({PROPOSALS, ATTEMPTS, DUE, LOOKUPS, VIEWS}) | DIRECTORY),
+         frozenset({PROPOSALS, ATTEMPTS, DUE, LOOKUPS, VIEWS}) | DIRECTORY
+         | heads(*ALL_STREAMS)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
     },
+    "CheckpointRole": {
+        ("logs:CreateLogStream", get_att("CheckpointLogGroup", "Arn"), None),
+        ("logs:PutLogEvents", get_att("CheckpointLogGroup", "Arn"), None),
+        ("dynamodb:Query", LIST_INDEX_ARN, None),
+        ("s3:PutObject", CHECKPOINT_OBJECTS_ARN, None),
+    },
 }
 ROLE_OF = {"WorkerFunction": "WorkerRole", "ProjectorFunction": "ProjectorRole",
-           "ApiFunction": "ApiRole"}
+           "ApiFunction": "ApiRole", "CheckpointFunction": "CheckpointRole"}
 
 
 @pytest.mark.parametrize("role", sorted(EXPECTED))
@@ -143,7 +159,7 @@ def test_worker_cannot_write_directory_proposal_lookup_or_view_items(
     role = template["Resources"]["WorkerRole"]
     writable = {k for a, _, keys in grants(role)
                 if a in {"dynamodb:PutItem", "dynamodb:DeleteItem"} for k in keys or ()}
-    assert writable == {ATTEMPTS, DUE}
+    assert writable == {ATTEMPTS, DUE} | heads(ATTEMPTS)
     assert not writable & (DIRECTORY | {PROPOSALS, LOOKUPS, VIEWS})
 
 
@@ -151,8 +167,18 @@ def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> Non
     forbidden = {"dynamodb:Scan", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem",
                  "dynamodb:BatchGetItem", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
                  "dynamodb:CreateTable", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLInsert"}
-    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole"):
         assert not set(_actions(template["Resources"][role])) & forbidden, role
+
+
+def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(
+    template: dict[str, Any]
+) -> None:
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+        assert not any(a.startswith("s3:") for a in _actions(template["Resources"][role])), role
+    s3_actions = {a for a in _actions(template["Resources"]["CheckpointRole"])
+                  if a.startswith("s3:")}
+    assert s3_actions == {"s3:PutObject"}  # no delete, no retention or legal-hold change
 
 
 def test_every_item_write_is_limited_to_key_prefixes(template: dict[str, Any]) -> None:

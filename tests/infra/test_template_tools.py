@@ -25,11 +25,11 @@ def test_sam_translator_makes_the_functions_sources_and_schedule(
     assert {m["Properties"]["FunctionName"]["Ref"] for m in mappings.values()} == {
         "WorkerFunction", "ProjectorFunction"}
     rules = resources_of(transformed, "AWS::Events::Rule")
-    assert len(rules) == 1
+    assert set(rules) == {"WorkerFunctionRecovery", "CheckpointFunctionCheckpoint"}
     assert set(resources_of(transformed, "AWS::ApiGatewayV2::Api")) == {"LedgerHttpApi"}
     # Every role is ours: SAM generated none (and so attached no managed policy).
     roles = resources_of(transformed, "AWS::IAM::Role")
-    assert set(roles) == {"WorkerRole", "ProjectorRole", "ApiRole"}
+    assert set(roles) == {"WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole"}
     assert all("ManagedPolicyArns" not in r["Properties"] for r in roles.values())
 
 

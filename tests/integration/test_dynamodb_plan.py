@@ -64,3 +64,36 @@ def test_due_buckets_are_stable_and_spread() -> None:
     assert buckets == {f"due#{b:02x}" for b in range(16)}
     assert due_bucket("att_1", 16) == due_bucket("att_1", 16)
     assert due_bucket("att_1", 1) == "due#00"
+
+
+def test_heads_ride_in_the_commit_and_count_toward_the_item_limit() -> None:
+    from adapters.dynamodb import items as it
+    from domain.errors import CommitTooLarge
+    from domain.ports import StreamHead
+
+    head = "sha256:" + "0" * 64
+    built = plan_commit("t", [event("a", 1)], heads=[StreamHead("a", 1, head)],
+                        due_buckets=16, recorded_at=AT)
+    assert built.single_put is None  # a lone event with its head is a transaction
+    put = built.actions[1]["Put"]
+    assert put["Item"]["pk"] == {"S": "head#a"} and "ConditionExpression" not in put
+    assert put["Item"][it.LIST_PK]["S"].startswith("heads#")
+    assert built.targets[1].kind == "head" and built.targets[1].conflict() is None
+    twice = plan_commit("t", [event("a", 1), event("a", 2)],
+                        heads=[StreamHead("a", 1, head), StreamHead("a", 2, head)],
+                        due_buckets=16, recorded_at=AT)
+    assert [a["Put"]["Item"].get(it.VERSION) for a in twice.actions[2:]] == [{"N": "2"}]
+    fifty = [event(f"s{n}", 1) for n in range(50)]
+    plan_commit("t", fifty, heads=[StreamHead(f"s{n}", 1, head) for n in range(50)],
+                due_buckets=16)
+    with pytest.raises(CommitTooLarge):
+        plan_commit("t", [*fifty, event("s50", 1)],
+                    heads=[StreamHead(f"s{n}", 1, head) for n in range(51)], due_buckets=16)
+
+
+def test_head_prefixes_are_reserved_for_stream_ids() -> None:
+    from adapters.dynamodb.items import ReservedStreamIdError, stream_pk
+
+    for stream_id in ("head#x", "heads#00"):
+        with pytest.raises(ReservedStreamIdError):
+            stream_pk(stream_id)

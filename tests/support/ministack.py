@@ -108,7 +108,7 @@ def start(*, executable: str | None = None, timeout: float = 30.0, tries: int = 
             os.environ,
             BIND_HOST=HOST,
             GATEWAY_PORT=str(port),
-            SERVICES="dynamodb,dynamodbstreams",
+            SERVICES="dynamodb,dynamodbstreams,s3",  # s3: the audit checkpoint bucket
             LOG_LEVEL="WARNING",
         )
         try:
