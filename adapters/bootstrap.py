@@ -8,14 +8,17 @@ from typing import Any
 
 from adapters.executors.fake import EffectLedger, register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
-from adapters.metrics import Metrics
+from adapters.instrumentation import InstrumentedRegistry, TracedStore
+from adapters.metrics import Metrics, view_gauges
 from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource, SystemClock
+from domain.attempt import AttemptStatus
 from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.context import ServiceContext
+from domain.tracing import NullTracer, Tracer
 from projections.ports import ViewStore
 from projections.projector import Projector
 
@@ -76,6 +79,7 @@ class Ledger:
     effects: EffectLedger | None = None
     views: ViewStore | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    tracer: Tracer | None = None  # None: no spans (``adapters.tracing`` builds one from OTEL_*)
 
     @property
     def projector(self) -> Projector:
@@ -87,13 +91,14 @@ class Ledger:
     def context(self) -> ServiceContext:
         """The ports every use case receives."""
         return ServiceContext(
-            store=self.store,
+            store=self.store if self.tracer is None else TracedStore(self.store, self.tracer),
             clock=self.clock,
             tokens=self.tokens,
             permissions=frozenset(self.settings.permissions),
             renderer=self.renderer,
-            registry=self.registry,
+            registry=InstrumentedRegistry(self.registry, self.metrics, self.tracer),
             presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
+            tracer=self.tracer or NullTracer(),
         )
 
     def ready(self) -> bool:
@@ -121,7 +126,7 @@ def build_ledger(
     store = LedgerStore(chosen)
     registry = StaticExecutorRegistry()
     effects = register_fakes(registry) if settings.fake_executors_enabled else None
-    return Ledger(
+    ledger = Ledger(
         settings=settings,
         store=store,
         clock=clock or SystemClock(),
@@ -130,3 +135,6 @@ def build_ledger(
         effects=effects,
         views=build_views(chosen),
     )
+    ledger.metrics.add_gauge_source(view_gauges(
+        ledger.views, store, ledger.clock, statuses=[s.value for s in AttemptStatus]))
+    return ledger

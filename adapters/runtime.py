@@ -186,7 +186,8 @@ class Runtime:
             try:
                 for attempt_id in self.feed.poll(self.poll_seconds):
                     outcome = worker.process(attempt_id)
-                    logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value)
+                    logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value,
+                                extra={"attempt_id": attempt_id})
                     self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)
                     if self.ledger.views is not None and self.ledger.projector.project_attempt(
                         attempt_id

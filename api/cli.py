@@ -85,13 +85,14 @@ def serve(
         from api.http.app import create_app
 
         settings = load_settings()
-        _configure_logging()
-        ledger = build_ledger(settings)
+        _configure_logging(settings)
+        ledger = _observed(build_ledger(settings))
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         mode = "API, worker and recovery" if worker else "API only"
         typer.echo(f"ledger {mode} on http://{host}:{port} "
-                   f"(store: {_describe_store(settings)}; docs at /docs)")
+                   f"(store: {_describe_store(settings)}; docs at /docs, console at /console)")
+        _start_metrics_listener(ledger)
         if runtime is not None:
             runtime.start()
         try:
@@ -102,10 +103,37 @@ def serve(
             ledger.close()
 
 
-def _configure_logging() -> None:
-    import logging
+def _configure_logging(settings: Settings) -> None:
+    """Text or JSON lines (LEDGER_LOG_FORMAT), every record through the redaction filter."""
+    from adapters.logs import configure_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(settings.effective_log_format.value)
+
+
+def _observed(ledger: Any) -> Any:
+    """The ledger with a tracer when the OTEL_* settings configure an exporter."""
+    from adapters.tracing import tracer_from_environment
+
+    try:
+        ledger.tracer = tracer_from_environment()
+    except ValueError as exc:
+        _fail(str(exc))
+    return ledger
+
+
+def _start_metrics_listener(ledger: Any) -> None:
+    """LEDGER_METRICS_LISTEN: the metrics page on its own address, for a scraper."""
+    address = ledger.settings.metrics_address
+    if address is None:
+        return
+    from prometheus_client import start_http_server
+
+    host, port = address
+    try:
+        start_http_server(port, addr=host, registry=ledger.metrics.registry)
+    except OSError as exc:
+        _fail(f"LEDGER_METRICS_LISTEN: cannot listen on {host}:{port} ({exc.strerror})")
+    typer.echo(f"metrics on http://{ledger.settings.metrics_listen}/metrics")
 
 
 @app.command("worker")
@@ -116,9 +144,10 @@ def worker_command() -> None:
         from adapters.runtime import build_runtime
 
         settings = load_settings()
-        _configure_logging()
-        ledger = build_ledger(settings)
+        _configure_logging(settings)
+        ledger = _observed(build_ledger(settings))
         runtime = build_runtime(ledger)
+        _start_metrics_listener(ledger)
         typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
         try:
             _run_until_interrupted(runtime)
@@ -150,7 +179,7 @@ def recover_command(
         settings = load_settings()
         if not settings.execution_enabled:
             _fail("execution is disabled (LEDGER_EXECUTION_ENABLED=false); recovery leases nothing")
-        ledger = build_ledger(settings)
+        ledger = _observed(build_ledger(settings))
 
         def show(report: RecoveryReport) -> None:
             outcomes = ", ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items()))
@@ -161,7 +190,7 @@ def recover_command(
             if once:
                 show(run_recovery(make_worker(ledger)))
                 return
-            _configure_logging()
+            _configure_logging(settings)
             _run_until_interrupted(Runtime(
                 ledger, None, recovery_interval=settings.recovery_interval_seconds,
                 on_recovery=show))

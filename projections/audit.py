@@ -28,7 +28,7 @@ from projections.status import STATUS_VIEW
 
 REDACTED = "[redacted]"
 REDACTED_KEYS = frozenset({"content", "token", "token_hash", "idempotency_key", "owner"})
-HIDDEN_KEYS = frozenset({"prev_hash", "originator_topic"})
+HIDDEN_KEYS = frozenset({"prev_hash", "originator_topic", "trace_context"})
 
 
 def redact(value: Any, key: str | None = None) -> Any:

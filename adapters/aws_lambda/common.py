@@ -10,7 +10,7 @@ ledger with :func:`set_ledger_for_tests`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -18,45 +18,35 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 
 from adapters.bootstrap import Ledger, build_ledger
+from adapters.logs import CONTENT_KEYS, REDACTED, redact
 from adapters.settings import SettingsError, StoreKind, load_settings
 from domain.errors import LedgerError
-from domain.redaction import looks_secret, secret_shaped_key
 
 NAMESPACE = "ExecutionLedger"
-REDACTED = "[redacted]"
-
-# Keys whose values are item images, request bodies or provider data: never logged (I10).
-CONTENT_KEYS = frozenset(
-    {
-        "newimage", "oldimage", "state", "content", "spec", "receipt", "body", "headers",
-        "multivalueheaders", "querystringparameters", "cookies", "records", "payload",
-    }
-)
-
-
-def redact(value: Any) -> Any:
-    """A copy of a log structure with secret-shaped and content-bearing values removed."""
-    if isinstance(value, Mapping):
-        cleaned: dict[Any, Any] = {}
-        for key, item in value.items():
-            name = str(key)
-            if name.lower() in CONTENT_KEYS or secret_shaped_key(name):
-                cleaned[key] = REDACTED
-            else:
-                cleaned[key] = redact(item)
-        return cleaned
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    if isinstance(value, str) and looks_secret(value):
-        return REDACTED
-    return value
-
-
+__all__ = ["CONTENT_KEYS", "NAMESPACE", "REDACTED", "redact"]
 class RedactingFormatter(LambdaPowertoolsFormatter):
     """Powertools' JSON formatter, with every log line passed through :func:`redact`."""
 
     def serialize(self, log: Any) -> str:
         return super().serialize(redact(log))
+
+
+def emf_forwarder(service: str) -> Callable[[str, float, dict[str, str]], None]:
+    """Sends every metric the ledger records as CloudWatch EMF under the same name.
+
+    Labels become dimensions; they are already bounded and redacted (I10).
+    """
+    from aws_lambda_powertools import single_metric
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    def forward(name: str, value: float, labels: dict[str, str]) -> None:
+        unit = MetricUnit.Seconds if name.endswith("_seconds") else MetricUnit.Count
+        with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE,
+                           default_dimensions={"service": service}) as metric:
+            for key, label in sorted(labels.items()):
+                metric.add_dimension(name=key, value=label)
+
+    return forward
 
 
 def make_logger(service: str) -> Logger:

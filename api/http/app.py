@@ -14,9 +14,15 @@ from fastapi import FastAPI
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings
+from adapters.tracing import OtelTracer
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
-from api.http.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, ErrorBoundaryMiddleware
+from api.http.middleware import (
+    DEFAULT_MAX_BODY_BYTES,
+    BodyLimitMiddleware,
+    ErrorBoundaryMiddleware,
+    ObservabilityMiddleware,
+)
 from api.http.routers import approvals, attempts, directory, health, proposals
 
 API_PREFIX = "/api/conversational"
@@ -53,9 +59,12 @@ def create_app(
     app.state.verifier = verifier
 
     install_error_handlers(app)
-    # The last middleware added runs first: the error boundary wraps everything.
+    # The last middleware added runs first: metrics and spans see every answer,
+    # the error boundary's 500 included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(ErrorBoundaryMiddleware)
+    tracer = wired.tracer if isinstance(wired.tracer, OtelTracer) else None
+    app.add_middleware(ObservabilityMiddleware, metrics=wired.metrics, tracer=tracer)
 
     app.include_router(health.router)
     app.include_router(directory.router, prefix=API_PREFIX)

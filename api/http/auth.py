@@ -46,6 +46,7 @@ class Role(StrEnum):
     CHANNEL = "channel"
     PROPOSER = "proposer"
     ADMIN = "admin"
+    METRICS = "metrics"  # a scraper: reads /metrics and nothing else
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def tour_script() -> str:
+def tour_script(name: str = "tour") -> str:
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- tour:start -->\s*```sh\n(.*?)```\s*<!-- tour:end -->", text, re.S)
-    assert block, "README tour markers not found"
+    block = re.search(rf"<!-- {name}:start -->\s*```sh\n(.*?)```\s*<!-- {name}:end -->", text,
+                      re.S)
+    assert block, f"README {name} markers not found"
     return block.group(1)
 
 
@@ -36,6 +37,11 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
                 cwd=ROOT, capture_output=True, text=True, timeout=120,
                 env={**env, "API": f"http://127.0.0.1:{port}/api/conversational"},
             )
+            observe = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", tour_script("observe")],
+                cwd=ROOT, capture_output=True, text=True, timeout=60,
+                env={**env, "BASE": f"http://127.0.0.1:{port}"},
+            )
         finally:
             server.terminate()
             server.wait(timeout=15)
@@ -46,3 +52,6 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
         tour.stdout)
     assert sum('"status":"execution_pending"' in line for line in lines) == 1
     assert "Buy milk" not in lines[-1]
+    assert observe.returncode == 0, observe.stdout + observe.stderr
+    assert 'ledger_attempts{status="succeeded"} 1.0' in observe.stdout, observe.stdout
+    assert 'ledger_approvals_total{result="refused"} 1.0' in observe.stdout, observe.stdout

@@ -241,6 +241,7 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
         "proposer": mint_token(settings, subject="assistant-backend", role="proposer"),
         "channel": mint_token(settings, subject="chat", role="channel", provenance=PROVENANCE),
         "actor": mint_token(settings, subject="alice", role="actor"),
+        "metrics": mint_token(settings, subject="prometheus", role="metrics"),
     }
     auth = {role: {"Authorization": f"Bearer {token}"} for role, token in tokens.items()}
     outputs: list[str] = []
@@ -344,7 +345,9 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
                 **auth[role], "Content-Type": "application/json"})
             assert 400 <= response.status_code < 600, response.text
             assert set(response.json()) == {"error", "detail"}
-        outputs.append(call("GET", "/metrics").text)
+        scraped = call("GET", "/metrics", headers=auth["metrics"])
+        assert scraped.status_code == 200 and "ledger_approvals_total" in scraped.text
+        outputs.append(scraped.text)
         outputs += call.texts
 
     # views, audits (function, picture, CLI), a rebuild check, metrics
