@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings
 from adapters.tracing import OtelTracer
+from api.console.routes import install_console
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
 from api.http.middleware import (
@@ -71,4 +72,5 @@ def create_app(
     app.include_router(proposals.router, prefix=API_PREFIX)
     app.include_router(approvals.router, prefix=API_PREFIX)
     app.include_router(attempts.router, prefix=API_PREFIX)
+    install_console(app)
     return app

@@ -7,7 +7,7 @@ bodies and stream records. Then the whole life runs (HTTP, the runtime's
 worker / projector / recovery loops, admin reconcile and resolve, the audit
 CLI, a projection rebuild, the Lambda worker). Every response, every log
 record of every logger at DEBUG (tracebacks included), every stored view,
-every audit output, the metrics and the Lambda's failure payloads and
+every audit output, every console page (HTML), the metrics and the Lambda's failure payloads and
 output are searched: zero occurrences.
 
 Two answers carry caller input back by design and are left out: the
@@ -45,6 +45,7 @@ from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
 from tests.e2e.test_cli import invoke
 from tests.e2e.test_lifecycle_http import API, spec
 from tests.integration.approval.world import FixedClock
+from tests.support.console import sign_in
 
 RUN = uuid.uuid4().hex[:12].upper()
 CANARIES = {
@@ -345,6 +346,17 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
                 **auth[role], "Content-Type": "application/json"})
             assert 400 <= response.status_code < 600, response.text
             assert set(response.json()) == {"error", "detail"}
+        # the console's pages: every list and every attempt page, signed in as an admin
+        signed_in = sign_in(client, admin_token)
+        assert signed_in.status_code == 303, signed_in.text
+        call.texts.append(signed_in.text)
+        console_pages = ["/console", *[f"/console/attempts?status={state}" for state in (
+            "queued", "executing", "succeeded", "failed_safe", "outcome_unknown",
+            "manually_resolved")], *[f"/console/attempts/{a}" for a in attempts.values()]]
+        for page in console_pages:
+            shown_page = call("GET", page)
+            assert shown_page.status_code == 200, (page, shown_page.status_code)
+            assert "<html" in shown_page.text
         scraped = call("GET", "/metrics", headers=auth["metrics"])
         assert scraped.status_code == 200 and "ledger_approvals_total" in scraped.text
         outputs.append(scraped.text)
