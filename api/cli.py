@@ -96,7 +96,10 @@ def serve(
         if runtime is not None:
             runtime.start()
         try:
-            uvicorn.run(api, host=host, port=port, log_level="info", access_log=False)
+            # log_config=None: uvicorn's own lines go through the root handler (its format
+            # and the redaction filter) instead of a handler of its own.
+            uvicorn.run(api, host=host, port=port, log_level="info", access_log=False,
+                        log_config=None)
         finally:
             if runtime is not None:
                 runtime.stop()
