@@ -23,7 +23,7 @@ class Collector(BaseHTTPRequestHandler):
 
     received: list[tuple[str, bytes]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         Collector.received.append((self.path, body))
         self.send_response(200)
