@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.logs import CONTENT_KEYS, REDACTED, redact
 from adapters.settings import SettingsError, StoreKind, load_settings
+from adapters.tracing import tracer_from_environment
 from domain.errors import LedgerError
 
 NAMESPACE = "ExecutionLedger"
@@ -83,6 +84,8 @@ def get_ledger() -> Ledger:
             # build_ledger makes a DynamoDB client and nothing else: no table,
             # no queue, no request is sent until a use case needs one.
             _ledger = build_ledger(load_lambda_settings())
+            # Spans only when OTEL_* configures an exporter (e.g. a collector layer).
+            _ledger.tracer = tracer_from_environment()
         return _ledger
 
 
