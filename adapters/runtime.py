@@ -45,6 +45,8 @@ def make_worker(ledger: Ledger) -> Worker:
 class WorkFeed(Protocol):
     """A source of attempt ids that may need the worker."""
 
+    # A feed may name what delivers (``trigger``: notification, stream) for the span.
+
     def poll(self, wait_seconds: float) -> list[str]: ...
 
 
@@ -54,6 +56,8 @@ class NotificationLogFeed:
     By default only Queued/Requeued events (work for the worker); with
     ``topics=()`` every event (what the projector follows).
     """
+
+    trigger = "notification"
 
     def __init__(
         self,
@@ -83,6 +87,8 @@ class DynamoDBStreamFeed:
     ``select`` turns a batch of records into stream ids: work for the worker by
     default, or every attempt stream that changed (for the projector).
     """
+
+    trigger = "stream"
 
     def __init__(
         self,
@@ -185,7 +191,8 @@ class Runtime:
         while not self.stop_event.is_set():
             try:
                 for attempt_id in self.feed.poll(self.poll_seconds):
-                    outcome = worker.process(attempt_id)
+                    outcome = worker.process(attempt_id,
+                                             trigger=getattr(self.feed, "trigger", "feed"))
                     logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value,
                                 extra={"attempt_id": attempt_id})
                     self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)

@@ -128,7 +128,7 @@ def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
                 logger.info("execution disabled; attempt left queued",
                             extra={"attempt_id": attempt_id, **keys})
                 return "execution_disabled"
-            outcome = worker.process(attempt_id)
+            outcome = worker.process(attempt_id, trigger="stream")
         except MalformedRecord as exc:
             code = "malformed_record"
             logger.warning("stream record failed", extra={"reason": code, **keys})

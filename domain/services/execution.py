@@ -119,8 +119,11 @@ class Worker:
 
     # -- entry points --------------------------------------------------------
 
-    def process(self, attempt_id: str) -> Outcome:
-        """Handle a queued attempt (a stream record or a due entry said so)."""
+    def process(self, attempt_id: str, *, trigger: str = "feed") -> Outcome:
+        """Handle a queued attempt (a stream record or a due entry said so).
+
+        ``trigger`` names what delivered it (``notification``, ``stream``) on the span.
+        """
         attempt = self.ctx.store.get(ExecutionAttempt, attempt_id)
         if attempt is None:
             return Outcome.MISSING
@@ -128,7 +131,8 @@ class Worker:
             return Outcome.SKIPPED
         if self.ctx.clock.now() < _time(attempt.not_before):
             return Outcome.SKIPPED
-        return self._traced(attempt, "ledger.worker.process", self._lease_and_run)
+        return self._traced(attempt, "ledger.worker.process", self._lease_and_run,
+                            trigger=trigger)
 
     def recover(self, attempt_id: str) -> Outcome:
         """Recovery mode for one due entry (SPEC 5.4)."""
@@ -164,9 +168,11 @@ class Worker:
     # -- the leased run ----------------------------------------------------------
 
     def _traced(self, attempt: ExecutionAttempt, name: str,
-                run: Callable[[ExecutionAttempt], Outcome]) -> Outcome:
+                run: Callable[[ExecutionAttempt], Outcome], *,
+                trigger: str = "recovery") -> Outcome:
         """Run one step in a span that continues the trace stored on ``Queued``."""
-        attributes = {"ledger.attempt_id": attempt.id, "ledger.capability": attempt.capability}
+        attributes = {"ledger.attempt_id": attempt.id, "ledger.capability": attempt.capability,
+                      "ledger.trigger": trigger}
         with self.ctx.tracer.span(name, attributes, parent=attempt.trace_context) as span:
             outcome = run(attempt)
             span.set("ledger.outcome", outcome.value)

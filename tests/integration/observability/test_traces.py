@@ -1,7 +1,8 @@
 """One approval is one trace, from POST /approvals through the worker to the result.
 
-The worker runs with no ambient trace context (as another process would): it
-continues the trace from the context stored on the ``Queued`` event. Spans are
+The store's own feed (SQLite's notification log, the DynamoDB table's stream)
+delivers the attempt; the worker runs with no ambient trace context (as another
+process would) and continues the trace from the context stored on ``Queued``. Spans are
 asserted with the SDK's in-memory exporter, on SQLite and on the emulator.
 """
 
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.executors.fake import fake_build_digest
-from adapters.runtime import make_worker
+from adapters.runtime import build_feed, make_worker
 from adapters.settings import load_settings
 from adapters.tracing import OtelTracer
 from api.http.app import create_app
@@ -49,6 +50,7 @@ POST /api/conversational/approvals
 def recorder_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Any]:
     if request.param == "dynamodb":
         recorder = request.getfixturevalue("dynamodb_recorder")
+        recorder.streams_endpoint = request.getfixturevalue("dynamodb_endpoint")
         return lambda: recorder
 
     def sqlite() -> Any:
@@ -64,11 +66,24 @@ def traced(recorder_factory: Callable[[], Any]) -> Iterator[tuple[Ledger, InMemo
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    settings = load_settings(store="memory", env="test")
-    ledger = build_ledger(settings, clock=FixedClock(), recorder=recorder_factory())
+    recorder = recorder_factory()
+    table = getattr(recorder, "table_name", "ledger")
+    settings = load_settings(store="memory", env="test", dynamodb_table=table)
+    ledger = build_ledger(settings, clock=FixedClock(), recorder=recorder)
     ledger.tracer = OtelTracer(provider)
     yield ledger, exporter
     ledger.close()
+
+
+def work_feed(ledger: Ledger) -> Any:
+    endpoint = getattr(ledger.store.recorder, "streams_endpoint", None)
+    if endpoint is None:
+        return build_feed(ledger)
+    import boto3
+
+    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+    return build_feed(ledger, dynamodb_streams_client=streams)
 
 
 def tree(spans: list[ReadableSpan], root: ReadableSpan) -> str:
@@ -110,6 +125,7 @@ def test_one_lifecycle_is_one_trace(traced: tuple[Ledger, InMemorySpanExporter])
             json={"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
                   "channel_binding_id": PROVENANCE.channel_binding_id,
                   "conversation_key": PROVENANCE.conversation_key}).json()["token"]
+        feed = work_feed(ledger)  # what the runtime's worker listens to on this store
         exporter.clear()
         approved = client.post(f"{API}/approvals", json={"token": token}, headers=channel)
         assert approved.status_code == 202, approved.text
@@ -119,8 +135,15 @@ def test_one_lifecycle_is_one_trace(traced: tuple[Ledger, InMemorySpanExporter])
     assert stored is not None and stored.trace_context is not None
     assert set(stored.trace_context) <= {"traceparent", "tracestate"}
 
+    # the notification log (SQLite) or the table's stream (DynamoDB) delivers the attempt
+    delivered: list[str] = []
+    for _ in range(200):
+        delivered += feed.poll(0.05)
+        if attempt_id in delivered:
+            break
+    assert attempt_id in delivered
     # the worker: no ambient context, as in another process; it continues the trace
-    assert make_worker(ledger).process(attempt_id) is Outcome.SUCCEEDED
+    assert make_worker(ledger).process(attempt_id, trigger=feed.trigger) is Outcome.SUCCEEDED
 
     spans = list(exporter.get_finished_spans())
     roots = [s for s in spans if s.parent is None]
@@ -134,6 +157,7 @@ def test_one_lifecycle_is_one_trace(traced: tuple[Ledger, InMemorySpanExporter])
     by_name = {s.name: s for s in spans}
     assert by_name["ledger.worker.process"].attributes["ledger.attempt_id"] == attempt_id
     assert by_name["ledger.worker.process"].attributes["ledger.outcome"] == "succeeded"
+    assert by_name["ledger.worker.process"].attributes["ledger.trigger"] == feed.trigger
     assert by_name["ledger.executor.call"].attributes["ledger.executor_outcome"] == "ok"
     assert by_name["ledger.executor.call"].attributes["ledger.capability"] == capability
     assert by_name["ledger.worker.lease"].attributes["ledger.lease_generation"] == 1
