@@ -9,10 +9,10 @@ STAMP := $(VENV)/.installed
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install run test lint bench chaos clean help
+.PHONY: install run test test-fast lint bench chaos clean help
 
 help: ## list targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,13 +30,16 @@ install: $(STAMP) ## create .venv and install the ledger with its dev extras
 run: $(STAMP) ## run the ledger (API, worker, recovery) on the embedded store
 	$(BIN)/ledger serve
 
-lint: $(STAMP) ## ruff, mypy (strict on domain/ and projections/), import-linter
+lint: $(STAMP) ## ruff, mypy (strict on domain/, projections/ and api/), import-linter
 	$(BIN)/ruff check .
-	$(BIN)/mypy domain projections
+	$(BIN)/mypy domain projections api
 	$(BIN)/lint-imports
 
 test: $(STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP) $(MINISTACK) ## the inner loop: every test not marked slow, in parallel
+	$(BIN)/pytest -n auto -m "not slow"
 
 bench: $(STAMP) $(MINISTACK) ## run the benchmarks and write bench/results/
 	@for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from domain.redaction import looks_secret, secret_shaped_key
-
-REDACTED = "[redacted]"
+from domain.redaction import REDACTED, looks_secret
+from domain.redaction import redact as redact_value
 
 # Keys whose values are item images, request bodies or provider data: never logged (I10).
 CONTENT_KEYS = frozenset(
@@ -37,21 +36,8 @@ current_attempt: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 
 def redact(value: Any) -> Any:
-    """A copy of a log structure with secret-shaped and content-bearing values removed."""
-    if isinstance(value, Mapping):
-        cleaned: dict[Any, Any] = {}
-        for key, item in value.items():
-            name = str(key)
-            if name.lower() in CONTENT_KEYS or secret_shaped_key(name):
-                cleaned[key] = REDACTED
-            else:
-                cleaned[key] = redact(item)
-        return cleaned
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    if isinstance(value, str) and looks_secret(value):
-        return REDACTED
-    return value
+    """The shared redaction (:func:`domain.redaction.redact`) with the content keys hidden."""
+    return redact_value(value, CONTENT_KEYS)
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from typing import Any
 from adapters.bootstrap import Ledger
 from domain.attempt import ExecutionAttempt
 from domain.ports import Commit, DueWork
+from domain.spec import ATTEMPT_ID_PREFIX
 from projections.ports import ViewRecord
 from projections.status import status_record
 
@@ -42,14 +43,16 @@ def attempt_ids(ledger: Ledger) -> Iterator[str]:
 
     recorder = ledger.store.recorder
     if isinstance(recorder, MemoryLedgerRecorder):
-        yield from sorted(k for k in list(recorder._stored_events_index) if k.startswith("att_"))
+        streams = list(recorder._stored_events_index)
+        yield from sorted(k for k in streams if k.startswith(ATTEMPT_ID_PREFIX))
         return
     if isinstance(recorder, SQLiteLedgerRecorder):
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(
                 f"SELECT originator_id FROM {recorder.events_table_name} "
-                "WHERE originator_version = 1 AND originator_id LIKE 'att!_%' ESCAPE '!' "
-                "ORDER BY originator_id"
+                "WHERE originator_version = 1 AND originator_id LIKE ? ESCAPE '!' "
+                "ORDER BY originator_id",
+                (ATTEMPT_ID_PREFIX.replace("_", "!_") + "%",),
             )
             rows = [row["originator_id"] for row in c.fetchall()]
         yield from rows
@@ -59,7 +62,7 @@ def attempt_ids(ledger: Ledger) -> Iterator[str]:
         "TableName": recorder.table_name,  # type: ignore[attr-defined]
         "ProjectionExpression": "pk",
         "FilterExpression": "begins_with(pk, :att) AND sk = :one",
-        "ExpressionAttributeValues": {":att": {"S": "att_"}, ":one": {"N": "1"}},
+        "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}, ":one": {"N": "1"}},
         "ConsistentRead": True,
     }
     while True:

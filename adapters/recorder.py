@@ -44,7 +44,7 @@ class LedgerRecorder(AggregateRecorder, ABC):
     """An aggregate recorder with read-set checks, lookups and due work."""
 
     @abstractmethod
-    def insert_events(  # type: ignore[override]
+    def insert_events(
         self,
         stored_events: Sequence[StoredEvent],
         *,

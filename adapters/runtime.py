@@ -22,6 +22,7 @@ from adapters.streams import WORK_TOPICS, work_from_records
 from domain.errors import LedgerError
 from domain.services.execution import Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
+from domain.spec import ATTEMPT_ID_PREFIX
 
 logger = logging.getLogger("ledger.runtime")
 
@@ -34,7 +35,7 @@ def worker_policy(ledger: Ledger) -> WorkerPolicy:
         backoff_base_seconds=s.backoff_base_seconds,
         backoff_max_seconds=s.backoff_max_seconds,
         max_predispatch_leases=s.max_predispatch_leases,
-        max_dispatches=s.max_predispatch_leases,
+        max_dispatches=s.max_dispatches,
     )
 
 
@@ -263,7 +264,7 @@ def attempt_streams_from_records(records: list[dict[str, Any]]) -> list[str]:
     for record in records:
         image = record.get("dynamodb", {}).get("NewImage", {})
         pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
-        if isinstance(pk, str) and pk.startswith("att_") and "topic" in image:
+        if isinstance(pk, str) and pk.startswith(ATTEMPT_ID_PREFIX) and "topic" in image:
             found.setdefault(pk, None)
     return list(found)
 

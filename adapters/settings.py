@@ -9,10 +9,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
+MIN_HS256_SECRET_CHARS = 32
 
 
 class SettingsError(Exception):
@@ -46,7 +47,8 @@ class Settings(BaseSettings):
     sqlite_path: str = "./var/ledger.db"
     dynamodb_table: Annotated[str, Field(min_length=3, max_length=255,
                                          pattern=r"^[A-Za-z0-9_.\-]+$")] = "ledger"
-    auth_hs256_secret: Annotated[str, Field(min_length=32)] = DEVELOPMENT_SECRET
+    # A SecretStr: no repr, str or log line of the settings ever shows it.
+    auth_hs256_secret: SecretStr = SecretStr(DEVELOPMENT_SECRET)
     auth_rs256_public_key: str | None = None
     permissions: Annotated[tuple[str, ...], NoDecode] = ("tasks.write", "social.post",
                                                          "demo.execute")
@@ -55,6 +57,7 @@ class Settings(BaseSettings):
     backoff_base_seconds: Annotated[int, Field(ge=1, le=3600)] = 1
     backoff_max_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
     max_predispatch_leases: Annotated[int, Field(ge=1, le=50)] = 5
+    max_dispatches: Annotated[int, Field(ge=1, le=50)] = 5
     due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     fake_executors: bool | None = None
@@ -64,6 +67,13 @@ class Settings(BaseSettings):
     # host:port of a separate metrics listener (no token; the bound address is the guard)
     metrics_listen: str | None = None
     console_session_seconds: Annotated[int, Field(ge=60, le=43200)] = 900
+
+    @field_validator("auth_hs256_secret")
+    @classmethod
+    def _check_secret_length(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < MIN_HS256_SECRET_CHARS:
+            raise ValueError(f"must be at least {MIN_HS256_SECRET_CHARS} characters")
+        return value
 
     @field_validator("permissions", mode="before")
     @classmethod
@@ -99,7 +109,7 @@ class Settings(BaseSettings):
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError("LEDGER_BACKOFF_MAX_SECONDS must be >= LEDGER_BACKOFF_BASE_SECONDS")
         if self.env is Environment.PRODUCTION:
-            if self.auth_hs256_secret == DEVELOPMENT_SECRET and not self.auth_rs256_public_key:
+            if self.uses_development_secret and not self.auth_rs256_public_key:
                 raise ValueError(
                     "LEDGER_ENV=production refuses the built-in development secret; "
                     "set LEDGER_AUTH_HS256_SECRET or LEDGER_AUTH_RS256_PUBLIC_KEY"
@@ -132,7 +142,7 @@ class Settings(BaseSettings):
 
     @property
     def uses_development_secret(self) -> bool:
-        return self.auth_hs256_secret == DEVELOPMENT_SECRET
+        return self.auth_hs256_secret.get_secret_value() == DEVELOPMENT_SECRET
 
 
 def load_settings(**overrides: Any) -> Settings:

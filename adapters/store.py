@@ -79,7 +79,7 @@ class LedgerStore:
     def get(self, cls: type[A], stream_id: str) -> A | None:
         aggregate: LedgerAggregate | None = None
         for domain_event in self.events(stream_id):
-            aggregate = domain_event.mutate(aggregate)  # type: ignore[arg-type]
+            aggregate = domain_event.mutate(aggregate)
         if aggregate is None:
             return None
         if not isinstance(aggregate, cls):

@@ -17,6 +17,7 @@ from rich.text import Text
 from adapters.settings import Environment, Settings, SettingsError, StoreKind, load_settings
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
+from domain.spec import ATTEMPT_ID_PREFIX
 
 MAX_TOKEN_TTL_SECONDS = 7 * 86400
 
@@ -231,7 +232,7 @@ def audit(
         settings = load_settings()
         ledger = build_ledger(settings)
         try:
-            if len(attempt_id) > 80 or not attempt_id.startswith("att_"):
+            if len(attempt_id) > 80 or not attempt_id.startswith(ATTEMPT_ID_PREFIX):
                 _fail("not_found: no such attempt")
             report = audit_attempt(ledger.store, ledger.views, attempt_id)
         finally:
@@ -276,7 +277,7 @@ def projections_rebuild(
 ) -> None:
     """Fold every attempt stream again, compare with the live views, write the result."""
     with _one_line_errors():
-        from rich.progress import Progress
+        from rich.progress import Progress, TaskID
 
         from adapters.bootstrap import build_ledger
         from adapters.rebuild import VIEWS, attempt_ids, rebuild
@@ -290,8 +291,11 @@ def projections_rebuild(
             for name in [view] if view else list(VIEWS):
                 with Progress(console=Console(stderr=True)) as progress:
                     task = progress.add_task(f"rebuilding {name}", total=total)
-                    report = rebuild(ledger, name, write=not check,
-                                     progress=lambda n, t=task: progress.advance(t, n))
+
+                    def advance(n: int, bar: Progress = progress, t: TaskID = task) -> None:
+                        bar.advance(t, n)
+
+                    report = rebuild(ledger, name, write=not check, progress=advance)
                 verb = "checked" if check else "rebuilt"
                 typer.echo(f"{name}: {verb} {report.total} attempts; "
                            f"{report.identical} identical to the live view, "

@@ -41,13 +41,14 @@ from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
 from adapters.system import ManualClock
 from domain.services.recovery import run_recovery
+from domain.spec import ATTEMPT_ID_PREFIX
 
 DUE = 10
 BATCH = 25
 
 
 def new_attempt_id() -> str:
-    return "att_" + uuid.uuid4().hex + uuid.uuid4().hex
+    return ATTEMPT_ID_PREFIX + uuid.uuid4().hex + uuid.uuid4().hex
 
 
 def finished_template(life: Lifecycle) -> str:

@@ -38,6 +38,7 @@ from adapters.dynamodb.schema import create_table  # noqa: E402
 from adapters.recorder import LedgerRecorder  # noqa: E402
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore  # noqa: E402
 from domain.ports import DueWork, Lookup, ReadCheck  # noqa: E402
+from domain.spec import ATTEMPT_ID_PREFIX  # noqa: E402
 from tests.support import ministack  # noqa: E402
 from tests.support.faults import RequestCounter  # noqa: E402
 
@@ -86,7 +87,7 @@ def ledger_ops(recorder: LedgerRecorder) -> tuple[Callable[[int], None], Callabl
         recorder.insert_events([event(f"stream:{unique()}")])
 
     def multi(i: int) -> None:
-        attempt = f"att_{unique()}"
+        attempt = ATTEMPT_ID_PREFIX + unique()
         recorder.insert_events(
             [event(f"proposal:{unique()}"), event(attempt)],
             read_checks=[ReadCheck(directory, 1)],

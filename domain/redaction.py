@@ -1,4 +1,8 @@
-"""Secret-shape detection and receipt validation (I10).
+"""Secret-shape detection, output redaction and receipt validation (I10).
+
+:func:`redact` is the one redaction every output uses (audit timelines, log
+lines): values under listed or secret-shaped keys and secret-shaped strings
+are replaced by ``REDACTED``; each caller passes the keys its output hides.
 
 A receipt is stored only if it is small, flat and allow-listed: safe ids,
 hashes, timestamps and bounded metadata. Anything that looks like a secret, in
@@ -9,12 +13,13 @@ attempt becomes ``outcome_unknown``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 MAX_RECEIPT_KEYS = 16
 MAX_RECEIPT_VALUE_CHARS = 256
 MAX_REASON_CHARS = 500
+REDACTED = "[redacted]"
 
 RECEIPT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:@/+\-# ]{0,256}$")
@@ -48,6 +53,25 @@ def looks_secret(text: str) -> bool:
 def secret_shaped_key(key: str) -> bool:
     lowered = key.lower()
     return any(word in lowered for word in SECRET_KEY_WORDS)
+
+
+def redact(value: Any, keys: Collection[str] = frozenset()) -> Any:
+    """A copy of ``value`` fit for output: nested mappings and sequences are
+    walked; the value under a key in ``keys`` (lower-case names, compared
+    case-insensitively) or under a secret-shaped key, and every secret-shaped
+    string, becomes ``REDACTED``."""
+    if isinstance(value, Mapping):
+        cleaned: dict[Any, Any] = {}
+        for key, item in value.items():
+            name = str(key).lower()
+            hidden = name in keys or secret_shaped_key(name)
+            cleaned[key] = REDACTED if hidden else redact(item, keys)
+        return cleaned
+    if isinstance(value, list | tuple):
+        return [redact(item, keys) for item in value]
+    if isinstance(value, str) and looks_secret(value):
+        return REDACTED
+    return value
 
 
 def validate_receipt(data: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -220,6 +220,8 @@ def view_hash(payload_hash_: str, renderer_build: str, text: str) -> str:
     return sha256_tag(canonical_json(envelope))
 
 
+ATTEMPT_ID_PREFIX = "att_"
+"""Every attempt stream id starts with this; stores, feeds and filters rely on it."""
 ATTEMPT_ID_LABEL = "execution-ledger/attempt-id/v1"
 IDEMPOTENCY_KEY_LABEL = "execution-ledger/idempotency-key/v1"
 
@@ -231,7 +233,7 @@ def _derive(label: str, proposal_id: str, version: int, payload_hash_: str) -> s
 
 def derive_attempt_id(proposal_id: str, version: int, payload_hash_: str) -> str:
     """Deterministic attempt id for one approved proposal version."""
-    return "att_" + _derive(ATTEMPT_ID_LABEL, proposal_id, version, payload_hash_)
+    return ATTEMPT_ID_PREFIX + _derive(ATTEMPT_ID_LABEL, proposal_id, version, payload_hash_)
 
 
 def derive_idempotency_key(proposal_id: str, version: int, payload_hash_: str) -> str:

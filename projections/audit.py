@@ -21,27 +21,15 @@ from domain.directory import (
     target_record_id,
 )
 from domain.ports import EventStore
-from domain.redaction import looks_secret
+from domain.redaction import redact
 from domain.spec import format_utc
 from projections.ports import ViewStore
 from projections.status import STATUS_VIEW
 
-REDACTED = "[redacted]"
+# Event fields whose values never leave the store: proposal content, tokens and
+# their hashes, idempotency keys and lease owners.
 REDACTED_KEYS = frozenset({"content", "token", "token_hash", "idempotency_key", "owner"})
 HIDDEN_KEYS = frozenset({"prev_hash", "originator_topic", "trace_context"})
-
-
-def redact(value: Any, key: str | None = None) -> Any:
-    """Recursively replace sensitive keys and secret-shaped strings."""
-    if key is not None and key in REDACTED_KEYS:
-        return REDACTED
-    if isinstance(value, dict):
-        return {k: redact(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(item) for item in value]
-    if isinstance(value, str) and looks_secret(value):
-        return REDACTED
-    return value
 
 
 def event_type(event: LedgerEvent) -> str:
@@ -59,7 +47,7 @@ def timeline(events: Sequence[LedgerEvent]) -> list[dict[str, Any]]:
                 "version": event.originator_version,
                 "type": event_type(event),
                 "recorded_at": format_utc(event.timestamp),
-                "data": redact(data),
+                "data": redact(data, REDACTED_KEYS),
             }
         )
     return rows

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 from domain.attempt import ExecutionAttempt
 from domain.ports import EventStore
+from domain.spec import ATTEMPT_ID_PREFIX
 from projections.ports import ViewStore
 from projections.status import status_record
-
-ATTEMPT_PREFIX = "att_"
 
 
 @dataclass
@@ -38,6 +37,6 @@ class Projector:
         """Project every attempt stream named (once each); returns views moved."""
         moved = 0
         for stream_id in dict.fromkeys(stream_ids):
-            if stream_id.startswith(ATTEMPT_PREFIX) and self.project_attempt(stream_id):
+            if stream_id.startswith(ATTEMPT_ID_PREFIX) and self.project_attempt(stream_id):
                 moved += 1
         return moved

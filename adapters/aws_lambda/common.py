@@ -18,18 +18,20 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 
 from adapters.bootstrap import Ledger, build_ledger
-from adapters.logs import CONTENT_KEYS, REDACTED, redact
+from adapters.logs import CONTENT_KEYS
 from adapters.settings import SettingsError, StoreKind, load_settings
 from adapters.tracing import tracer_from_environment
 from domain.errors import LedgerError
+from domain.redaction import redact
 
 NAMESPACE = "ExecutionLedger"
-__all__ = ["CONTENT_KEYS", "NAMESPACE", "REDACTED", "redact"]
+
+
 class RedactingFormatter(LambdaPowertoolsFormatter):
-    """Powertools' JSON formatter, with every log line passed through :func:`redact`."""
+    """Powertools' JSON formatter, with every log line redacted (content keys hidden)."""
 
     def serialize(self, log: Any) -> str:
-        return super().serialize(redact(log))
+        return super().serialize(redact(log, CONTENT_KEYS))
 
 
 def emf_forwarder(service: str) -> Callable[[str, float, dict[str, str]], None]:

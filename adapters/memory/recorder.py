@@ -28,7 +28,7 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         self._lookups: dict[str, dict[str, str]] = {}
         self._due: dict[str, DueWork] = {}
 
-    def insert_events(  # type: ignore[override]
+    def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         return super().insert_events(stored_events, **kwargs)

@@ -77,7 +77,7 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         ]
         return statements
 
-    def insert_events(  # type: ignore[override]
+    def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         with self._write_transaction() as c:

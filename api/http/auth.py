@@ -20,7 +20,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from adapters.settings import DEVELOPMENT_SECRET, Environment, Settings, SettingsError
+from adapters.settings import Environment, Settings, SettingsError
 from domain.directory import validate_ident
 from domain.errors import Forbidden, InvalidInput, Unauthenticated
 from domain.services.approval import Provenance
@@ -128,9 +128,9 @@ class TokenVerifier:
         """
         keys: dict[str, list[Any]] = {}
         dev_secret_in_production = (settings.env is Environment.PRODUCTION
-                                    and settings.auth_hs256_secret == DEVELOPMENT_SECRET)
+                                    and settings.uses_development_secret)
         if not dev_secret_in_production:
-            keys["HS256"] = [settings.auth_hs256_secret]
+            keys["HS256"] = [settings.auth_hs256_secret.get_secret_value()]
         if settings.auth_rs256_public_key:
             keys["RS256"] = list(load_rs256_keys(settings.auth_rs256_public_key))
         return cls(keys)
@@ -192,5 +192,5 @@ def mint_token(
     issued = now or datetime.now(UTC)
     claims["iat"] = int(issued.timestamp())
     claims["exp"] = int((issued + timedelta(seconds=ttl_seconds)).timestamp())
-    signing_key = settings.auth_hs256_secret if key is None else key
+    signing_key = settings.auth_hs256_secret.get_secret_value() if key is None else key
     return jwt.encode(claims, signing_key, algorithm=algorithm)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from domain.attempt import ExecutionAttempt
 from domain.errors import (
     ApprovalUnavailable,
-    ConcurrencyConflict,
     IllegalTransition,
     InvalidSpec,
     ProposalConflicted,
@@ -31,11 +30,10 @@ from domain.services.authorization import (
 )
 from domain.services.context import ServiceContext
 from domain.services.proposals import token_hash, token_lookup_key
+from domain.services.retry import retry_on_conflict
 from domain.spec import derive_attempt_id, derive_idempotency_key, parse_spec, payload_hash
 from domain.timeutil import format_utc
 from domain.tracing import clean_trace_context
-
-MAX_RETRIES = 8
 
 
 class Provenance(Approver):
@@ -65,12 +63,14 @@ def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> Appro
     lookup = ctx.store.get_lookup(key)
     if lookup is None:
         raise _unavailable("unknown_token")
-    for _ in range(MAX_RETRIES):
-        try:
-            return _approve_once(ctx, lookup["proposal_id"], lookup["presentation_id"], provenance)
-        except ConcurrencyConflict:
-            continue
-    raise _unavailable("contention")
+    proposal_id, presentation_id = lookup["proposal_id"], lookup["presentation_id"]
+
+    def contended() -> ApprovalResult:
+        raise _unavailable("contention")
+
+    return retry_on_conflict(
+        lambda: _approve_once(ctx, proposal_id, presentation_id, provenance), exhausted=contended
+    )
 
 
 def _approve_once(

@@ -13,9 +13,8 @@ from domain.directory import (
 )
 from domain.errors import ConcurrencyConflict, NotFound, UnknownPermission
 from domain.ports import Clock, Commit, EventStore
+from domain.services.retry import retry_on_conflict
 from domain.timeutil import format_utc
-
-MAX_PUT_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -58,19 +57,21 @@ def put_record(
     Concurrent puts converge: a loser re-reads and applies its values on top.
     """
     checked = validate_values(kind, values)
-    for _ in range(MAX_PUT_RETRIES):
+
+    def put_once() -> RecordView:
         at = format_utc(clock.now())
         record = store.get(DirectoryRecord, record_id)
         if record is None:
             record = DirectoryRecord(record_id=record_id, kind=kind.value, values=checked, at=at)
         elif not record.update(checked, at=at):
             return _view(record)
-        try:
-            store.commit(Commit(aggregates=[record]))
-        except ConcurrencyConflict:
-            continue
+        store.commit(Commit(aggregates=[record]))
         return _view(record)
-    raise ConcurrencyConflict(record_id)
+
+    def contended() -> RecordView:
+        raise ConcurrencyConflict(record_id)
+
+    return retry_on_conflict(put_once, exhausted=contended)
 
 
 def get_record(store: EventStore, kind: DirectoryKind, record_id: str) -> RecordView:

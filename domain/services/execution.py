@@ -38,6 +38,7 @@ from domain.services.authorization import (
 )
 from domain.services.context import ServiceContext
 from domain.services.resolution import lookup_outcome
+from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, payload_hash
 from domain.timeutil import parse_utc
 
@@ -344,25 +345,35 @@ class Worker:
         generation's late observation also appends to the stream. So re-read and
         record again while the lease holds; only then fall back to observing.
         """
-        for _ in range(5):
-            now = self.ctx.clock.now()
+        current = attempt
+
+        def record_once() -> Outcome:
+            nonlocal current
             try:
-                attempt.record_result(
-                    generation=generation, status=status, now=now, reason_code=reason,
-                    receipt=receipt,
+                current.record_result(
+                    generation=generation, status=status, now=self.ctx.clock.now(),
+                    reason_code=reason, receipt=receipt,
                 )
             except IllegalTransition:
-                return self._observe(attempt.id, generation, status)
-            if self._commit(attempt, due=None):
-                return Outcome(status.value)
-            fresh = self.ctx.store.get(ExecutionAttempt, attempt.id)
-            if fresh is None:
-                return Outcome.MISSING
-            attempt = fresh
-        return self._observe(attempt.id, generation, status)
+                return self._observe(current.id, generation, status)
+            try:
+                self.ctx.store.commit(
+                    Commit(aggregates=[current], due=[DueWork(current.id, None)])
+                )
+            except ConcurrencyConflict:
+                fresh = self.ctx.store.get(ExecutionAttempt, current.id)
+                if fresh is None:
+                    return Outcome.MISSING
+                current = fresh
+                raise
+            return Outcome(status.value)
+
+        return retry_on_conflict(
+            record_once, exhausted=lambda: self._observe(attempt.id, generation, status)
+        )
 
     def _observe(self, attempt_id: str, generation: int, status: AttemptStatus) -> Outcome:
-        for _ in range(5):
+        def observe_once() -> Outcome:
             fresh = self.ctx.store.get(ExecutionAttempt, attempt_id)
             if fresh is None:
                 return Outcome.MISSING
@@ -372,9 +383,11 @@ class Worker:
                 )
             except IllegalTransition:
                 return Outcome.STALE
-            if self._commit(fresh, due=fresh.next_action_at()):
-                return Outcome.STALE
-        return Outcome.STALE
+            due = DueWork(fresh.id, fresh.next_action_at())
+            self.ctx.store.commit(Commit(aggregates=[fresh], due=[due]))
+            return Outcome.STALE
+
+        return retry_on_conflict(observe_once, exhausted=lambda: Outcome.STALE)
 
     def _reconcile_expired(self, attempt: ExecutionAttempt, now: datetime) -> Outcome:
         """correlation_lookup after an expired dispatched lease: look it up first.

@@ -30,10 +30,10 @@ from domain.errors import (
 from domain.ports import Commit, Lookup
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.context import ServiceContext
+from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, payload_hash, view_hash
 from domain.timeutil import format_utc
 
-MAX_RETRIES = 8
 MIN_PRESENTATION_TTL = 60
 MAX_PRESENTATION_TTL = 86400
 
@@ -122,7 +122,7 @@ def propose(
         ctx.store.commit(Commit(aggregates=[proposal]))
         return ProposalResult(proposal.id, 1, ph, vh, preview, ProposalStatus.PRESENTED.value)
 
-    for _ in range(MAX_RETRIES):
+    def revise_once() -> ProposalResult:
         existing = ctx.store.get(Proposal, lineage_id)
         if existing is None:
             raise NotFound()
@@ -141,9 +141,13 @@ def propose(
         except ConcurrencyConflict:
             if expected_version is not None:
                 raise StaleVersion() from None
-            continue
+            raise
         return ProposalResult(existing.id, version, ph, vh, preview, ProposalStatus.PRESENTED.value)
-    raise ConcurrencyConflict(lineage_id)
+
+    def contended() -> ProposalResult:
+        raise ConcurrencyConflict(lineage_id)
+
+    return retry_on_conflict(revise_once, exhausted=contended)
 
 
 def present(
@@ -165,7 +169,8 @@ def present(
     token = ctx.tokens.new_token()
     hashed = token_hash(token)
     presentation_id = ctx.tokens.new_id("pres")
-    for _ in range(MAX_RETRIES):
+
+    def present_once() -> PresentationResult:
         now = ctx.clock.now()
         expires = now + timedelta(seconds=ttl)
         proposal = ctx.store.get(Proposal, proposal_id)
@@ -186,9 +191,10 @@ def present(
             value={"proposal_id": proposal_id, "presentation_id": presentation_id},
             expires_at=expires,
         )
-        try:
-            ctx.store.commit(Commit(aggregates=[proposal], lookups=[lookup]))
-        except ConcurrencyConflict:
-            continue
+        ctx.store.commit(Commit(aggregates=[proposal], lookups=[lookup]))
         return PresentationResult(presentation_id, token, format_utc(expires))
-    raise ConcurrencyConflict(proposal_id)
+
+    def contended() -> PresentationResult:
+        raise ConcurrencyConflict(proposal_id)
+
+    return retry_on_conflict(present_once, exhausted=contended)

@@ -14,7 +14,6 @@ from typing import Any
 
 from domain.attempt import TERMINAL, AttemptStatus, ExecutionAttempt, Resolution
 from domain.errors import (
-    ConcurrencyConflict,
     IllegalTransition,
     InvalidInput,
     NotFound,
@@ -26,9 +25,8 @@ from domain.ports import Commit, DueWork, ExecutionRequest
 from domain.proposal import Proposal
 from domain.redaction import check_reason, validate_receipt
 from domain.services.context import ServiceContext
+from domain.services.retry import retry_on_conflict
 from domain.spec import parse_spec
-
-MAX_RETRIES = 5
 
 
 def lookup_outcome(
@@ -75,7 +73,8 @@ def _load(ctx: ServiceContext, attempt_id: str) -> ExecutionAttempt:
 
 def reconcile(ctx: ServiceContext, *, attempt_id: str, expected_revision: int) -> ExecutionAttempt:
     """Run the registered read-only lookup for an uncertain attempt."""
-    for _ in range(MAX_RETRIES):
+
+    def reconcile_once() -> ExecutionAttempt:
         attempt = _load(ctx, attempt_id)
         if attempt.status in TERMINAL:
             return attempt  # settled already: a repeat sees the stored truth
@@ -91,12 +90,10 @@ def reconcile(ctx: ServiceContext, *, attempt_id: str, expected_revision: int) -
             )
         except IllegalTransition:
             return attempt
-        try:
-            ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
-        except ConcurrencyConflict:
-            continue
+        ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
         return attempt
-    return _load(ctx, attempt_id)
+
+    return retry_on_conflict(reconcile_once, exhausted=lambda: _load(ctx, attempt_id))
 
 
 def resolve(
@@ -122,7 +119,8 @@ def resolve(
         safe_receipt = validate_receipt(receipt)
         if safe_receipt is None:
             raise InvalidInput("receipt: must be small, flat and contain no secret-shaped data")
-    for _ in range(MAX_RETRIES):
+
+    def resolve_once() -> ExecutionAttempt:
         attempt = _load(ctx, attempt_id)
         if attempt.status is AttemptStatus.MANUALLY_RESOLVED:
             resolution = attempt.resolution or {}
@@ -140,9 +138,7 @@ def resolve(
             now=ctx.clock.now(),
             receipt=safe_receipt,
         )
-        try:
-            ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
-        except ConcurrencyConflict:
-            continue
+        ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
         return attempt
-    return _load(ctx, attempt_id)
+
+    return retry_on_conflict(resolve_once, exhausted=lambda: _load(ctx, attempt_id))

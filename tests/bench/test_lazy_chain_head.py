@@ -15,11 +15,9 @@ from domain.audit import verify_chain
 from domain.base import LedgerEvent
 from domain.directory import DirectoryKind, DirectoryRecord, actor_record_id
 from domain.services.directory import put_record
+from tests.support.clocks import FixedClock
 
-
-class Clock:
-    def now(self) -> datetime:
-        return datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+CLOCK = FixedClock(datetime(2026, 11, 29, 12, 0, tzinfo=UTC))
 
 
 def test_replay_hashes_nothing_until_the_chain_head_is_asked_for(
@@ -28,7 +26,7 @@ def test_replay_hashes_nothing_until_the_chain_head_is_asked_for(
     store = LedgerStore(MemoryLedgerRecorder())
     record_id = actor_record_id("alice")
     for enabled in (True, False, True):
-        put_record(store, Clock(), kind=DirectoryKind.ACTOR, record_id=record_id,
+        put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
                    values={"enabled": enabled})
     real_hash = LedgerEvent.hash
     calls: list[Any] = []
@@ -49,7 +47,7 @@ def test_replay_hashes_nothing_until_the_chain_head_is_asked_for(
     assert record.chain_head == head and len(calls) == 1  # computed once
 
     assert verify_chain(record_id, events, (3, head)).ok  # type: ignore[arg-type]
-    put_record(store, Clock(), kind=DirectoryKind.ACTOR, record_id=record_id,
+    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
                values={"enabled": False})
     newest = store.events(record_id)[-1]
     assert newest.prev_hash == head  # type: ignore[attr-defined]
@@ -58,7 +56,7 @@ def test_replay_hashes_nothing_until_the_chain_head_is_asked_for(
 def test_replayed_aggregates_compare_equal_by_chain_head() -> None:
     store = LedgerStore(MemoryLedgerRecorder())
     record_id = actor_record_id("bob")
-    put_record(store, Clock(), kind=DirectoryKind.ACTOR, record_id=record_id,
+    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
                values={"enabled": True})
     first = store.get(DirectoryRecord, record_id)
     second = store.get(DirectoryRecord, record_id)

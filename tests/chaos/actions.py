@@ -34,7 +34,8 @@ from tests.chaos.world import (
     SeededTokens,
 )
 from tests.chaos.wrappers import ChaosStore
-from tests.integration.approval.world import DIGEST, FixedClock
+from tests.integration.approval.world import DIGEST
+from tests.support.clocks import FixedClock
 
 
 class Actions:

@@ -66,8 +66,8 @@ def _dynamodb(seed: int, client: Any, write_fault_rate: float) -> Iterator[Backe
     from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
     from adapters.dynamodb.schema import create_table
     from adapters.dynamodb.views import DynamoDBViewStore
-    from tests.hardening.faults import RandomFaultClient
     from tests.support.dynamodb_fixtures import new_table_name
+    from tests.support.faults import RandomFaultClient
 
     if client is None:
         raise ValueError("the dynamodb store needs a client")

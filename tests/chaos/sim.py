@@ -63,7 +63,7 @@ from tests.chaos.world import (
     SeededTokens,
 )
 from tests.chaos.wrappers import ChaosExecutor, ChaosStore
-from tests.integration.approval.world import FixedClock
+from tests.support.clocks import FixedClock
 
 
 @dataclass

@@ -16,6 +16,8 @@ import pytest
 from tests.chaos.runner import Outcome, run_schedule
 from tests.chaos.world import profile_for
 
+pytestmark = pytest.mark.slow
+
 SCALE = max(1, int(os.environ.get("LEDGER_CHAOS_SCALE", "1")))
 CHUNKS = {"memory": (6, 40), "sqlite": (2, 30)}  # chunks x schedules per chunk
 DYNAMODB_SCHEDULES = 6

@@ -13,7 +13,8 @@ from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings, load_settings
 from api.http.app import create_app
 from api.http.auth import mint_token
-from tests.e2e.helpers import PROVENANCE, FixedClock, Headers
+from tests.e2e.helpers import FIXED_NOW, PROVENANCE, Headers
+from tests.support.clocks import FixedClock
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +32,7 @@ def settings() -> Settings:
 
 @pytest.fixture
 def ledger(settings: Settings) -> Iterator[Ledger]:
-    wired = build_ledger(settings, clock=FixedClock())
+    wired = build_ledger(settings, clock=FixedClock(FIXED_NOW))
     yield wired
     wired.close()
 

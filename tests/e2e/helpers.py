@@ -20,13 +20,6 @@ PROVENANCE = Provenance(
 Headers = dict[str, str]
 
 
-class FixedClock:
-    """A clock that never moves."""
-
-    def now(self) -> datetime:
-        return FIXED_NOW
-
-
 def assert_error(response: Any, status: int, code: str) -> None:
     """The response is the uniform error body with this status and code."""
     assert response.status_code == status, response.text

@@ -91,8 +91,8 @@ def test_token_uses_the_configured_secret_and_ttl() -> None:
 def test_channel_token_carries_the_provenance_flags() -> None:
     result = invoke(["token", "--sub", "slack", "--role", "channel", *CHANNEL_FLAGS])
     assert result.exit_code == 0, result.stderr
-    claims = jwt.decode(result.stdout.strip(), load_settings().auth_hs256_secret,
-                        algorithms=["HS256"])
+    secret = load_settings().auth_hs256_secret.get_secret_value()
+    claims = jwt.decode(result.stdout.strip(), secret, algorithms=["HS256"])
     assert claims["actor_id"] == PROVENANCE.actor_id
     assert claims["conversation_key"] == PROVENANCE.conversation_key
 

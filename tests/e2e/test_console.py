@@ -129,7 +129,7 @@ def test_resolve_from_the_attention_list_with_csrf_and_revision(
 def test_an_expired_session_sends_back_to_sign_in(
     settings: Settings, ledger: Ledger
 ) -> None:
-    from tests.integration.approval.world import FixedClock
+    from tests.support.clocks import FixedClock
 
     clock = FixedClock()
     ledger.clock = clock

@@ -72,7 +72,7 @@ def _public_pem(key: rsa.RSAPrivateKey) -> str:
 
 
 def _bad_credentials(settings: Settings, other_rsa: rsa.RSAPrivateKey) -> dict[str, str | None]:
-    secret = settings.auth_hs256_secret
+    secret = settings.auth_hs256_secret.get_secret_value()
     return {
         "no-header": None,
         "basic-scheme": "Basic cm9vdDpyb290",
@@ -200,7 +200,7 @@ def test_provenance_claims_on_another_role_are_ignored(
 ) -> None:
     token = jwt.encode(_claims(role="actor", actor_id="mallory", identity_binding_id="ib",
                                channel_binding_id="cb", conversation_key="c"),
-                       settings.auth_hs256_secret, algorithm="HS256")
+                       settings.auth_hs256_secret.get_secret_value(), algorithm="HS256")
     response = probe_client.get("/probe/any", headers={"Authorization": f"Bearer {token}"})
     assert response.json() == {"role": "actor", "has_provenance": False}
 
@@ -280,7 +280,7 @@ def test_mint_token_refuses_claims_the_verifier_would_reject(settings: Settings)
 def test_minted_tokens_carry_exactly_the_expected_claims(settings: Settings) -> None:
     token = mint_token(settings, subject="bot", role="channel", provenance=PROVENANCE,
                        ttl_seconds=120)
-    claims = jwt.decode(token, settings.auth_hs256_secret, algorithms=["HS256"])
+    claims = jwt.decode(token, settings.auth_hs256_secret.get_secret_value(), algorithms=["HS256"])
     assert claims["exp"] - claims["iat"] == 120
     assert {k: v for k, v in claims.items() if k not in {"exp", "iat"}} == {
         "sub": "bot", "role": "channel", "actor_id": "alice",

@@ -7,7 +7,11 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 

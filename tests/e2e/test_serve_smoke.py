@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from adapters.bootstrap import build_ledger
 from adapters.settings import load_settings
@@ -17,6 +18,8 @@ from api.http.auth import mint_token
 from domain.directory import DirectoryKind, actor_record_id
 from domain.services.directory import get_record
 from tests.e2e.helpers import DIRECTORY
+
+pytestmark = pytest.mark.slow
 
 START_TIMEOUT_SECONDS = 30.0
 

@@ -14,13 +14,14 @@ from fastapi.testclient import TestClient
 from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
 from domain.services.approval import Provenance
+from domain.spec import ATTEMPT_ID_PREFIX
 from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, directory_puts
 from tests.e2e.test_lifecycle_http import API, propose_and_present, run_worker
 
 STRANGER = Provenance("bob", "ib-bob", "cb-bob", "C999")
 ROLES = ("admin", "proposer", "channel", "actor", "metrics", "anonymous")
 RELATIONS = ("owner", "non_owner", "missing")
-MISSING_ATTEMPT = "att_" + "0" * 64
+MISSING_ATTEMPT = ATTEMPT_ID_PREFIX + "0" * 64
 MISSING_PROPOSAL = "prop_" + "0" * 32
 
 

@@ -44,9 +44,9 @@ from domain.services.resolution import reconcile, resolve
 from projections.projector import Projector
 from projections.status import STATUS_VIEW, status_record
 from tests.chaos.oracle import check_attempt_stream
-from tests.hardening.faults import LOST_RESPONSE, NOT_SENT, ScriptedFaultClient
 from tests.integration.approval.world import base_spec, check_approval_invariants
 from tests.integration.execution.crash import LEASE, CrashAt, ExecutionWorld
+from tests.support.faults import LOST_RESPONSE, NOT_SENT, ScriptedFaultClient
 
 pytestmark = pytest.mark.dynamodb
 

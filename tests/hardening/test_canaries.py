@@ -44,7 +44,7 @@ from projections.audit import audit_attempt, mermaid_state_diagram
 from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
 from tests.e2e.test_cli import invoke
 from tests.e2e.test_lifecycle_http import API, spec
-from tests.integration.approval.world import FixedClock
+from tests.support.clocks import FixedClock
 from tests.support.console import sign_in
 
 RUN = uuid.uuid4().hex[:12].upper()

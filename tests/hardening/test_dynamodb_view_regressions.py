@@ -10,7 +10,7 @@ from adapters.dynamodb.client import Retrier
 from adapters.dynamodb.views import DynamoDBViewStore
 from domain.errors import StoreUnavailable
 from projections.ports import ViewRecord
-from tests.hardening.faults import LOST_RESPONSE, NOT_SENT, ScriptedFaultClient
+from tests.support.faults import LOST_RESPONSE, NOT_SENT, ScriptedFaultClient
 
 pytestmark = pytest.mark.dynamodb
 

@@ -31,6 +31,8 @@ from tests.e2e.conftest import _hermetic_env, bearer, client, ledger, settings
 from tests.e2e.helpers import Headers
 from tests.hardening.http_world import ROLES, HttpWorld, build_world, flat_routes
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
 
 EXAMPLES = int(os.environ.get("LEDGER_FUZZ_EXAMPLES", "6"))

@@ -10,7 +10,7 @@ from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.store import LedgerStore
 from tests.hardening.load import APPROVERS, run_load
 
-pytestmark = pytest.mark.dynamodb
+pytestmark = [pytest.mark.dynamodb, pytest.mark.slow]
 
 PROPOSALS = int(os.environ.get("LEDGER_LOAD_PROPOSALS", "8"))
 

@@ -12,7 +12,7 @@ from adapters.aws_lambda import worker as worker_module
 from adapters.aws_lambda.common import NAMESPACE
 from adapters.settings import Settings
 from adapters.streams import WORK_TOPICS
-from projections.projector import ATTEMPT_PREFIX
+from domain.spec import ATTEMPT_ID_PREFIX
 from tests.infra.template import filter_patterns, passes, resources_of
 
 FOURTEEN_DAYS = 14 * 24 * 3600
@@ -55,7 +55,7 @@ def test_worker_filter_is_exactly_inserts_of_the_work_topics(template: dict[str,
     (pattern,) = filter_patterns(_function(template, "WorkerFunction"), "QueuedAttempts")
     assert pattern["eventName"] == ["INSERT"]
     assert set(pattern["dynamodb"]["NewImage"]["topic"]["S"]) == WORK_TOPICS
-    assert pattern["dynamodb"]["NewImage"]["pk"]["S"] == [{"prefix": ATTEMPT_PREFIX}]
+    assert pattern["dynamodb"]["NewImage"]["pk"]["S"] == [{"prefix": ATTEMPT_ID_PREFIX}]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 from adapters.dynamodb import items as it
 from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
-from projections.projector import ATTEMPT_PREFIX
+from domain.spec import ATTEMPT_ID_PREFIX
 from tests.infra.template import (
     DUE_INDEX_ARN,
     LIST_INDEX_ARN,
@@ -27,8 +27,8 @@ from tests.infra.template import (
     statements,
 )
 
-ATTEMPTS = f"{ATTEMPT_PREFIX}*"
-DUE = f"{it.DUE_PREFIX}{ATTEMPT_PREFIX}*"
+ATTEMPTS = f"{ATTEMPT_ID_PREFIX}*"
+DUE = f"{it.DUE_PREFIX}{ATTEMPT_ID_PREFIX}*"
 VIEWS = f"{VIEW_PREFIX}*"
 LOOKUPS = f"{it.LOOKUP_PREFIX}*"
 PROPOSALS = "prop_*"

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.recorder import StreamConflictError
 from domain.ports import DueWork, Lookup
-from tests.support.faults import FaultyClient, Method, before, lost_response, not_sent
+from tests.support.faults import Method, ScriptedFaultClient, before, lost_response, not_sent
 
 from .dynamodb_helpers import at, event, new_stream
 
@@ -34,12 +34,13 @@ def fresh_token(method: Method, kwargs: dict[str, Any]) -> Any:
     return method(**{**kwargs, "ClientRequestToken": uuid.uuid4().hex})
 
 
+@pytest.mark.slow
 def test_transaction_resent_with_its_token_after_a_lost_response_applies_once(
     dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
     for rnd in range(ROUNDS):
         a, b = new_stream(), new_stream()
-        client = FaultyClient(dynamodb_client, transact_write_items=[lost_response])
+        client = ScriptedFaultClient(dynamodb_client, transact_write_items=[lost_response])
         recorder_on(client, dynamodb_table_name).insert_events(
             [event(a, 1), event(b, 1)],
             lookups=[Lookup(f"token-{a}", {"round": str(rnd)})],
@@ -59,11 +60,12 @@ def test_without_the_same_token_the_resend_is_misreported_as_a_conflict(
 ) -> None:
     """The control: the same lost response, but the retry carries a new token."""
     a, b = new_stream(), new_stream()
-    client = FaultyClient(dynamodb_client, transact_write_items=[lost_response, fresh_token])
+    client = ScriptedFaultClient(dynamodb_client, transact_write_items=[lost_response, fresh_token])
     with pytest.raises(StreamConflictError):
         recorder_on(client, dynamodb_table_name).insert_events([event(a, 1), event(b, 1)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("same_token", [True, False])
 def test_a_resent_transaction_cannot_undo_a_later_commit(
     dynamodb_client: Any, dynamodb_table_name: str, same_token: bool
@@ -80,7 +82,7 @@ def test_a_resent_transaction_cannot_undo_a_later_commit(
             later.insert_events([], due=[DueWork(attempt, at(3600)), DueWork("keep", at(1))])
 
         resend = before(move_on) if same_token else before(move_on, fresh_token)
-        client = FaultyClient(dynamodb_client, transact_write_items=[lost_response, resend])
+        client = ScriptedFaultClient(dynamodb_client, transact_write_items=[lost_response, resend])
         recorder_on(client, dynamodb_table_name).insert_events(
             [], due=[DueWork(attempt, at(10)), DueWork(other, at(10))]
         )
@@ -89,12 +91,13 @@ def test_a_resent_transaction_cannot_undo_a_later_commit(
     assert lost == (0 if same_token else 5)
 
 
+@pytest.mark.slow
 def test_conditional_put_resent_after_a_lost_response_finds_its_own_item(
     dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
     for _ in range(ROUNDS):
         stream = new_stream()
-        client = FaultyClient(dynamodb_client, put_item=[lost_response])
+        client = ScriptedFaultClient(dynamodb_client, put_item=[lost_response])
         recorder_on(client, dynamodb_table_name).insert_events([event(stream, 1)])
         assert client.count("put_item") == 2
         stored = recorder_on(dynamodb_client, dynamodb_table_name).select_events(stream)
@@ -114,7 +117,7 @@ def test_conditional_put_rereads_the_item_when_the_failure_carries_none(
     dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
     stream = new_stream()
-    client = FaultyClient(dynamodb_client, put_item=[lost_response, without_old_item])
+    client = ScriptedFaultClient(dynamodb_client, put_item=[lost_response, without_old_item])
     recorder_on(client, dynamodb_table_name).insert_events([event(stream, 1)])
     assert client.count("get_item") == 1
     assert len(recorder_on(dynamodb_client, dynamodb_table_name).select_events(stream)) == 1
@@ -132,7 +135,7 @@ def test_conditional_put_resent_after_a_lost_request_reports_a_real_conflict(
             competitor.insert_events([event(stream, 1, b"competitor")])
 
         down = not_sent(EndpointConnectionError(endpoint_url="http://dynamodb.invalid"))
-        client = FaultyClient(dynamodb_client, put_item=[before(compete, down)])
+        client = ScriptedFaultClient(dynamodb_client, put_item=[before(compete, down)])
         with pytest.raises(StreamConflictError):
             recorder_on(client, dynamodb_table_name).insert_events([event(stream, 1)])
         assert [e.state for e in competitor.select_events(stream)] == [b"competitor"]
@@ -153,6 +156,6 @@ def test_conditional_put_resent_by_botocore_itself_is_not_a_false_conflict(
     dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
     stream = new_stream()
-    client = FaultyClient(dynamodb_client, put_item=[botocore_resent])
+    client = ScriptedFaultClient(dynamodb_client, put_item=[botocore_resent])
     recorder_on(client, dynamodb_table_name).insert_events([event(stream, 1)])
     assert len(recorder_on(dynamodb_client, dynamodb_table_name).select_events(stream)) == 1

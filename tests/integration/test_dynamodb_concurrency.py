@@ -20,7 +20,7 @@ from tests.support.dynamodb_fixtures import new_client
 
 from .dynamodb_helpers import at, event, existing, new_stream
 
-pytestmark = pytest.mark.dynamodb
+pytestmark = [pytest.mark.dynamodb, pytest.mark.slow]
 
 THREADS = 25
 ROUNDS = 50

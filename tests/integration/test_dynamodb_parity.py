@@ -63,6 +63,7 @@ def random_commit(rng: random.Random, versions: dict[str, int], serial: int) -> 
     return {"stored_events": events, "read_checks": checks, "lookups": lookups, "due": due}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_commits_agree_with_memory_and_sqlite(
     backends: dict[str, LedgerRecorder], seed: int

@@ -19,7 +19,7 @@ from adapters.store import LedgerStore
 from domain.errors import CommitTooLarge, StoreUnavailable
 from domain.ports import Commit, DueWork, Lookup, ReadCheck
 from tests.support.dynamodb_fixtures import new_client, new_table_name
-from tests.support.faults import FaultyClient, RequestCounter, client_error, not_sent
+from tests.support.faults import RequestCounter, ScriptedFaultClient, client_error, not_sent
 
 from .dynamodb_helpers import T0, at, event, new_stream
 
@@ -63,7 +63,7 @@ def test_create_table_is_idempotent_and_switches_everything_on(
 def test_create_table_tolerates_an_endpoint_without_pitr(
     dynamodb_client: Any, dynamodb_tables: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    refusing = FaultyClient(
+    refusing = ScriptedFaultClient(
         dynamodb_client,
         update_continuous_backups=[
             not_sent(client_error("UnknownOperationException", "UpdateContinuousBackups"))
@@ -261,7 +261,7 @@ def test_throttling_is_retried_with_bounded_backoff(
     dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
     sleeps: list[float] = []
-    client = FaultyClient(
+    client = ScriptedFaultClient(
         dynamodb_client,
         transact_write_items=[
             not_sent(client_error("ProvisionedThroughputExceededException", "TransactWriteItems")),
@@ -293,7 +293,7 @@ def test_exhausted_retries_raise_operational_error_with_nothing_written(
 ) -> None:
     sleeps: list[float] = []
     throttle = not_sent(client_error("ThrottlingException", "TransactWriteItems"))
-    client = FaultyClient(dynamodb_client, transact_write_items=[throttle] * 10)
+    client = ScriptedFaultClient(dynamodb_client, transact_write_items=[throttle] * 10)
     recorder = DynamoDBLedgerRecorder(
         dynamodb_table_name, client, retrier=Retrier(max_attempts=4, sleep=sleeps.append)
     )
@@ -316,7 +316,7 @@ def test_transaction_conflict_is_a_lost_race(
         "TransactWriteItems",
         CancellationReasons=[{"Code": "None"}, {"Code": "TransactionConflict"}],
     )
-    client = FaultyClient(dynamodb_client, transact_write_items=[not_sent(conflict)])
+    client = ScriptedFaultClient(dynamodb_client, transact_write_items=[not_sent(conflict)])
     recorder = DynamoDBLedgerRecorder(dynamodb_table_name, client, sleep=lambda _: None)
     a, b = new_stream(), new_stream()
     with pytest.raises(StreamConflictError) as caught:

@@ -29,7 +29,7 @@ from tests.support.dynamodb_fixtures import new_client
 
 from .dynamodb_helpers import new_stream
 
-pytestmark = pytest.mark.dynamodb
+pytestmark = [pytest.mark.dynamodb, pytest.mark.slow]
 
 STEPS = 25  # rounds per processor
 

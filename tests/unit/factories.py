@@ -1,12 +1,10 @@
-"""Small builders shared by the unit tests: a valid spec, a fixed clock."""
+"""Small builders shared by the unit tests: a valid spec and digests."""
 
 from __future__ import annotations
 
 from copy import deepcopy
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
-
-from domain.timeutil import format_utc
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -35,19 +33,3 @@ def spec_data(**overrides: Any) -> dict[str, Any]:
     data.update(deepcopy(overrides))
     return data
 
-
-class FixedClock:
-    """A clock that only moves when a test moves it."""
-
-    def __init__(self, now: datetime = T0) -> None:
-        self._now = now
-
-    def now(self) -> datetime:
-        return self._now
-
-    def at(self) -> str:
-        return format_utc(self._now)
-
-    def advance(self, seconds: float) -> datetime:
-        self._now = self._now + timedelta(seconds=seconds)
-        return self._now

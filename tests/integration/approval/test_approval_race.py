@@ -43,6 +43,7 @@ def race_once(world: World) -> tuple[str, list[ApprovalResult | LedgerError]]:
     return proposal_id, answers
 
 
+@pytest.mark.slow
 def test_concurrent_approvals_make_one_attempt(
     world: World, store: LedgerStore, request: pytest.FixtureRequest
 ) -> None:

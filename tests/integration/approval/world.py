@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
-from adapters.system import ManualClock, SecretsTokenSource
+from adapters.system import SecretsTokenSource
 from domain.attempt import ExecutionAttempt
 from domain.directory import (
     DeliveryMode,
@@ -28,25 +28,13 @@ from domain.services.context import ServiceContext
 from domain.services.directory import put_record
 from domain.services.proposals import PresentationResult, present, propose
 from domain.spec import derive_attempt_id, format_utc
+from tests.support.clocks import START, FixedClock
 
 DIGEST = "sha256:" + "ab" * 32
 CAPABILITY = "fake.provider_idempotency"
 BUILD = fake_build_digest(CAPABILITY)
 
-
-# Tests start at the real current time (to the second) and move by hand from
-# there. Not a fixed date: lookup items carry a TTL derived from the domain
-# clock, and the DynamoDB emulator (like DynamoDB) deletes items whose TTL is
-# in the real past, so a clock fixed in the past would lose fresh tokens.
-START = datetime.now(UTC).replace(microsecond=0)
 SPEC_EXPIRES = START + timedelta(days=2)
-
-
-class FixedClock(ManualClock):
-    """A clock tests move by hand, starting at ``START``."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        super().__init__(start or START)
 
 
 class RecordingTokens(SecretsTokenSource):

@@ -19,8 +19,8 @@ from adapters.aws_lambda import common, projector, worker
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.settings import load_settings
+from tests.support.clocks import FixedClock
 
-from ..approval.world import FixedClock
 from ..execution.crash import ExecutionWorld
 
 

@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 
 from adapters.aws_lambda import common, worker
-from adapters.aws_lambda.common import REDACTED, make_logger, redact
+from adapters.aws_lambda.common import CONTENT_KEYS, make_logger
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.settings import SettingsError
 from api import aws_lambda as api_lambda
 from domain.attempt import ExecutionAttempt
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit
+from domain.redaction import REDACTED, redact
+from tests.support.clocks import FixedClock
 
-from ..approval.world import FixedClock
 from ..execution.crash import ExecutionWorld
 from .conftest import FakeLambdaContext, wire
 
@@ -114,7 +115,7 @@ def test_redact_removes_secret_shaped_and_content_bearing_values() -> None:
         "NewImage": {"pk": {"S": "prop_1"}},
         "reason": "malformed_record",
     }
-    assert redact(line) == {
+    assert redact(line, CONTENT_KEYS) == {
         "message": "stream record failed",
         "authorization": REDACTED,
         "detail": {"token": REDACTED, "attempt_id": "att_1", "spec": REDACTED},

@@ -26,6 +26,7 @@ def rounds_for(store_param: str) -> int:
     return 20 if store_param == "dynamodb" else 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_two_workers_racing_dispatch_once(
     xworld: ExecutionWorld, mode: str, request: pytest.FixtureRequest

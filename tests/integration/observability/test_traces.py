@@ -9,6 +9,7 @@ asserted with the SDK's in-memory exporter, on SQLite and on the emulator.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ from api.http.app import create_app
 from api.http.auth import mint_token
 from domain.attempt import ExecutionAttempt
 from domain.services.execution import Outcome
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, FixedClock, directory_puts
+from domain.timeutil import format_utc
+from tests.e2e.helpers import DIRECTORY, PROVENANCE, directory_puts
 from tests.e2e.test_lifecycle_http import API, spec
+from tests.support.clocks import FixedClock
 
 # The worker's span hangs under the span the Queued event was created in.
 EXPECTED_TREE = """\
@@ -118,7 +121,9 @@ def test_one_lifecycle_is_one_trace(traced: tuple[Ledger, InMemorySpanExporter])
             assert client.put(DIRECTORY + path, json=body, headers=admin).is_success
         created = client.post(f"{API}/proposals", headers=proposer, json={
             "actor_id": PROVENANCE.actor_id,
-            "spec": spec(capability, executor_build=fake_build_digest(capability))})
+            # the clock is the real time (the emulator reaps lookups whose TTL has passed)
+            "spec": spec(capability, executor_build=fake_build_digest(capability),
+                         expires_at=format_utc(ledger.clock.now() + timedelta(days=1)))})
         assert created.status_code == 201, created.text
         token = client.post(
             f"{API}/proposals/{created.json()['proposal_id']}/presentations", headers=proposer,

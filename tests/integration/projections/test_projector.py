@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import random
 
+import pytest
+
 from adapters.bootstrap import Ledger
 from adapters.rebuild import canonical
 from adapters.store import LedgerStore
@@ -108,6 +110,7 @@ def random_workload(world: ExecutionWorld, rng: random.Random, steps: int) -> li
     return attempts
 
 
+@pytest.mark.slow
 def test_rebuilt_views_are_byte_identical_to_live_ones(
     pworld: ExecutionWorld, store: LedgerStore, views: ViewStore, projector: Projector
 ) -> None:

@@ -1,0 +1,78 @@
+"""Settings: the signing secret never prints, and the dispatch limit is its own knob."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from adapters.runtime import worker_policy
+from adapters.settings import DEVELOPMENT_SECRET, SettingsError, load_settings
+
+SECRET = "s3cr3t-" + "x" * 40
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("LEDGER_"):
+            monkeypatch.delenv(name)
+
+
+def test_no_repr_str_or_dump_of_the_settings_shows_the_signing_secret() -> None:
+    settings = load_settings(auth_hs256_secret=SECRET)
+    shown = [repr(settings), str(settings), repr(settings.auth_hs256_secret),
+             str(settings.auth_hs256_secret), settings.model_dump_json(),
+             str(settings.model_dump()), f"{settings}", f"{settings!r}"]
+    assert all("s3cr3t" not in text for text in shown), shown
+    assert settings.auth_hs256_secret.get_secret_value() == SECRET
+
+
+def test_the_secret_from_the_environment_is_held_the_same_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LEDGER_AUTH_HS256_SECRET", SECRET)
+    settings = load_settings()
+    assert "s3cr3t" not in repr(settings)
+    assert settings.auth_hs256_secret.get_secret_value() == SECRET
+    assert not settings.uses_development_secret
+
+
+def test_a_short_secret_is_refused_in_one_line_without_its_value() -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(auth_hs256_secret="s3cr3t-short")
+    message = str(caught.value)
+    assert "LEDGER_AUTH_HS256_SECRET: must be at least 32 characters" in message
+    assert "s3cr3t" not in message and "\n" not in message
+
+
+def test_production_still_refuses_the_development_secret() -> None:
+    with pytest.raises(SettingsError, match="refuses the built-in development secret"):
+        load_settings(env="production", auth_hs256_secret=DEVELOPMENT_SECRET)
+    assert load_settings(env="production", auth_hs256_secret=SECRET).env == "production"
+
+
+def _policy(**settings: Any) -> Any:
+    return worker_policy(SimpleNamespace(settings=load_settings(**settings)))  # type: ignore[arg-type]
+
+
+def test_max_dispatches_is_its_own_setting_not_the_lease_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _policy().max_dispatches == 5
+    monkeypatch.setenv("LEDGER_MAX_DISPATCHES", "2")
+    monkeypatch.setenv("LEDGER_MAX_PREDISPATCH_LEASES", "7")
+    policy = _policy()
+    assert (policy.max_dispatches, policy.max_predispatch_leases) == (2, 7)
+
+
+@pytest.mark.parametrize("value", ["0", "51", "many"])
+def test_max_dispatches_out_of_bounds_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("LEDGER_MAX_DISPATCHES", value)
+    with pytest.raises(SettingsError, match=r"^invalid settings: LEDGER_MAX_DISPATCHES: "):
+        load_settings()
