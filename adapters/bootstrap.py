@@ -14,6 +14,7 @@ from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource, SystemClock
+from adapters.view_changes import NotifyingViewStore
 from domain.attempt import AttemptStatus
 from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
@@ -99,6 +100,7 @@ class Ledger:
             registry=InstrumentedRegistry(self.registry, self.metrics, self.tracer),
             presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
             tracer=self.tracer or NullTracer(),
+            max_active_presentations=self.settings.max_active_presentations,
         )
 
     def ready(self) -> bool:
@@ -133,7 +135,7 @@ def build_ledger(
         tokens=tokens or SecretsTokenSource(),
         registry=registry,
         effects=effects,
-        views=build_views(chosen),
+        views=NotifyingViewStore(build_views(chosen)),  # wakes long polls after a write
     )
     ledger.metrics.add_gauge_source(view_gauges(
         ledger.views, store, ledger.clock, statuses=[s.value for s in AttemptStatus]))

@@ -48,6 +48,9 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_approvals_total": (
         "Approval requests by result (accepted, refused, conflicted); never by refusal reason.",
         ("result",)),
+    "ledger_declines_total": (
+        "Decline requests by result (the decline's status, or refused); never by reason.",
+        ("result",)),
     "ledger_worker_outcomes_total": ("Worker steps by outcome.", ("outcome",)),
     "ledger_recovery_examined_total": (
         "Due-work entries examined by recovery, by outcome.", ("outcome",)),

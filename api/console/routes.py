@@ -24,9 +24,10 @@ from fastapi.templating import Jinja2Templates
 from api.console.session import SESSION_COOKIE, SIGNIN_COOKIE, Session, SessionSigner, same_secret
 from api.console.svg import timeline_svg
 from api.http.auth import Role, TokenVerifier
+from api.http.cursors import decode_cursor, encode_cursor
 from api.http.deps import LedgerDep, SettingsDep, get_verifier
 from api.http.errors import status_for
-from api.http.routers.attempts import decode_cursor, encode_cursor, status_view
+from api.http.routers.attempts import status_view
 from domain.attempt import AttemptStatus, Resolution
 from domain.errors import LedgerError, NotOutcomeUnknown, StaleRevision, Unauthenticated
 from domain.services.resolution import reconcile, resolve
@@ -35,6 +36,7 @@ from projections.audit import audit_attempt
 from projections.status import public_view, status_list_key
 
 PAGE_SIZE = 20
+MAX_ID_CHARS = 80
 ATTENTION = (AttemptStatus.OUTCOME_UNKNOWN, AttemptStatus.FAILED_SAFE)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 router = APIRouter(prefix="/console", include_in_schema=False)
@@ -202,7 +204,7 @@ def attempts_by_status(
 def _attempt_page(request: Request, session: Session, ledger: LedgerDep, attempt_id: str,
                   *, problem: str | None = None, status: int = 200,
                   notice: str | None = None) -> Response:
-    view = status_view(ledger, attempt_id)
+    view = status_view(ledger, attempt_id) if len(attempt_id) <= MAX_ID_CHARS else None
     if view is None:
         return _page(request, "missing.html", {"session": session, "active": None}, 404)
     audit = audit_attempt(ledger.store, ledger.views, attempt_id)

@@ -22,3 +22,4 @@ class ServiceContext:
     registry: ExecutorRegistry | None = None
     presentation_ttl_seconds: int = 1800
     tracer: Tracer = field(default_factory=NullTracer)
+    max_active_presentations: int = 20
