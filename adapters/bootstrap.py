@@ -15,16 +15,19 @@ from adapters.backend import Backend, Lag
 from adapters.executors.fake import EffectLedger, FileEffectLedger
 from adapters.executors.loader import load_executors
 from adapters.executors.registry import StaticExecutorRegistry
-from adapters.metrics import Metrics
+from adapters.instrumentation import InstrumentedRegistry, TracedStore
+from adapters.metrics import Metrics, lag_gauges, view_gauges
 from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource, SystemClock
 from adapters.view_changes import NotifyingViewStore
+from domain.attempt import AttemptStatus
 from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.context import ServiceContext
 from domain.services.execution import Worker, WorkerPolicy
+from domain.tracing import NullTracer, Tracer
 from projections.ports import Subscriber, TrackedViewStore
 from projections.projector import Projector
 
@@ -93,6 +96,7 @@ class Ledger:
             self.backend = backend_for(self.store.recorder)
         if self.views is None:
             self.views = self.backend.views
+    tracer: Tracer | None = None  # None: no spans (``adapters.tracing`` builds one from OTEL_*)
 
     @property
     def projector(self) -> Projector:
@@ -127,13 +131,14 @@ class Ledger:
     def context(self) -> ServiceContext:
         """The ports every use case receives."""
         return ServiceContext(
-            store=self.store,
+            store=self.store if self.tracer is None else TracedStore(self.store, self.tracer),
             clock=self.clock,
             tokens=self.tokens,
             permissions=frozenset(self.settings.permissions),
             renderer=self.renderer,
-            registry=self.registry,
+            registry=InstrumentedRegistry(self.registry, self.metrics, self.tracer),
             presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
+            tracer=self.tracer or NullTracer(),
             max_active_presentations=self.settings.max_active_presentations,
         )
 
@@ -169,7 +174,7 @@ def build_ledger(
             settings, dynamodb_client=dynamodb_client,
             dynamodb_streams_client=dynamodb_streams_client)
     registry, effects = executors.registry, executors.effects
-    return Ledger(
+    ledger = Ledger(
         settings=settings,
         store=LedgerStore(backend.recorder),
         clock=clock,
@@ -179,3 +184,7 @@ def build_ledger(
         views=NotifyingViewStore(backend.views),  # wakes long polls after a write
         backend=backend,
     )
+    ledger.metrics.add_gauge_source(view_gauges(
+        ledger.views, ledger.store, ledger.clock, statuses=[s.value for s in AttemptStatus]))
+    ledger.metrics.add_gauge_source(lag_gauges(ledger.projection_lag))
+    return ledger

@@ -86,8 +86,10 @@ class Runtime:
         while not self.stop_event.is_set():
             try:
                 for attempt_id in self.feed.poll(self.poll_seconds):
-                    outcome = worker.process(attempt_id)
-                    logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value)
+                    outcome = worker.process(attempt_id,
+                                             trigger=getattr(self.feed, "trigger", "feed"))
+                    logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value,
+                                extra={"attempt_id": attempt_id})
                     self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)
                     # Sooner than the subscriber would; the version guard keeps order.
                     if self.ledger.projector.project_attempt(attempt_id):

@@ -27,6 +27,11 @@ class Environment(StrEnum):
     TEST = "test"
 
 
+class LogFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
 class StoreKind(StrEnum):
     SQLITE = "sqlite"
     DYNAMODB = "dynamodb"
@@ -80,6 +85,11 @@ class Settings(BaseSettings):
     audit_checkpoint_dir: str | None = None
     audit_checkpoint_interval_seconds: Annotated[int, Field(ge=10, le=86400)] = 3600
     audit_checkpoint_bucket: str | None = None  # AWS: the checkpoint function's S3 bucket
+    # None: text in development and test, one JSON object per line in production
+    log_format: LogFormat | None = None
+    # host:port of a separate metrics listener (no token; the bound address is the guard)
+    metrics_listen: str | None = None
+    console_session_seconds: Annotated[int, Field(ge=60, le=43200)] = 900
 
     @field_validator("auth_hs256_secret")
     @classmethod
@@ -106,6 +116,16 @@ class Settings(BaseSettings):
             if not re.fullmatch(r"[a-z][a-z0-9_.\-]{0,63}", name):
                 raise ValueError(f"invalid permission name {name!r}")
         return tuple(dict.fromkeys(value))
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _check_metrics_listen(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError("must be host:port, e.g. 127.0.0.1:9464")
+        return value
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
@@ -140,6 +160,21 @@ class Settings(BaseSettings):
 
             return f"sqlite:{PurePath(self.sqlite_path).name}"
         return "memory"
+
+    @property
+    def effective_log_format(self) -> LogFormat:
+        """JSON lines in production unless LEDGER_LOG_FORMAT says otherwise."""
+        if self.log_format is None:
+            return LogFormat.JSON if self.env is Environment.PRODUCTION else LogFormat.TEXT
+        return self.log_format
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """(host, port) of the separate metrics listener, when configured."""
+        if self.metrics_listen is None:
+            return None
+        host, _, port = self.metrics_listen.rpartition(":")
+        return host.strip("[]"), int(port)
 
     @property
     def uses_development_secret(self) -> bool:

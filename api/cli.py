@@ -129,15 +129,16 @@ def serve(
         settings = load_settings()
         if worker:
             _check_streams_endpoint(settings)
-        _configure_logging()
-        ledger = build_ledger(settings)
+        _configure_logging(settings)
+        ledger = _observed(build_ledger(settings))
         _note_without_executors(ledger)
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
         mode = "API, worker and recovery" if worker else "API only"
         typer.echo(f"ledger {mode} on http://{host}:{port} "
-                   f"(store: {_describe_store(settings)}; docs at /docs)")
+                   f"(store: {_describe_store(settings)}; docs at /docs, console at /console)")
+        _start_metrics_listener(ledger)
         if checkpoints is not None:
             checkpoints.run_once(raise_errors=True)  # a bad key or directory stops start-up
             checkpoints.start()
@@ -166,10 +167,37 @@ def _note_without_executors(ledger: Any) -> None:
             "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)")
 
 
-def _configure_logging() -> None:
-    import logging
+def _configure_logging(settings: Settings) -> None:
+    """Text or JSON lines (LEDGER_LOG_FORMAT), every record through the redaction filter."""
+    from adapters.logs import configure_logging
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(settings.effective_log_format.value)
+
+
+def _observed(ledger: Any) -> Any:
+    """The ledger with a tracer when the OTEL_* settings configure an exporter."""
+    from adapters.tracing import tracer_from_environment
+
+    try:
+        ledger.tracer = tracer_from_environment()
+    except ValueError as exc:
+        _fail(str(exc))
+    return ledger
+
+
+def _start_metrics_listener(ledger: Any) -> None:
+    """LEDGER_METRICS_LISTEN: the metrics page on its own address, for a scraper."""
+    address = ledger.settings.metrics_address
+    if address is None:
+        return
+    from prometheus_client import start_http_server
+
+    host, port = address
+    try:
+        start_http_server(port, addr=host, registry=ledger.metrics.registry)
+    except OSError as exc:
+        _fail(f"LEDGER_METRICS_LISTEN: cannot listen on {host}:{port} ({exc.strerror})")
+    typer.echo(f"metrics on http://{ledger.settings.metrics_listen}/metrics")
 
 
 @app.command("worker")
@@ -181,10 +209,11 @@ def worker_command() -> None:
 
         settings = load_settings()
         _check_streams_endpoint(settings)
-        _configure_logging()
-        ledger = build_ledger(settings)
+        _configure_logging(settings)
+        ledger = _observed(build_ledger(settings))
         _note_without_executors(ledger)
         runtime = build_runtime(ledger)
+        _start_metrics_listener(ledger)
         typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
         try:
             _run_until_interrupted(runtime)
@@ -216,7 +245,7 @@ def recover_command(
         settings = load_settings()
         if not settings.execution_enabled:
             _fail("execution is disabled (LEDGER_EXECUTION_ENABLED=false); recovery leases nothing")
-        ledger = build_ledger(settings)
+        ledger = _observed(build_ledger(settings))
 
         def show(report: RecoveryReport) -> None:
             outcomes = ", ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items()))
@@ -227,7 +256,7 @@ def recover_command(
             if once:
                 show(run_recovery(ledger.make_worker()))
                 return
-            _configure_logging()
+            _configure_logging(settings)
             _run_until_interrupted(Runtime(
                 ledger, None, recovery_interval=settings.recovery_interval_seconds,
                 on_recovery=show))

@@ -100,7 +100,11 @@ class ExecutionAttempt(LedgerAggregate):
         target_id: str | None,
         target_revision: str | None,
         at: str,
+        trace_context: dict[str, str] | None = None,
     ) -> None:
+        # trace_context came later: a Queued event stored before it has no such
+        # field, replays with None, and keeps its hash (data() is what was stored).
+        self.trace_context = trace_context
         self.proposal_id = proposal_id
         self.proposal_version = proposal_version
         self.payload_hash = payload_hash

@@ -29,7 +29,7 @@ from projections.status import STATUS_VIEW
 # Event fields whose values never leave the store: proposal content, tokens and
 # their hashes, idempotency keys and lease owners.
 REDACTED_KEYS = frozenset({"content", "token", "token_hash", "idempotency_key", "owner"})
-HIDDEN_KEYS = frozenset({"prev_hash", "originator_topic"})
+HIDDEN_KEYS = frozenset({"prev_hash", "originator_topic", "trace_context"})
 
 
 def event_type(event: LedgerEvent) -> str:

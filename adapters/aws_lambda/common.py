@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -19,19 +19,13 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 
 from adapters.bootstrap import Ledger, build_ledger
+from adapters.logs import CONTENT_KEYS
 from adapters.settings import SettingsError, StoreKind, load_settings
+from adapters.tracing import tracer_from_environment
 from domain.errors import LedgerError
 from domain.redaction import redact
 
 NAMESPACE = "ExecutionLedger"
-
-# Keys whose values are item images, request bodies or provider data: never logged (I10).
-CONTENT_KEYS = frozenset(
-    {
-        "newimage", "oldimage", "state", "content", "spec", "receipt", "body", "headers",
-        "multivalueheaders", "querystringparameters", "cookies", "records", "payload",
-    }
-)
 
 
 class RedactingFormatter(LambdaPowertoolsFormatter):
@@ -39,6 +33,24 @@ class RedactingFormatter(LambdaPowertoolsFormatter):
 
     def serialize(self, log: Any) -> str:
         return super().serialize(redact(log, CONTENT_KEYS))
+
+
+def emf_forwarder(service: str) -> Callable[[str, float, dict[str, str]], None]:
+    """Sends every metric the ledger records as CloudWatch EMF under the same name.
+
+    Labels become dimensions; they are already bounded and redacted (I10).
+    """
+    from aws_lambda_powertools import single_metric
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    def forward(name: str, value: float, labels: dict[str, str]) -> None:
+        unit = MetricUnit.Seconds if name.endswith("_seconds") else MetricUnit.Count
+        with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE,
+                           default_dimensions={"service": service}) as metric:
+            for key, label in sorted(labels.items()):
+                metric.add_dimension(name=key, value=label)
+
+    return forward
 
 
 def make_logger(service: str) -> Logger:
@@ -80,6 +92,8 @@ def get_ledger() -> Ledger:
             # build_ledger makes a DynamoDB client and nothing else: no table,
             # no queue, no request is sent until a use case needs one.
             _ledger = build_ledger(load_lambda_settings())
+            # Spans only when OTEL_* configures an exporter (e.g. a collector layer).
+            _ledger.tracer = tracer_from_environment()
         return _ledger
 
 

@@ -23,6 +23,7 @@ from adapters.aws_lambda.common import (
     NAMESPACE,
     RecordFailed,
     StreamBatchProcessor,
+    emf_forwarder,
     get_ledger,
     make_logger,
     reason_code,
@@ -89,6 +90,8 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
                                         processor=StreamBatchProcessor(), context=context)
     failed = len(response.get("batchItemFailures", []))
     metrics.add_metric(name="ViewsMoved", unit=MetricUnit.Count, value=moved)
+    if moved:
+        emf_forwarder(SERVICE)("ledger_projection_updates_total", moved, {})
     metrics.add_metric(name="RecordFailures", unit=MetricUnit.Count, value=failed)
     logger.info("projection batch done", extra={
         "record_count": len(event["Records"]), "streams": len(projected),

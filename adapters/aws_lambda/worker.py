@@ -36,6 +36,7 @@ from adapters.aws_lambda.common import (
     NAMESPACE,
     RecordFailed,
     StreamBatchProcessor,
+    emf_forwarder,
     get_ledger,
     make_logger,
     reason_code,
@@ -82,15 +83,20 @@ class ConflictCountingStore:
 
 
 def _worker(ledger: Ledger) -> tuple[Worker, ConflictCountingStore]:
+    # The ledger's own metrics (executor latency, outcomes) go out as EMF under
+    # the names the server exports to Prometheus.
+    ledger.metrics.forward = emf_forwarder(SERVICE)
     store = ConflictCountingStore(ledger.store)
     context = dataclasses.replace(ledger.context, store=cast(EventStore, store))
     return Worker(context, ledger.worker_policy()), store
 
 
-def _emit_outcomes(outcomes: Counter[str], conflicts: int) -> None:
+def _emit_outcomes(ledger: Ledger, outcomes: Counter[str], conflicts: int, *,
+                   counter: str = "ledger_worker_outcomes_total") -> None:
     """Attempts by outcome (a dimension with a fixed set of values), lease
     conflicts and outcome_unknown. Never an id in a metric label (I10)."""
     for outcome, count in sorted(outcomes.items()):
+        ledger.metrics.inc(counter, count, outcome=outcome)
         with single_metric(name="Attempts", unit=MetricUnit.Count, value=count,
                            namespace=NAMESPACE,
                            default_dimensions={"service": SERVICE}) as metric:
@@ -121,7 +127,7 @@ def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
                 logger.info("execution disabled; attempt left queued",
                             extra={"attempt_id": attempt_id, **keys})
                 return "execution_disabled"
-            outcome = worker.process(attempt_id)
+            outcome = worker.process(attempt_id, trigger="stream")
         except MalformedRecord as exc:
             code = "malformed_record"
             logger.warning("stream record failed", extra={"reason": code, **keys})
@@ -139,7 +145,7 @@ def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     response = process_partial_response(event=dict(event), record_handler=handle,
                                         processor=processor, context=context)
     failed = len(response.get("batchItemFailures", []))
-    _emit_outcomes(outcomes, store.conflicts)
+    _emit_outcomes(ledger, outcomes, store.conflicts)
     metrics.add_metric(name="RecordFailures", unit=MetricUnit.Count, value=failed)
     metrics.add_metric(name="RecordsLeftForRecovery", unit=MetricUnit.Count,
                        value=tally["execution_disabled"])
@@ -169,7 +175,8 @@ def _recover() -> dict[str, Any]:
                 "outcomes": {}, "lag_seconds": lag}
     worker, store = _worker(ledger)
     report = run_recovery(worker, max_items=RECOVERY_MAX_ITEMS)
-    _emit_outcomes(report.outcomes, store.conflicts)
+    _emit_outcomes(ledger, report.outcomes, store.conflicts,
+                   counter="ledger_recovery_examined_total")
     logger.info("recovery tick done", extra={
         "examined": report.examined, "outcomes": dict(report.outcomes), "lag_seconds": lag,
     })

@@ -14,19 +14,18 @@ from fastapi import FastAPI
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings
+from adapters.tracing import OtelTracer
+from api.console.routes import install_console
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
 from api.http.idempotency import InFlight
-from api.http.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, ErrorBoundaryMiddleware
-from api.http.routers import (
-    approvals,
-    attempts,
-    audit,
-    declines,
-    directory,
-    health,
-    proposals,
+from api.http.middleware import (
+    DEFAULT_MAX_BODY_BYTES,
+    BodyLimitMiddleware,
+    ErrorBoundaryMiddleware,
+    ObservabilityMiddleware,
 )
+from api.http.routers import approvals, attempts, audit, declines, directory, health, proposals
 
 API_PREFIX = "/api/conversational"
 
@@ -63,9 +62,12 @@ def create_app(
     app.state.idempotency_in_flight = InFlight()
 
     install_error_handlers(app)
-    # The last middleware added runs first: the error boundary wraps everything.
+    # The last middleware added runs first: metrics and spans see every answer,
+    # the error boundary's 500 included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(ErrorBoundaryMiddleware)
+    tracer = wired.tracer if isinstance(wired.tracer, OtelTracer) else None
+    app.add_middleware(ObservabilityMiddleware, metrics=wired.metrics, tracer=tracer)
 
     app.include_router(health.router)
     app.include_router(directory.router, prefix=API_PREFIX)
@@ -74,4 +76,5 @@ def create_app(
     app.include_router(declines.router, prefix=API_PREFIX)
     app.include_router(attempts.router, prefix=API_PREFIX)
     app.include_router(audit.router, prefix=API_PREFIX)
+    install_console(app)
     return app

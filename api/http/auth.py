@@ -53,6 +53,7 @@ class Role(StrEnum):
     CHANNEL = "channel"
     PROPOSER = "proposer"
     ADMIN = "admin"
+    METRICS = "metrics"  # a scraper: reads /metrics and nothing else
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ require_admin = require_roles(Role.ADMIN)
 require_actor = require_roles(Role.ACTOR)
 require_channel = require_roles(Role.CHANNEL)
 require_proposer = require_roles(Role.PROPOSER)
+require_metrics = require_roles(Role.METRICS)
 
 AdminCaller = Annotated[Caller, Depends(require_admin)]
 ActorCaller = Annotated[Caller, Depends(require_actor)]

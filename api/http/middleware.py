@@ -1,12 +1,17 @@
-"""Pure ASGI middleware: a request body limit and the last-resort error boundary."""
+"""Pure ASGI middleware: a request body limit, the last-resort error boundary,
+and request metrics and spans."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 
+from opentelemetry.trace import SpanKind
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from adapters.metrics import Metrics, safe_route
+from adapters.tracing import OtelTracer
 from api.http.errors import HTTP_ERRORS, INTERNAL_ERROR
 
 logger = logging.getLogger("ledger.api")
@@ -104,3 +109,88 @@ class ErrorBoundaryMiddleware:
             logger.error("unhandled error: %s", type(exc).__name__)
             if not started:
                 await _send_error(send, 500, *INTERNAL_ERROR)
+
+
+class ObservabilityMiddleware:
+    """Request latency by route template, and a server span per request.
+
+    The route label and span name are the matched *template* (``/x/{id}``),
+    never the concrete path, so ids stay out of labels; an unmatched path is
+    ``other``. The status label is the class (``2xx``...). A trace context
+    sent by the caller (``traceparent``) is continued.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, tracer: OtelTracer | None) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.tracer = tracer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def status_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        method = str(scope.get("method", "GET"))
+        method_label = method if method in _METHODS else "other"
+        try:
+            if self.tracer is None:
+                await self.app(scope, receive, status_send)
+            else:
+                parent = {k.decode("latin-1"): v.decode("latin-1")
+                          for k, v in scope.get("headers", [])
+                          if k in (b"traceparent", b"tracestate")}
+                with self.tracer.span(f"{method_label} request", {"http.request.method":
+                                                                   method_label},
+                                      parent=parent or None, kind=SpanKind.SERVER) as span:
+                    try:
+                        await self.app(scope, receive, status_send)
+                    finally:
+                        route = _route_template(scope)
+                        span.set("http.route", route)
+                        span.set("http.response.status_code", status)
+                        _rename(route, method_label)
+        finally:
+            self.metrics.observe("ledger_http_request_duration_seconds",
+                                 time.perf_counter() - started, method=method_label,
+                                 route=_route_template(scope), status=f"{status // 100}xx")
+
+
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
+
+def _route_template(scope: Scope) -> str:
+    """The full template of the matched route (prefix included), or ``other``."""
+    route = scope.get("route")
+    if route is None:
+        return safe_route(None)
+    app = scope.get("app")
+    templates: dict[int, str] | None = getattr(getattr(app, "state", None), "route_templates",
+                                               None)
+    if templates is None and app is not None:
+        templates = {}
+        for entry in getattr(app, "routes", []):
+            # Recent FastAPI keeps an included router as one entry whose contexts
+            # know their full path and the original route the scope names.
+            contexts = getattr(entry, "effective_route_contexts", None)
+            for item in (contexts() if contexts is not None else [entry]):
+                original = getattr(item, "original_route", item)
+                templates.setdefault(id(original), str(getattr(item, "path", "")))
+        app.state.route_templates = templates
+    found = (templates or {}).get(id(route))
+    return safe_route(found if found is not None else getattr(route, "path", None))
+
+
+def _rename(route: str, method: str) -> None:
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.update_name(f"{method} {route}")

@@ -150,6 +150,8 @@ def serve_http(app: Any, *, host: str, port: int, limits: ServeLimits) -> None:
         logger.warning("serving at most %d connections (the file descriptor limit leaves no "
                        "room for LEDGER_HTTP_MAX_CONNECTIONS=%d)",
                        fitted.max_connections, limits.max_connections)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
+    # log_config=None: uvicorn's own lines go through the root handler (the ledger's
+    # text or JSON format and the redaction filter) instead of a handler of its own.
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False, log_config=None,
                 http=guarded_protocol(fitted), timeout_keep_alive=fitted.keep_alive_timeout,
                 h11_max_incomplete_event_size=MAX_HEADER_BYTES, backlog=ACCEPT_BACKLOG)

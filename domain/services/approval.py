@@ -33,6 +33,7 @@ from domain.services.proposals import token_hash, token_lookup_key
 from domain.services.retry import retry_on_conflict
 from domain.spec import derive_attempt_id, derive_idempotency_key, parse_spec, payload_hash
 from domain.timeutil import format_utc
+from domain.tracing import clean_trace_context
 
 
 class Provenance(Approver):
@@ -153,6 +154,7 @@ def _approve_once(
         target_id=spec.target.id if spec.target else None,
         target_revision=spec.target.base_revision if spec.target else None,
         at=at,
+        trace_context=clean_trace_context(ctx.tracer.current_context()),
     )
     proposal.claim(presentation_id=presentation_id, attempt_id=attempt_id, now=now, at=at)
     ctx.store.commit(

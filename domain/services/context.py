@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from domain.ports import Clock, EventStore, ExecutorRegistry, Renderer, TokenSource
 from domain.rendering import TextRenderer
+from domain.tracing import NullTracer, Tracer
 
 
 @dataclass(frozen=True)
@@ -20,4 +21,5 @@ class ServiceContext:
     renderer: Renderer = field(default_factory=TextRenderer)
     registry: ExecutorRegistry | None = None
     presentation_ttl_seconds: int = 1800
+    tracer: Tracer = field(default_factory=NullTracer)
     max_active_presentations: int = 20

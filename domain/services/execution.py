@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -95,8 +96,11 @@ class Worker:
 
     # -- entry points --------------------------------------------------------
 
-    def process(self, attempt_id: str) -> Outcome:
-        """Handle a queued attempt (a stream record or a due entry said so)."""
+    def process(self, attempt_id: str, *, trigger: str = "feed") -> Outcome:
+        """Handle a queued attempt (a stream record or a due entry said so).
+
+        ``trigger`` names what delivered it (``notification``, ``stream``) on the span.
+        """
         attempt = self.ctx.store.get(ExecutionAttempt, attempt_id)
         if attempt is None:
             return Outcome.MISSING
@@ -104,7 +108,8 @@ class Worker:
             return Outcome.SKIPPED
         if self.ctx.clock.now() < _time(attempt.not_before):
             return Outcome.SKIPPED
-        return self._lease_and_run(attempt)
+        return self._traced(attempt, "ledger.worker.process", self._lease_and_run,
+                            trigger=trigger)
 
     def recover(self, attempt_id: str) -> Outcome:
         """Recovery mode for one due entry (SPEC 5.4)."""
@@ -118,25 +123,37 @@ class Worker:
         if attempt.status is AttemptStatus.QUEUED:
             if now < _time(attempt.not_before):
                 return Outcome.SKIPPED
-            return self._lease_and_run(attempt)
+            return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if not attempt.lease_expired(now):
             return Outcome.SKIPPED
         if not attempt.dispatched:
             attempt.requeue(generation=None, reason="lease_expired", not_before=now, now=now)
             if not self._commit(attempt, due=now):
                 return Outcome.SKIPPED
-            return self._lease_and_run(attempt)
+            return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY:
             if attempt.dispatch_count >= self.policy.max_dispatches:
                 attempt.record_unknown(reason_code="dispatch_limit", now=now)
                 return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
-            return self._lease_and_run(attempt)
+            return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.CORRELATION_LOOKUP:
-            return self._reconcile_expired(attempt, now)
+            return self._traced(attempt, "ledger.worker.reconcile",
+                                lambda a: self._reconcile_expired(a, now))
         attempt.record_unknown(reason_code="operator_reconciliation_required", now=now)
         return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
 
     # -- the leased run ----------------------------------------------------------
+
+    def _traced(self, attempt: ExecutionAttempt, name: str,
+                run: Callable[[ExecutionAttempt], Outcome], *,
+                trigger: str = "recovery") -> Outcome:
+        """Run one step in a span that continues the trace stored on ``Queued``."""
+        attributes = {"ledger.attempt_id": attempt.id, "ledger.capability": attempt.capability,
+                      "ledger.trigger": trigger}
+        with self.ctx.tracer.span(name, attributes, parent=attempt.trace_context) as span:
+            outcome = run(attempt)
+            span.set("ledger.outcome", outcome.value)
+            return outcome
 
     def _lease_and_run(self, attempt: ExecutionAttempt) -> Outcome:
         now = self.ctx.clock.now()
@@ -145,9 +162,13 @@ class Worker:
             attempt.fail_safe(reason_code="predispatch_lease_limit", now=now)
             return self._settle(attempt, Outcome.FAILED_SAFE)
         owner = self.ctx.tokens.new_id("lease")
-        generation = attempt.lease(owner=owner, now=now, lease_seconds=self.policy.lease_seconds)
-        if not self._commit(attempt, due=_time(attempt.lease_expires_at)):
-            return Outcome.SKIPPED
+        with self.ctx.tracer.span("ledger.worker.lease") as span:
+            generation = attempt.lease(owner=owner, now=now,
+                                       lease_seconds=self.policy.lease_seconds)
+            span.set("ledger.lease_generation", generation)
+            if not self._commit(attempt, due=_time(attempt.lease_expires_at)):
+                span.set("ledger.outcome", Outcome.SKIPPED.value)
+                return Outcome.SKIPPED
         self.crash_hook(CrashPoint.AFTER_LEASE, attempt.id)
 
         try:
@@ -172,13 +193,15 @@ class Worker:
         except IllegalTransition:
             return Outcome.STALE
         try:
-            self.ctx.store.commit(
-                Commit(
-                    aggregates=[attempt],
-                    read_set=checked.authorization.read_set,
-                    due=[DueWork(attempt.id, _time(attempt.lease_expires_at))],
+            with self.ctx.tracer.span("ledger.worker.dispatch_marker",
+                                      {"ledger.lease_generation": generation}):
+                self.ctx.store.commit(
+                    Commit(
+                        aggregates=[attempt],
+                        read_set=checked.authorization.read_set,
+                        due=[DueWork(attempt.id, _time(attempt.lease_expires_at))],
+                    )
                 )
-            )
         except ConcurrencyConflict as conflict:
             if conflict.stream_id == attempt.id:
                 return Outcome.SKIPPED
@@ -217,7 +240,11 @@ class Worker:
             else:
                 status = AttemptStatus.SUCCEEDED
         self.crash_hook(CrashPoint.AFTER_RESPONSE, attempt.id)
-        return self._record(attempt, generation, status, reason, receipt)
+        with self.ctx.tracer.span("ledger.worker.record_result",
+                                  {"ledger.status": status.value}) as span:
+            outcome = self._record(attempt, generation, status, reason, receipt)
+            span.set("ledger.outcome", outcome.value)
+            return outcome
 
     def _call(self, executor: Executor, request: ExecutionRequest,
               generation: int) -> ExecutionReceipt:

@@ -27,17 +27,20 @@ def tour_script(name: str = "tour") -> str:
 def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
     """The tour, then (same shell, same server) the audit digest block, both verbatim."""
     marker = "=== audit tour ==="
-    tour = run_tour(tmp_path, f"{tour_script()}\necho '{marker}'\n{tour_script('audit-tour')}",
-                    CHECKPOINT_PORT=str(_free_port()))
+    tour, observe = run_tour(
+        tmp_path, f"{tour_script()}\necho '{marker}'\n{tour_script('audit-tour')}",
+        CHECKPOINT_PORT=str(_free_port()))
     assert tour.returncode == 0, tour.stdout + tour.stderr
     main, audit = tour.stdout.split(marker + "\n")
     check_tour(subprocess.CompletedProcess(tour.args, 0, main, tour.stderr))
     oks = [line for line in audit.splitlines() if line.startswith("ok: ")]
     assert len(oks) == 4, audit
     assert "extends the digest of" in oks[1] and "is covered by the digest" in oks[2], audit
+    check_observe(observe)
 
 
-def run_tour(tmp_path: Path, script: str, **extra: str) -> subprocess.CompletedProcess[str]:
+def run_tour(tmp_path: Path, script: str, **extra: str
+             ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update({"LEDGER_SQLITE_PATH": str(tmp_path / "ledger.db"), "PYTHONUNBUFFERED": "1"})
@@ -54,10 +57,15 @@ def run_tour(tmp_path: Path, script: str, **extra: str) -> subprocess.CompletedP
                 cwd=ROOT, capture_output=True, text=True, timeout=120,
                 env={**env, **extra, "API": f"http://127.0.0.1:{port}/api/conversational"},
             )
+            observe = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", tour_script("observe")],
+                cwd=ROOT, capture_output=True, text=True, timeout=60,
+                env={**env, "BASE": f"http://127.0.0.1:{port}"},
+            )
         finally:
             server.terminate()
             server.wait(timeout=15)
-    return tour
+    return tour, observe
 
 
 def check_tour(tour: subprocess.CompletedProcess[str]) -> None:
@@ -76,3 +84,12 @@ def check_tour(tour: subprocess.CompletedProcess[str]) -> None:
     assert any('"status":"declined"' in line for line in lines), tour.stdout
     assert "declined" in lines
     assert lines.count("canceled") == 2  # the retried cancel answers the same
+
+
+def check_observe(observe: subprocess.CompletedProcess[str]) -> None:
+    """The README's observability block, run against the same server after the tour."""
+    assert observe.returncode == 0, observe.stdout + observe.stderr
+    assert re.search(r'^ledger_attempts\{status="succeeded"\} [1-9]', observe.stdout, re.M), (
+        observe.stdout)
+    assert re.search(r'^ledger_approvals_total\{result="refused"\} [1-9]', observe.stdout,
+                     re.M), observe.stdout

@@ -19,7 +19,7 @@ from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, directory_puts
 from tests.e2e.test_lifecycle_http import API, propose_and_present, run_worker
 
 STRANGER = Provenance("bob", "ib-bob", "cb-bob", "C999")
-ROLES = ("admin", "proposer", "channel", "actor", "anonymous")
+ROLES = ("admin", "proposer", "channel", "actor", "metrics", "anonymous")
 RELATIONS = ("owner", "non_owner", "missing")
 MISSING_ATTEMPT = ATTEMPT_ID_PREFIX + "0" * 64
 MISSING_PROPOSAL = "prop_" + "0" * 32
@@ -65,6 +65,8 @@ class HttpWorld:
             return self.bearer("channel", subject="chat-backend", provenance=who)
         if role == "proposer":
             return self.bearer("proposer", subject="assistant-backend")
+        if role == "metrics":
+            return self.bearer("metrics", subject="prometheus")
         return self.bearer("admin", subject="ops")
 
     def approve(self, token: str, headers: Headers) -> Any:

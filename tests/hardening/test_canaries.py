@@ -7,7 +7,7 @@ bodies and stream records. Then the whole life runs (HTTP, the runtime's
 worker / projector / recovery loops, admin reconcile and resolve, the audit
 CLI, a projection rebuild, the Lambda worker). Every response, every log
 record of every logger at DEBUG (tracebacks included), every stored view,
-every audit output, the metrics and the Lambda's failure payloads and
+every audit output, every console page (HTML), the metrics and the Lambda's failure payloads and
 output are searched: zero occurrences.
 
 Two answers carry caller input back by design and are left out: the
@@ -45,6 +45,7 @@ from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
 from tests.e2e.test_cli import invoke
 from tests.e2e.test_lifecycle_http import API, spec
 from tests.support.clocks import FixedClock
+from tests.support.console import sign_in
 
 RUN = uuid.uuid4().hex[:12].upper()
 CANARIES = {
@@ -244,6 +245,7 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
         "proposer": mint_token(settings, subject="assistant-backend", role="proposer"),
         "channel": mint_token(settings, subject="chat", role="channel", provenance=PROVENANCE),
         "actor": mint_token(settings, subject="alice", role="actor"),
+        "metrics": mint_token(settings, subject="prometheus", role="metrics"),
     }
     auth = {role: {"Authorization": f"Bearer {token}"} for role, token in tokens.items()}
     outputs: list[str] = []
@@ -384,7 +386,20 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
             for role in ("channel", "admin"):
                 call("GET", f"{API}/proposals", headers=auth[role],
                      params={"actor_id": "alice", "status": state})
-        outputs.append(call("GET", "/metrics").text)
+        # the console's pages: every list and every attempt page, signed in as an admin
+        signed_in = sign_in(client, admin_token)
+        assert signed_in.status_code == 303, signed_in.text
+        call.texts.append(signed_in.text)
+        console_pages = ["/console", *[f"/console/attempts?status={state}" for state in (
+            "queued", "executing", "succeeded", "failed_safe", "outcome_unknown",
+            "manually_resolved")], *[f"/console/attempts/{a}" for a in attempts.values()]]
+        for page in console_pages:
+            shown_page = call("GET", page)
+            assert shown_page.status_code == 200, (page, shown_page.status_code)
+            assert "<html" in shown_page.text
+        scraped = call("GET", "/metrics", headers=auth["metrics"])
+        assert scraped.status_code == 200 and "ledger_approvals_total" in scraped.text
+        outputs.append(scraped.text)
         outputs += call.texts
 
     # views, audits (function, picture, CLI), a rebuild check, metrics

@@ -29,17 +29,21 @@ def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: Ledger
 
     Every failure other than target drift is the same 404 ``approval_unavailable``.
     """
+    ctx = ledger.context
     try:
-        result = approve(ledger.context, token=body.token, provenance=caller.require_provenance())
+        with ctx.tracer.span("ledger.approve"):
+            result = approve(ctx, token=body.token, provenance=caller.require_provenance())
     except ApprovalUnavailable as denied:
+        # The reason goes to the log only: the uniform 404 hides it from the caller,
+        # so the metrics (readable by a scraper) must not tell it either.
         logger.info("approval denied reason=%s", denied.reason)
-        ledger.metrics.inc("ledger_approvals_total", result="denied", reason=denied.reason)
+        ledger.metrics.inc("ledger_approvals_total", result="refused")
         raise
     except ProposalConflicted:
-        ledger.metrics.inc("ledger_approvals_total", result="conflicted", reason="target_drift")
+        ledger.metrics.inc("ledger_approvals_total", result="conflicted")
         _refresh_inbox_of(ledger, body.token)
         raise
-    ledger.metrics.inc("ledger_approvals_total", result="accepted", reason="none")
+    ledger.metrics.inc("ledger_approvals_total", result="accepted")
     _refresh_inbox_of(ledger, body.token)
     return ApprovalOut(
         status=result.status, attempt_id=result.attempt_id,

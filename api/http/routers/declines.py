@@ -29,9 +29,10 @@ def decline_presentation(body: DeclineIn, caller: ChannelCaller, ledger: LedgerD
     try:
         result = decline(ledger.context, token=body.token, provenance=caller.require_provenance())
     except ApprovalUnavailable as denied:
+        # As for approvals: the reason is for the log only, never a metric label (14.4).
         logger.info("decline denied reason=%s", denied.reason)
-        ledger.metrics.inc("ledger_declines_total", result="denied", reason=denied.reason)
+        ledger.metrics.inc("ledger_declines_total", result="refused")
         raise
-    ledger.metrics.inc("ledger_declines_total", result=result.status, reason="none")
+    ledger.metrics.inc("ledger_declines_total", result=result.status)
     refresh_inbox(ledger, result.proposal_id)
     return DeclineOut(**result.__dict__)

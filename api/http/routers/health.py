@@ -1,14 +1,14 @@
-"""Liveness and readiness probes (no authentication)."""
+"""Liveness and readiness probes (no authentication) and the metrics page (a scraper's token)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 
-from adapters.metrics import render_projection_lag
-from api.http.deps import LedgerDep
+from adapters.metrics import CONTENT_TYPE
+from api.http.deps import LedgerDep, require_metrics
 from api.http.errors import error_responses
 from domain.errors import StoreUnavailable
 
@@ -35,11 +35,21 @@ def readyz(ledger: LedgerDep) -> dict[str, Any]:
     return {"status": "ready", "details": {"projections": lags}}
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
-def metrics(ledger: LedgerDep) -> str:
-    """Counters in the Prometheus text format; labels carry no ids or content."""
-    try:
-        lag = render_projection_lag(ledger.projection_lag())
-    except Exception:
-        lag = ""
-    return ledger.metrics.render() + lag
+# The page is text, its refusals the uniform JSON body: say both in the schema.
+_METRICS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}}},
+    **{status: {"description": text, "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+       for status, text in ((401, "Unauthorized"), (403, "Forbidden"))},
+}
+
+
+@router.get("/metrics", response_class=PlainTextResponse,
+            dependencies=[Depends(require_metrics)], responses=_METRICS_RESPONSES)
+def metrics(ledger: LedgerDep) -> PlainTextResponse:
+    """Prometheus metrics, for a scraper with a ``metrics`` role token only.
+
+    Labels carry no ids or content, and refusals are not broken down by reason
+    (I10). ``LEDGER_METRICS_LISTEN`` serves the same page on a separate address.
+    """
+    return PlainTextResponse(ledger.metrics.render(), media_type=CONTENT_TYPE)

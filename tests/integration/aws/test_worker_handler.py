@@ -70,6 +70,11 @@ def test_queued_record_executes_once_despite_a_duplicate_and_a_malformed_record(
     assert metric_total(out, "Attempts", outcome="skipped", service=worker.SERVICE) == 1
     assert metric_total(out, "RecordFailures") == 1
     assert metric_total(out, "OutcomeUnknown") == 0
+    # the names the server exports to Prometheus, as EMF
+    assert metric_total(out, "ledger_worker_outcomes_total", outcome="succeeded",
+                        service=worker.SERVICE) == 1
+    assert metric_total(out, "ledger_executor_call_duration_seconds", outcome="ok",
+                        capability="fake.provider_idempotency") > 0
     written = logs.getvalue()
     assert "malformed_record" in written and attempt_id in written
     assert CONTENT not in written and CONTENT not in out

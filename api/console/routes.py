@@ -1,0 +1,309 @@
+"""Console pages: sign-in, the attention list, attempts by status, one attempt, and
+the resolve / reconcile forms. They call the same services as the JSON routes.
+
+Every page needs an admin session (see :mod:`api.console.session`); without
+one, a page answers 303 to the sign-in form, so a non-admin reaches nothing.
+Every form carries the session's CSRF token; the resolve and reconcile forms
+also carry the revision the admin saw, so a stale form is refused (409) and
+the page says why in words. No page shows a token, spec content or an
+idempotency key: only what the redacted views and audits already show.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import jwt
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from api.console.session import SESSION_COOKIE, SIGNIN_COOKIE, Session, SessionSigner, same_secret
+from api.console.svg import timeline_svg
+from api.http.auth import Role, TokenVerifier
+from api.http.cursors import decode_cursor, encode_cursor
+from api.http.deps import LedgerDep, SettingsDep, get_verifier
+from api.http.errors import status_for
+from api.http.routers.attempts import status_view
+from domain.attempt import AttemptStatus, Resolution
+from domain.errors import LedgerError, NotOutcomeUnknown, StaleRevision, Unauthenticated
+from domain.services.resolution import reconcile, resolve
+from domain.timeutil import parse_utc
+from projections.audit import audit_attempt
+from projections.status import public_view, status_list_key
+
+PAGE_SIZE = 20
+MAX_ID_CHARS = 80
+ATTENTION = (AttemptStatus.OUTCOME_UNKNOWN, AttemptStatus.FAILED_SAFE)
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+
+class SignInRequired(Exception):
+    """No valid console session: the handler answers 303 to the sign-in page."""
+
+
+def get_signer(request: Request) -> SessionSigner:
+    signer: SessionSigner = request.app.state.console_signer
+    return signer
+
+
+def current_session(request: Request, ledger: LedgerDep) -> Session:
+    found = get_signer(request).check(request.cookies.get(SESSION_COOKIE), ledger.clock.now())
+    if found is None:
+        raise SignInRequired()
+    return found
+
+
+SessionDep = Annotated[Session, Depends(current_session)]
+
+
+def _secure(request: Request) -> bool:
+    """Secure cookies except for plain HTTP on loopback (a development console)."""
+    host = request.url.hostname or ""
+    return request.url.scheme == "https" or host not in ("127.0.0.1", "localhost", "::1",
+                                                         "testserver")
+
+
+def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+    response = templates.TemplateResponse(request, name, context, status_code=status)
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'")
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+def _age(text: str | None, now: datetime) -> str:
+    if not text:
+        return ""
+    seconds = max(0, int((now - parse_utc(text)).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _rows(ledger: LedgerDep, status: AttemptStatus, cursor: str | None,
+          limit: int = PAGE_SIZE) -> tuple[list[dict[str, Any]], str | None]:
+    assert ledger.views is not None
+    records, next_raw = ledger.views.list_views(status_list_key(status.value), limit,
+                                                decode_cursor(cursor))
+    now = ledger.clock.now()
+    rows = []
+    for record in records:
+        view = public_view(record.data)
+        view["age"] = _age(view.get("updated_at"), now)
+        rows.append(view)
+    return rows, encode_cursor(next_raw)
+
+
+# -- sign-in -------------------------------------------------------------------
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_form(request: Request) -> Response:
+    nonce = get_signer(request).signin_nonce()
+    response = _page(request, "signin.html", {"nonce": nonce, "error": None})
+    response.set_cookie(SIGNIN_COOKIE, nonce, max_age=600, httponly=True, samesite="strict",
+                        secure=_secure(request), path="/console")
+    return response
+
+
+@router.post("/signin", response_class=HTMLResponse)
+def signin(
+    request: Request,
+    ledger: LedgerDep,
+    settings: SettingsDep,
+    verifier: Annotated[TokenVerifier, Depends(get_verifier)],
+    token: Annotated[str, Form(max_length=8192)] = "",
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Exchange an admin bearer token for a session cookie (the token is not kept)."""
+    if not same_secret(csrf, request.cookies.get(SIGNIN_COOKIE)):
+        return _refused_signin(request, "The sign-in form expired. Try again.", 400)
+    try:
+        caller = verifier.verify(token.strip())
+    except Unauthenticated:
+        caller = None
+    if caller is None or caller.role is not Role.ADMIN:
+        # One answer for a bad token and a non-admin one: the console is for admins.
+        return _refused_signin(request, "This token cannot open the console.", 401)
+    now = int(ledger.clock.now().timestamp())
+    expires = now + settings.console_session_seconds
+    token_exp = jwt.decode(token.strip(), options={"verify_signature": False}).get("exp")
+    if isinstance(token_exp, int):
+        expires = min(expires, token_exp)  # never outlive the token it came from
+    cookie, _ = get_signer(request).issue(caller.subject, expires)
+    response = RedirectResponse("/console", status_code=303)
+    response.set_cookie(SESSION_COOKIE, cookie, max_age=max(1, expires - now), httponly=True,
+                        samesite="strict", secure=_secure(request), path="/console")
+    response.delete_cookie(SIGNIN_COOKIE, path="/console")
+    return response
+
+
+def _refused_signin(request: Request, message: str, status: int) -> Response:
+    nonce = get_signer(request).signin_nonce()
+    response = _page(request, "signin.html", {"nonce": nonce, "error": message}, status)
+    response.set_cookie(SIGNIN_COOKIE, nonce, max_age=600, httponly=True, samesite="strict",
+                        secure=_secure(request), path="/console")
+    return response
+
+
+@router.post("/signout")
+def signout(session: SessionDep, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
+    if not same_secret(csrf, session.csrf):
+        raise SignInRequired()
+    response = RedirectResponse("/console/signin", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/console")
+    return response
+
+
+# -- pages ---------------------------------------------------------------------
+
+
+@router.get("", response_class=HTMLResponse)
+def attention(
+    request: Request, session: SessionDep, ledger: LedgerDep,
+    unknown_cursor: Annotated[str | None, Query(max_length=400)] = None,
+    failed_cursor: Annotated[str | None, Query(max_length=400)] = None,
+) -> Response:
+    """What needs a human: outcome_unknown and failed_safe, oldest first, with age."""
+    sections = []
+    for status, cursor, param in ((ATTENTION[0], unknown_cursor, "unknown_cursor"),
+                                  (ATTENTION[1], failed_cursor, "failed_cursor")):
+        rows, next_cursor = _rows(ledger, status, cursor)
+        more = f"/console?{urlencode({param: next_cursor})}" if next_cursor else None
+        sections.append({"status": status.value, "rows": rows, "more": more})
+    return _page(request, "attention.html", {"session": session, "sections": sections,
+                                             "active": "attention"})
+
+
+@router.get("/attempts", response_class=HTMLResponse)
+def attempts_by_status(
+    request: Request, session: SessionDep, ledger: LedgerDep,
+    status: AttemptStatus = AttemptStatus.QUEUED,
+    cursor: Annotated[str | None, Query(max_length=400)] = None,
+) -> Response:
+    rows, next_cursor = _rows(ledger, status, cursor)
+    more = (f"/console/attempts?{urlencode({'status': status.value, 'cursor': next_cursor})}"
+            if next_cursor else None)
+    return _page(request, "attempts.html", {
+        "session": session, "rows": rows, "status": status.value, "more": more,
+        "statuses": [s.value for s in AttemptStatus], "active": "attempts"})
+
+
+def _attempt_page(request: Request, session: Session, ledger: LedgerDep, attempt_id: str,
+                  *, problem: str | None = None, status: int = 200,
+                  notice: str | None = None) -> Response:
+    view = status_view(ledger, attempt_id) if len(attempt_id) <= MAX_ID_CHARS else None
+    if view is None:
+        return _page(request, "missing.html", {"session": session, "active": None}, 404)
+    audit = audit_attempt(ledger.store, ledger.views, attempt_id)
+    data = public_view(view.data)
+    return _page(request, "attempt.html", {
+        "session": session, "attempt": data, "audit": audit, "active": None,
+        "svg": timeline_svg(audit["attempt"]["events"]),
+        "age": _age(data.get("updated_at"), ledger.clock.now()),
+        "resolutions": [r.value for r in Resolution],
+        "problem": problem, "notice": notice,
+    }, status)
+
+
+@router.get("/attempts/{attempt_id}", response_class=HTMLResponse)
+def attempt_page(request: Request, session: SessionDep, ledger: LedgerDep,
+                 attempt_id: str, done: Annotated[str | None, Query(max_length=40)] = None
+                 ) -> Response:
+    notice = {"resolved": "Resolved.", "reconciled": "Reconciliation ran."}.get(done or "")
+    return _attempt_page(request, session, ledger, attempt_id, notice=notice)
+
+
+def _stale_words(ledger: LedgerDep, attempt_id: str, seen: int) -> str:
+    """The 409 in words: what the form was for, where the attempt is now."""
+    view = status_view(ledger, attempt_id)
+    now_at = view.version if view is not None else "?"
+    state = view.data.get("status", "?") if view is not None else "?"
+    return (f"Conflict (409), nothing was changed: this attempt moved on after the form was "
+            f"opened. The form was for revision {seen}; the attempt is now at revision "
+            f"{now_at}, status {state}. Read its new state below, and act again only if it "
+            "still needs you.")
+
+
+@router.post("/attempts/{attempt_id}/resolve", response_class=HTMLResponse)
+def resolve_form(
+    request: Request, session: SessionDep, ledger: LedgerDep, attempt_id: str,
+    expected_revision: Annotated[int, Form(ge=1)], resolution: Annotated[Resolution, Form()],
+    reason: Annotated[str, Form(max_length=500)] = "",
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Settle outcome_unknown (never calls the executor), as the signed-in admin."""
+    if not same_secret(csrf, session.csrf):
+        return _attempt_page(request, session, ledger, attempt_id, status=403,
+                             problem="The form's security token did not match. Reload the "
+                                     "page and try again.")
+    try:
+        resolve(ledger.context, attempt_id=attempt_id, expected_revision=expected_revision,
+                outcome=resolution, reason=reason, resolved_by=session.subject)
+    except (StaleRevision, NotOutcomeUnknown):
+        ledger.projector.project_attempt(attempt_id)
+        return _attempt_page(request, session, ledger, attempt_id, status=409,
+                             problem=_stale_words(ledger, attempt_id, expected_revision))
+    except LedgerError as exc:
+        return _attempt_page(request, session, ledger, attempt_id, status=status_for(exc),
+                             problem=exc.detail)
+    ledger.projector.project_attempt(attempt_id)
+    return RedirectResponse(f"/console/attempts/{attempt_id}?done=resolved", status_code=303)
+
+
+@router.post("/attempts/{attempt_id}/reconcile", response_class=HTMLResponse)
+def reconcile_form(
+    request: Request, session: SessionDep, ledger: LedgerDep, attempt_id: str,
+    expected_revision: Annotated[int, Form(ge=1)],
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Run the registered read-only reconciler again."""
+    if not same_secret(csrf, session.csrf):
+        return _attempt_page(request, session, ledger, attempt_id, status=403,
+                             problem="The form's security token did not match. Reload the "
+                                     "page and try again.")
+    try:
+        reconcile(ledger.context, attempt_id=attempt_id, expected_revision=expected_revision)
+    except (StaleRevision, NotOutcomeUnknown):
+        ledger.projector.project_attempt(attempt_id)
+        return _attempt_page(request, session, ledger, attempt_id, status=409,
+                             problem=_stale_words(ledger, attempt_id, expected_revision))
+    except LedgerError as exc:
+        return _attempt_page(request, session, ledger, attempt_id, status=status_for(exc),
+                             problem=exc.detail)
+    ledger.projector.project_attempt(attempt_id)
+    return RedirectResponse(f"/console/attempts/{attempt_id}?done=reconciled", status_code=303)
+
+
+@router.get("/static/console.css")
+def stylesheet() -> Response:
+    css = (Path(__file__).parent / "console.css").read_text()
+    return Response(css, media_type="text/css", headers={"Cache-Control": "max-age=300"})
+
+
+def install_console(app: Any) -> None:
+    """Mount the console on an app: its routes, its session signer, its sign-in redirect."""
+    from fastapi import FastAPI
+
+    assert isinstance(app, FastAPI)
+    app.state.console_signer = SessionSigner()
+
+    async def to_signin(request: Request, exc: Exception) -> Response:
+        response = RedirectResponse("/console/signin", status_code=303)
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    app.add_exception_handler(SignInRequired, to_signin)
+    app.include_router(router)

@@ -1,0 +1,140 @@
+"""The console: admins only, sessions and CSRF, the attention list, resolve with revisions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from adapters.bootstrap import Ledger
+from adapters.executors.fake import fake_build_digest
+from adapters.settings import Settings
+from api.http.app import create_app
+from api.http.auth import mint_token
+from tests.e2e.helpers import Headers
+from tests.e2e.test_lifecycle_http import API, directory, propose_and_present, run_worker
+from tests.support.console import hidden_fields, sign_in
+
+__all__ = ["directory"]
+
+PAGES = ["/console", "/console/attempts", "/console/attempts?status=failed_safe",
+         "/console/attempts/att_missing"]
+
+
+@pytest.fixture
+def browser(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
+    """A client on a loopback base URL (the console's development cookies are not Secure)."""
+    with TestClient(create_app(settings, ledger=ledger), base_url="http://127.0.0.1") as c:
+        yield c
+
+
+def admin_session(browser: TestClient, settings: Settings) -> None:
+    answer = sign_in(browser, mint_token(settings, subject="ops", role="admin"))
+    assert answer.status_code == 303 and answer.headers["location"] == "/console"
+
+
+def unknown_attempt(client: TestClient, bearer: Callable[..., Headers], ledger: Ledger) -> str:
+    token = propose_and_present(client, bearer, capability="fake.operator_only",
+                                executor_build=fake_build_digest("fake.operator_only"),
+                                content={"simulate": "timeout_after_effect"})
+    attempt_id: str = client.post(f"{API}/approvals", json={"token": token},
+                                  headers=bearer("channel")).json()["attempt_id"]
+    assert run_worker(ledger, attempt_id) == "outcome_unknown"
+    return attempt_id
+
+
+def test_no_console_page_opens_without_an_admin_session(
+    browser: TestClient, settings: Settings, bearer: Callable[..., Headers]
+) -> None:
+    for role in ("actor", "channel", "proposer", "metrics", "admin"):
+        for page in PAGES:  # a bearer header is not a session
+            answer = browser.get(page, headers=bearer(role), follow_redirects=False)
+            assert answer.status_code == 303, (role, page)
+            assert answer.headers["location"] == "/console/signin"
+    for path in ("/console/attempts/att_x/resolve", "/console/attempts/att_x/reconcile",
+                 "/console/signout"):
+        assert browser.post(path, follow_redirects=False).status_code == 303
+
+
+@pytest.mark.parametrize("role", ["actor", "channel", "proposer", "metrics", None])
+def test_only_an_admin_token_signs_in(browser: TestClient, settings: Settings,
+                                      bearer: Callable[..., Headers], role: str | None) -> None:
+    token = "not-a-token" if role is None else bearer(role)["Authorization"].split()[1]
+    answer = sign_in(browser, token)
+    assert answer.status_code == 401
+    assert "This token cannot open the console." in answer.text
+    assert "ledger_console=" not in answer.headers.get("set-cookie", "")
+    assert token not in answer.text
+    for page in PAGES:
+        assert browser.get(page, follow_redirects=False).status_code == 303
+
+
+def test_the_session_cookie_is_httponly_strict_and_short_lived(
+    browser: TestClient, settings: Settings
+) -> None:
+    token = mint_token(settings, subject="ops", role="admin")
+    answer = sign_in(browser, token)
+    cookie = next(c for c in answer.headers.get_list("set-cookie")
+                  if c.startswith("ledger_console="))
+    flags = {part.strip().split("=")[0].lower(): part.strip() for part in cookie.split(";")}
+    assert "httponly" in flags and flags["samesite"].lower() == "samesite=strict"
+    assert int(flags["max-age"].split("=")[1]) <= settings.console_session_seconds
+    assert token not in cookie
+    assert browser.get("/console").status_code == 200
+
+
+def test_sign_in_needs_the_forms_own_nonce(browser: TestClient, settings: Settings) -> None:
+    token = mint_token(settings, subject="ops", role="admin")
+    answer = browser.post("/console/signin", data={"token": token, "csrf": "guessed"},
+                          follow_redirects=False)
+    assert answer.status_code == 400
+    assert browser.get("/console", follow_redirects=False).status_code == 303
+
+
+@pytest.mark.usefixtures("directory")
+def test_resolve_from_the_attention_list_with_csrf_and_revision(
+    browser: TestClient, client: TestClient, settings: Settings, ledger: Ledger,
+    bearer: Callable[..., Headers],
+) -> None:
+    attempt_id = unknown_attempt(client, bearer, ledger)
+    admin_session(browser, settings)
+    listed = browser.get("/console")
+    assert f"/console/attempts/{attempt_id}" in listed.text
+    page = browser.get(f"/console/attempts/{attempt_id}")
+    assert page.status_code == 200 and "<svg" in page.text and "hash chains verified" in page.text
+    fields = hidden_fields(page.text, "resolve")
+    url = f"/console/attempts/{attempt_id}/resolve"
+    forged = browser.post(url, data={**fields, "csrf": "x" * 43, "resolution": "no_effect",
+                                     "reason": "checked"})
+    assert forged.status_code == 403 and "security token did not match" in forged.text
+    stale = browser.post(url, data={**fields, "expected_revision":
+                                    str(int(fields["expected_revision"]) - 1),
+                                    "resolution": "no_effect", "reason": "checked"})
+    assert stale.status_code == 409
+    assert "Conflict (409), nothing was changed" in stale.text
+    assert f"revision {fields['expected_revision']}, status outcome_unknown" in stale.text
+    done = browser.post(url, data={**fields, "resolution": "effect_applied",
+                                   "reason": "provider console shows the task"},
+                        follow_redirects=False)
+    assert done.status_code == 303
+    resolved = browser.get(done.headers["location"])
+    assert "manually_resolved" in resolved.text and "Resolved." in resolved.text
+    assert f"/console/attempts/{attempt_id}" not in browser.get("/console").text
+    # the same stale form again, with the other verdict: the conflict in words
+    again = browser.post(url, data={**fields, "resolution": "no_effect", "reason": "checked"})
+    assert again.status_code == 409 and "status manually_resolved" in again.text
+
+
+def test_an_expired_session_sends_back_to_sign_in(
+    settings: Settings, ledger: Ledger
+) -> None:
+    from tests.support.clocks import FixedClock
+
+    clock = FixedClock()
+    ledger.clock = clock
+    with TestClient(create_app(settings, ledger=ledger), base_url="http://127.0.0.1") as c:
+        admin_session(c, settings)
+        assert c.get("/console").status_code == 200
+        clock.advance(settings.console_session_seconds + 1)
+        assert c.get("/console", follow_redirects=False).status_code == 303
