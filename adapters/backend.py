@@ -55,7 +55,10 @@ class Lag:
 
 
 class WorkFeed(Protocol):
-    """A source of attempt ids that may need the worker."""
+    """A source of attempt ids that may need the worker; ``trigger`` names what
+    delivers them (``notification``, ``stream``) for the worker's span."""
+
+    trigger: str
 
     def poll(self, wait_seconds: float) -> list[str]: ...
 
@@ -124,6 +127,8 @@ class NotificationLogFeed:
     By default only Queued/Requeued events (work for the worker); with
     ``topics=()`` every event.
     """
+
+    trigger = "notification"
 
     def __init__(
         self,

@@ -56,7 +56,8 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Due-work entries examined by recovery, by outcome.", ("outcome",)),
     "ledger_projection_updates_total": ("Status views moved by the projector.", ()),
     "ledger_projection_rebuilds_total": (
-        "Rebuilds run because part of the log was lost before a subscriber read it.", ()),
+        "Rebuilds run because part of the log was lost before a subscriber read it.",
+        ("subscriber",)),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_http_request_duration_seconds": (

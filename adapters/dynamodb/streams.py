@@ -50,6 +50,8 @@ class DynamoDBStreamFeed:
     default.
     """
 
+    trigger = "stream"
+
     def __init__(
         self,
         streams_client: Any,

@@ -12,6 +12,7 @@ after the executor build's settle window (see ``ExecutionAttempt.settles_at``).
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -63,7 +64,11 @@ class ThreadedCalls:
             if abandoned:
                 late(box.get("result"), box.get("error"))
 
-        thread = threading.Thread(target=target, name="executor-call", daemon=True)
+        # The call runs in a copy of the caller's context, so context variables
+        # (the current trace span among them) follow it onto the thread.
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(target,), name="executor-call",
+                                  daemon=True)
         thread.start()
         thread.join(max(0.0, timeout))
         with self._lock:

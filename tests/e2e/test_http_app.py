@@ -220,10 +220,3 @@ def test_an_unmapped_subclass_takes_its_parents_status(
         raise TooManyThings()
 
     assert_error(TestClient(app).get("/too-many"), 422, "too_many_things")
-
-
-def test_metrics_show_the_projection_lag(client: TestClient) -> None:
-    text = client.get("/metrics").text
-    assert '# TYPE ledger_projection_events_behind gauge' in text
-    assert 'ledger_projection_events_behind{subscriber="status"} 0' in text
-    assert 'ledger_projection_oldest_unprocessed_age_seconds{subscriber="status"} 0' in text

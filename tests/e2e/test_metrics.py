@@ -123,3 +123,11 @@ def test_a_failing_gauge_source_reports_down_instead_of_failing_the_scrape() -> 
 
     metrics.add_gauge_source(broken)  # type: ignore[arg-type]
     assert metrics.value("ledger_gauges_up") == 0.0
+
+
+def test_metrics_show_the_projection_lag(client: TestClient,
+                                         bearer: Callable[..., Headers]) -> None:
+    text = client.get("/metrics", headers=bearer("metrics")).text
+    assert "# TYPE ledger_projection_events_behind gauge" in text
+    assert 'ledger_projection_events_behind{subscriber="status"} 0' in text
+    assert 'ledger_projection_oldest_unprocessed_age_seconds{subscriber="status"} 0' in text

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.executors.fake import fake_build_digest
-from adapters.runtime import build_feed, make_worker
+from adapters.runtime import make_worker
 from adapters.settings import load_settings
 from adapters.tracing import OtelTracer
 from api.http.app import create_app
@@ -72,21 +72,25 @@ def traced(recorder_factory: Callable[[], Any]) -> Iterator[tuple[Ledger, InMemo
     recorder = recorder_factory()
     table = getattr(recorder, "table_name", "ledger")
     settings = load_settings(store="memory", env="test", dynamodb_table=table)
-    ledger = build_ledger(settings, clock=FixedClock(), recorder=recorder)
+    backend = None
+    endpoint = getattr(recorder, "streams_endpoint", None)
+    if endpoint is not None:
+        import boto3
+
+        from adapters.dynamodb.backend import DynamoDBBackend
+
+        backend = DynamoDBBackend(recorder, streams_client=boto3.client(
+            "dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
+            aws_access_key_id="testing", aws_secret_access_key="testing"))
+    ledger = build_ledger(settings, clock=FixedClock(), recorder=recorder, backend=backend)
     ledger.tracer = OtelTracer(provider)
     yield ledger, exporter
     ledger.close()
 
 
 def work_feed(ledger: Ledger) -> Any:
-    endpoint = getattr(ledger.store.recorder, "streams_endpoint", None)
-    if endpoint is None:
-        return build_feed(ledger)
-    import boto3
-
-    streams = boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
-    return build_feed(ledger, dynamodb_streams_client=streams)
+    assert ledger.backend is not None
+    return ledger.backend.work_feed()
 
 
 def tree(spans: list[ReadableSpan], root: ReadableSpan) -> str:
