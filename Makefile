@@ -55,10 +55,11 @@ test-containers: $(STAMP) ## the DynamoDB suite on the emulator in a container (
 	  [ -n "$(CONTAINERS_OPTIONAL)" ]; exit $$?; \
 	fi; \
 	echo "== the DynamoDB suite on containers ($$image)"; \
-	status=0; \
+	status=0; started=$$(date +%s); \
 	LEDGER_TEST_DYNAMODB=container LEDGER_TEST_DYNAMODB_ENDPOINT= \
 	  $(BIN)/pytest $(PYTEST_ARGS) -m dynamodb || status=$$?; \
 	$(EMULATOR_PROBE) leftovers || status=1; \
+	echo "the DynamoDB suite on containers took $$(( $$(date +%s) - started )) s"; \
 	exit $$status
 
 emulator-image: ## build the emulator's image locally (root, Docker; no image registry)
