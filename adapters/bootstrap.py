@@ -13,6 +13,7 @@ from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource, SystemClock
+from adapters.view_changes import NotifyingViewStore
 from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.context import ServiceContext
@@ -94,6 +95,7 @@ class Ledger:
             renderer=self.renderer,
             registry=self.registry,
             presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
+            max_active_presentations=self.settings.max_active_presentations,
         )
 
     def ready(self) -> bool:
@@ -128,5 +130,5 @@ def build_ledger(
         tokens=tokens or SecretsTokenSource(),
         registry=registry,
         effects=effects,
-        views=build_views(chosen),
+        views=NotifyingViewStore(build_views(chosen)),  # wakes long polls after a write
     )

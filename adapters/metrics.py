@@ -14,6 +14,7 @@ _LABEL_VALUE = re.compile(r"^[a-z0-9_.\-]{1,64}$")
 
 HELP = {
     "ledger_approvals_total": "Approval requests by result and redacted reason code.",
+    "ledger_declines_total": "Decline requests by result and redacted reason code.",
     "ledger_worker_outcomes_total": "Worker steps by outcome.",
     "ledger_recovery_examined_total": "Due-work entries examined by recovery, by outcome.",
     "ledger_projection_updates_total": "Status views moved by the projector.",

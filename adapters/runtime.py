@@ -23,6 +23,7 @@ from domain.errors import LedgerError
 from domain.services.execution import Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
 from domain.spec import ATTEMPT_ID_PREFIX
+from projections.inbox import PROPOSAL_PREFIX
 
 logger = logging.getLogger("ledger.runtime")
 
@@ -251,12 +252,14 @@ def _error_code(exc: BaseException) -> str:
 
 
 def attempt_streams_from_records(records: list[dict[str, Any]]) -> list[str]:
-    """Every attempt stream a batch of stream records touched (for the projector)."""
+    """Every attempt and proposal stream a batch of stream records touched (for the
+    projector: status views and the inbox)."""
     found: dict[str, None] = {}
     for record in records:
         image = record.get("dynamodb", {}).get("NewImage", {})
         pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
-        if isinstance(pk, str) and pk.startswith(ATTEMPT_ID_PREFIX) and "topic" in image:
+        if isinstance(pk, str) and pk.startswith((ATTEMPT_ID_PREFIX, PROPOSAL_PREFIX)) and (
+                "topic" in image):
             found.setdefault(pk, None)
     return list(found)
 

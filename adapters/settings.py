@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
+DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 86400
 MIN_HS256_SECRET_CHARS = 32
 
 
@@ -45,9 +46,14 @@ class Settings(BaseSettings):
     # A SecretStr: no repr, str or log line of the settings ever shows it.
     auth_hs256_secret: SecretStr = SecretStr(DEVELOPMENT_SECRET)
     auth_rs256_public_key: str | None = None
+    # exp - iat (or exp - now without iat) of any accepted bearer token
+    auth_max_token_lifetime_seconds: Annotated[int, Field(ge=60, le=30 * 86400)] = (
+        DEFAULT_MAX_TOKEN_LIFETIME_SECONDS)
     permissions: Annotated[tuple[str, ...], NoDecode] = ("tasks.write", "social.post",
                                                          "demo.execute")
     presentation_ttl_seconds: Annotated[int, Field(ge=60, le=86400)] = 1800
+    # live (unexpired, unconsumed) presentations one proposal version may have
+    max_active_presentations: Annotated[int, Field(ge=1, le=200)] = 20
     lease_seconds: Annotated[int, Field(ge=5, le=900)] = 60
     backoff_base_seconds: Annotated[int, Field(ge=1, le=3600)] = 1
     backoff_max_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
@@ -56,6 +62,13 @@ class Settings(BaseSettings):
     due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     fake_executors: bool | None = None
+    # ledger serve: a request's headers / body must arrive within these bounds,
+    # idle keep-alive connections close after http_keep_alive_seconds, and at
+    # most http_max_connections are open (fitted under the descriptor limit)
+    http_header_timeout_seconds: Annotated[float, Field(ge=0.5, le=300)] = 10
+    http_body_timeout_seconds: Annotated[float, Field(ge=0.5, le=600)] = 30
+    http_keep_alive_seconds: Annotated[int, Field(ge=1, le=300)] = 5
+    http_max_connections: Annotated[int, Field(ge=8, le=65536)] = 512
     execution_enabled: bool = True  # false: the AWS worker leases nothing; work stays due
 
     @field_validator("auth_hs256_secret")

@@ -2,6 +2,13 @@
 
 Maps aggregates to stored events with the eventsourcing ``Mapper`` and maps
 recorder errors to domain errors, so no backend detail leaks upward.
+
+Every stored event is at most ``MAX_EVENT_BYTES`` (topic + state), checked here
+for every backend before anything is written: a DynamoDB item holds at most
+400 KB, and an event that only fits in SQLite would make a stream that cannot
+move to DynamoDB. The largest event a valid spec can make is a proposal
+version of about 85 KB (measured in tests/integration/approval/
+test_presentation_bounds.py); through the HTTP API its body is at most 64 KiB.
 """
 
 from __future__ import annotations
@@ -24,10 +31,28 @@ from eventsourcing.persistence import (
 
 from adapters.recorder import LedgerRecorder, LookupConflictError, StreamConflictError
 from domain.base import LedgerAggregate, LedgerEvent
-from domain.errors import ConcurrencyConflict, LedgerError, LookupConflict, StoreUnavailable
+from domain.errors import (
+    ConcurrencyConflict,
+    EventTooLarge,
+    LedgerError,
+    LookupConflict,
+    StoreUnavailable,
+)
 from domain.ports import Commit, DuePage
 
 A = TypeVar("A", bound=LedgerAggregate)
+
+MAX_EVENT_BYTES = 128 * 1024
+"""The stated limit of one stored event (topic + state), well under DynamoDB's 400 KB item."""
+
+
+def check_event_size(stored: StoredEvent, limit: int = MAX_EVENT_BYTES) -> None:
+    """EventTooLarge (naming the event type, never its content) above ``limit``."""
+    size = len(stored.topic.encode()) + len(stored.state)
+    if size > limit:
+        kind = stored.topic.rsplit(".", 1)[-1]
+        raise EventTooLarge(f"A {kind} event would be {size} bytes, over the limit of "
+                            f"{limit} bytes per event; nothing was written.")
 
 
 def make_mapper() -> Mapper[str]:
@@ -42,9 +67,11 @@ def make_mapper() -> Mapper[str]:
 class LedgerStore:
     """Implements ``domain.ports.EventStore``."""
 
-    def __init__(self, recorder: LedgerRecorder, mapper: Mapper[str] | None = None) -> None:
+    def __init__(self, recorder: LedgerRecorder, mapper: Mapper[str] | None = None,
+                 max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self.recorder = recorder
         self.mapper = mapper or make_mapper()
+        self.max_event_bytes = max_event_bytes
 
     # -- reads ---------------------------------------------------------------
 
@@ -115,6 +142,8 @@ class LedgerStore:
         for aggregate in pending:
             for domain_event in aggregate.collect_events():
                 stored.append(self.mapper.to_stored_event(domain_event))
+        for event in stored:
+            check_event_size(event, self.max_event_bytes)
         if not stored and not commit.lookups and not commit.due:
             return
         try:

@@ -19,7 +19,7 @@ from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
 from domain.spec import ATTEMPT_ID_PREFIX
 
-MAX_TOKEN_TTL_SECONDS = 7 * 86400
+MAX_TOKEN_TTL_SECONDS = 30 * 86400
 
 app = typer.Typer(
     name="ledger",
@@ -62,6 +62,40 @@ def _one_line_errors() -> Iterator[None]:
         _fail(f"{type(exc).__name__}: {exc}")
 
 
+STREAMS_UNREACHABLE = (
+    "cannot reach the DynamoDB Streams endpoint {url} ({error}); set "
+    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS (on a local emulator, the same URL as "
+    "AWS_ENDPOINT_URL_DYNAMODB)"
+)
+
+
+def _check_streams_endpoint(settings: Settings) -> None:
+    """On DynamoDB, the worker and the projector read the table's stream: fail at
+    start-up, in one line naming the variable, when its endpoint does not answer."""
+    if settings.store is not StoreKind.DYNAMODB:
+        return
+    import boto3
+    from botocore.exceptions import (
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    from adapters.dynamodb.client import client_config
+
+    client = boto3.client("dynamodbstreams",
+                          config=client_config(connect_timeout=3, read_timeout=5))
+    try:
+        client.list_streams(Limit=1)
+    except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
+            ConnectionClosedError) as exc:
+        _fail(STREAMS_UNREACHABLE.format(url=client.meta.endpoint_url,
+                                         error=type(exc).__name__))
+    finally:
+        client.close()
+
+
 def _describe_store(settings: Settings) -> str:
     if settings.store is StoreKind.SQLITE:
         return f"sqlite {settings.sqlite_path}"
@@ -79,13 +113,14 @@ def serve(
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), with the worker and recovery, on the store."""
     with _one_line_errors():
-        import uvicorn
-
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
         from api.http.app import create_app
+        from api.http.server import ServeLimits, serve_http
 
         settings = load_settings()
+        if worker:
+            _check_streams_endpoint(settings)
         _configure_logging()
         ledger = build_ledger(settings)
         runtime = build_runtime(ledger) if worker else None
@@ -96,7 +131,12 @@ def serve(
         if runtime is not None:
             runtime.start()
         try:
-            uvicorn.run(api, host=host, port=port, log_level="info", access_log=False)
+            serve_http(api, host=host, port=port, limits=ServeLimits(
+                header_timeout=settings.http_header_timeout_seconds,
+                body_timeout=settings.http_body_timeout_seconds,
+                keep_alive_timeout=settings.http_keep_alive_seconds,
+                max_connections=settings.http_max_connections,
+            ))
         finally:
             if runtime is not None:
                 runtime.stop()
@@ -117,6 +157,7 @@ def worker_command() -> None:
         from adapters.runtime import build_runtime
 
         settings = load_settings()
+        _check_streams_endpoint(settings)
         _configure_logging()
         ledger = build_ledger(settings)
         runtime = build_runtime(ledger)
@@ -296,8 +337,10 @@ def token(
         str | None, typer.Option(help="Channel tokens: channel binding id.")] = None,
     conversation_key: Annotated[
         str | None, typer.Option(help="Channel tokens: conversation key.")] = None,
-    ttl: Annotated[int, typer.Option(min=1, max=MAX_TOKEN_TTL_SECONDS,
-                                     help="Lifetime in seconds.")] = DEFAULT_TTL_SECONDS,
+    ttl: Annotated[int, typer.Option(
+        min=1, max=MAX_TOKEN_TTL_SECONDS,
+        help="Lifetime in seconds (at most LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS)."),
+    ] = DEFAULT_TTL_SECONDS,
 ) -> None:
     """Print a development JWT (HS256, the configured secret) and nothing else on stdout.
 

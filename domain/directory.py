@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from domain.base import LedgerAggregate
 from domain.errors import InvalidInput
-from domain.spec import DIGEST_PATTERN, NAME_PATTERN, describe_validation_error, nfc
+from domain.spec import DIGEST_PATTERN, NAME_PATTERN, describe_validation_error, nfc, plain_id
 
 
 class DeliveryMode(StrEnum):
@@ -43,7 +43,7 @@ Ident = Annotated[
     BeforeValidator(nfc),
     Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@\-]*$"),
 ]
-ShortText = Annotated[str, BeforeValidator(nfc), Field(min_length=1, max_length=256)]
+ShortText = Annotated[str, BeforeValidator(plain_id), Field(min_length=1, max_length=256)]
 ChannelName = Annotated[str, BeforeValidator(nfc), Field(pattern=NAME_PATTERN)]
 
 
@@ -90,7 +90,7 @@ class ExecutorBuildValues(_Values):
 class TargetValues(_Values):
     """The current revision of a canonical target."""
 
-    revision: Annotated[str, BeforeValidator(nfc), Field(min_length=1, max_length=128)]
+    revision: Annotated[str, BeforeValidator(plain_id), Field(min_length=1, max_length=128)]
 
 
 VALUE_MODELS: dict[DirectoryKind, type[_Values]] = {

@@ -90,6 +90,21 @@ class CommitTooLarge(LedgerError):
     default_detail = "The commit is larger than one atomic write allows."
 
 
+class EventTooLarge(CommitTooLarge):
+    """One event would be larger than the store's stated per-event limit."""
+
+    code = "event_too_large"
+    default_detail = "An event would be larger than the store allows; nothing was written."
+
+
+class TooManyPresentations(LedgerError):
+    """The proposal version already has the most active presentations allowed."""
+
+    code = "too_many_presentations"
+    default_detail = ("This proposal version has too many active presentations; "
+                      "wait for one to expire or revise the proposal.")
+
+
 class StoreUnavailable(LedgerError):
     """The event store could not be reached or failed; nothing was written."""
 
@@ -181,3 +196,18 @@ class ReconcilerUnavailable(LedgerError):
 
     code = "reconciler_unavailable"
     default_detail = "No read-only reconciler is registered for this executor build."
+
+
+class IdempotencyKeyRefused(InvalidInput):
+    """An Idempotency-Key that is too long, malformed, used by another caller or
+    with another request: one uniform answer whatever the reason."""
+
+    code = "idempotency_key_refused"
+    default_detail = "The Idempotency-Key cannot be used for this request."
+
+
+class IdempotencyKeyInUse(LedgerError):
+    """A request with the same Idempotency-Key is still being processed."""
+
+    code = "idempotency_key_in_use"
+    default_detail = "A request with this Idempotency-Key is in progress; retry later."

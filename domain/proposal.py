@@ -3,7 +3,18 @@
 Only the current version of a lineage can be presented or claimed. Creating
 version n+1 supersedes version n and revokes its active presentations in the
 same event, so both happen in one commit. Claiming consumes one presentation
-and revokes every sibling in the same ``Claimed`` event (I2).
+and revokes every sibling in the same ``Claimed`` event (I2); declining and
+canceling revoke every active control in the same way, so a decline and an
+approval of sibling controls race on one stream version and exactly one wins.
+
+Expiry is a fact derived from time, never written: a presented version whose
+spec has expired, or whose every presentation has expired, is ``expired``
+(``effective_status``), and it can no longer be presented.
+
+A version has at most ``max_active`` live presentations, and presenting retires
+the lapsed ones (``PresentationsLapsed``, in the same commit), so no event that
+lists presentations (``Claimed``, ``Revised``, ``Conflicted``) can grow without
+bound, and no replay of the stream either.
 """
 
 from __future__ import annotations
@@ -15,8 +26,8 @@ from typing import Any
 from eventsourcing.domain import event
 
 from domain.base import LedgerAggregate
-from domain.errors import IllegalTransition, ProposalClaimed, StaleVersion
-from domain.timeutil import is_past
+from domain.errors import IllegalTransition, ProposalClaimed, StaleVersion, TooManyPresentations
+from domain.timeutil import format_utc, is_past, parse_utc
 
 
 class ProposalStatus(StrEnum):
@@ -28,6 +39,7 @@ class ProposalStatus(StrEnum):
     SUPERSEDED = "superseded"
     CANCELED = "canceled"
     EXPIRED = "expired"
+    DECLINED = "declined"
 
 
 class PresentationStatus(StrEnum):
@@ -98,6 +110,29 @@ class Proposal(LedgerAggregate):
             return PresentationStatus.EXPIRED
         return status
 
+    def expiry_of(self, number: int) -> str:
+        """When version ``number`` stops being approvable if nothing else happens:
+        its spec expiry, or earlier the expiry of the last of its presentations.
+
+        Stable once reached: an expired version cannot be presented again."""
+        record = self.versions[number]
+        deadline = parse_utc(record["spec"]["expires_at"])
+        controls = [
+            parse_utc(p["expires_at"]) for p in self.presentations.values()
+            if p["version"] == number
+        ]
+        if controls:
+            deadline = min(deadline, max(controls))
+        return format_utc(deadline)
+
+    def effective_status(self, number: int, now: datetime) -> ProposalStatus:
+        """The stored status, with ``expired`` derived from the clock for a
+        presented version whose spec or whose every presentation has expired."""
+        status = self.version_status(number)
+        if status is ProposalStatus.PRESENTED and is_past(self.expiry_of(number), now):
+            return ProposalStatus.EXPIRED
+        return status
+
     def active_presentation_ids(self, version: int | None = None) -> list[str]:
         """Ids of presentations still marked active (expiry not considered)."""
         return sorted(
@@ -117,11 +152,13 @@ class Proposal(LedgerAggregate):
         if self.version_status(self.current_version) is ProposalStatus.CLAIMED:
             raise ProposalClaimed()
 
-    def check_presentable(self, version: int) -> None:
+    def check_presentable(self, version: int, now: datetime | None = None) -> None:
         if version != self.current_version:
             raise StaleVersion()
         if self.version_status(version) is not ProposalStatus.PRESENTED:
             raise IllegalTransition("Only a presented, current version can be presented.")
+        if now is not None and self.effective_status(version, now) is ProposalStatus.EXPIRED:
+            raise IllegalTransition("The proposal version has expired.")
 
     def check_claimable(self, presentation_id: str, now: datetime) -> None:
         p = self.presentations.get(presentation_id)
@@ -193,11 +230,25 @@ class Proposal(LedgerAggregate):
         conversation_key: str,
         expires_at: str,
         at: str,
+        now: datetime | None = None,
+        max_active: int | None = None,
     ) -> None:
-        """Add a single-use approval control for the current version."""
-        self.check_presentable(version)
+        """Add a single-use approval control for the current version.
+
+        With ``now``, active presentations that have expired are retired first;
+        with ``max_active``, a version that already has that many live ones is
+        refused (TooManyPresentations).
+        """
+        self.check_presentable(version, now)
         if presentation_id in self.presentations:
             raise IllegalTransition("Presentation id already used.")
+        active = self.active_presentation_ids(version)
+        lapsed = ([pid for pid in active if is_past(self.presentations[pid]["expires_at"], now)]
+                  if now is not None else [])
+        if max_active is not None and len(active) - len(lapsed) >= max_active:
+            raise TooManyPresentations()
+        if lapsed:
+            self._lapsed(presentation_ids=lapsed, at=at)
         self._presented(
             presentation_id=presentation_id,
             version=version,
@@ -238,6 +289,11 @@ class Proposal(LedgerAggregate):
             "status": PresentationStatus.ACTIVE.value,
         }
 
+    @event("PresentationsLapsed")
+    def _lapsed(self, presentation_ids: list[str], at: str) -> None:
+        for pid in presentation_ids:
+            self.presentations[pid]["status"] = PresentationStatus.EXPIRED.value
+
     def claim(self, *, presentation_id: str, attempt_id: str, now: datetime, at: str) -> None:
         """Consume one presentation, claim its version and revoke every sibling."""
         self.check_claimable(presentation_id, now)
@@ -257,6 +313,40 @@ class Proposal(LedgerAggregate):
         self._revoke(revoked)
         self.versions[version]["status"] = ProposalStatus.CLAIMED.value
         self.versions[version]["attempt_id"] = attempt_id
+
+    def decline(self, *, presentation_id: str, now: datetime, at: str) -> None:
+        """The actor says no: consume this control, mark the version declined and
+        revoke every sibling, in one event (no attempt can come from it)."""
+        self.check_claimable(presentation_id, now)
+        self._declined(
+            version=self.presentations[presentation_id]["version"],
+            presentation_id=presentation_id,
+            revoked=[p for p in self.active_presentation_ids() if p != presentation_id],
+            at=at,
+        )
+
+    @event("Declined")
+    def _declined(self, version: int, presentation_id: str, revoked: list[str], at: str) -> None:
+        self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
+        self._revoke(revoked)
+        self.versions[version]["status"] = ProposalStatus.DECLINED.value
+        self.versions[version]["decided_at"] = at
+
+    def cancel(self, *, version: int, at: str) -> bool:
+        """Withdraw a presented version and revoke its controls; False (no event)
+        when the version is no longer presented: the stored truth stands."""
+        if version not in self.versions:
+            raise IllegalTransition("Unknown proposal version.")
+        if self.version_status(version) is not ProposalStatus.PRESENTED:
+            return False
+        self._canceled(version=version, revoked=self.active_presentation_ids(), at=at)
+        return True
+
+    @event("Canceled")
+    def _canceled(self, version: int, revoked: list[str], at: str) -> None:
+        self._revoke(revoked)
+        self.versions[version]["status"] = ProposalStatus.CANCELED.value
+        self.versions[version]["decided_at"] = at
 
     def mark_conflicted(self, *, version: int, reason: str, at: str) -> None:
         """Target drift: the version can never be claimed; its controls are revoked."""

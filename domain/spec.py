@@ -55,6 +55,28 @@ def nfc(value: Any) -> Any:
     return value
 
 
+# Control (Cc), format (Cf: bidi controls, zero-width characters, BOM),
+# surrogate (Cs), private-use (Co), unassigned (Cn) and line/paragraph
+# separators: invisible or reordering in a log line, a preview or an audit
+# timeline, so two ids that look the same could differ. No id may hold one.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def hidden_character(value: str) -> bool:
+    """True when ``value`` holds a control, bidi, zero-width or unassigned character."""
+    return any(unicodedata.category(ch) in _HIDDEN_CATEGORIES for ch in value)
+
+
+def plain_id(value: Any) -> Any:
+    """NFC-normalize an id-like string and refuse hidden characters in it."""
+    if isinstance(value, str):
+        if hidden_character(value):
+            raise ValueError("ids may not contain control, bidi, zero-width, "
+                             "private-use or unassigned characters")
+        return _nfc_text(value)
+    return value
+
+
 def format_utc(moment: datetime) -> str:
     """UTC RFC 3339 with ``Z``; fractional seconds only when present."""
     if moment.tzinfo is None:
@@ -66,22 +88,31 @@ def format_utc(moment: datetime) -> str:
     return text + "Z"
 
 
-def parse_utc(text: str) -> datetime:
-    """Inverse of :func:`format_utc` (accepts any RFC 3339 offset)."""
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise ValueError("timestamps must carry a timezone")
-    return moment.astimezone(UTC)
+_OUT_OF_RANGE = "timestamps must fall within the years 0001..9999 once converted to UTC"
 
 
 def _to_utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC)
+    """The same instant in UTC; ValueError (not OverflowError) when that leaves
+    the calendar, e.g. ``9999-12-31T23:59:59-01:00``."""
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(_OUT_OF_RANGE) from None
+
+
+def parse_utc(text: str) -> datetime:
+    """Inverse of :func:`format_utc` (accepts any RFC 3339 offset); ValueError when
+    the text is not a timestamp with a timezone or leaves the calendar in UTC."""
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must carry a timezone")
+    return _to_utc(moment)
 
 
 Text = Annotated[str, BeforeValidator(nfc)]
 Digest = Annotated[str, BeforeValidator(nfc), Field(pattern=DIGEST_PATTERN)]
 Name = Annotated[str, BeforeValidator(nfc), Field(pattern=NAME_PATTERN)]
-Ref = Annotated[str, BeforeValidator(nfc), Field(min_length=1, max_length=256)]
+Ref = Annotated[str, BeforeValidator(plain_id), Field(min_length=1, max_length=256)]
 UtcTimestamp = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 
 
@@ -130,7 +161,7 @@ class Target(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: Ref
-    base_revision: Annotated[str, BeforeValidator(nfc), Field(min_length=1, max_length=128)]
+    base_revision: Annotated[str, BeforeValidator(plain_id), Field(min_length=1, max_length=128)]
 
 
 class ProposalSpec(BaseModel):

@@ -16,8 +16,9 @@ from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
+from api.http.idempotency import InFlight
 from api.http.middleware import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware, ErrorBoundaryMiddleware
-from api.http.routers import approvals, attempts, directory, health, proposals
+from api.http.routers import approvals, attempts, declines, directory, health, proposals
 
 API_PREFIX = "/api/conversational"
 
@@ -51,6 +52,7 @@ def create_app(
     app.state.settings = settings
     app.state.ledger = wired
     app.state.verifier = verifier
+    app.state.idempotency_in_flight = InFlight()
 
     install_error_handlers(app)
     # The last middleware added runs first: the error boundary wraps everything.
@@ -61,5 +63,6 @@ def create_app(
     app.include_router(directory.router, prefix=API_PREFIX)
     app.include_router(proposals.router, prefix=API_PREFIX)
     app.include_router(approvals.router, prefix=API_PREFIX)
+    app.include_router(declines.router, prefix=API_PREFIX)
     app.include_router(attempts.router, prefix=API_PREFIX)
     return app

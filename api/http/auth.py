@@ -11,6 +11,7 @@ conversation), which is taken from here and never from a request body.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -20,10 +21,16 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from adapters.settings import Environment, Settings, SettingsError
+from adapters.settings import (
+    DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
+    Environment,
+    Settings,
+    SettingsError,
+)
 from domain.directory import validate_ident
 from domain.errors import Forbidden, InvalidInput, Unauthenticated
 from domain.services.approval import Provenance
+from domain.spec import hidden_character
 
 MAX_TOKEN_CHARS = 8192
 MAX_SUBJECT_CHARS = 256
@@ -63,30 +70,33 @@ class Caller:
         return self.provenance
 
 
+def _plain_claim(claims: dict[str, Any], name: str, max_chars: int) -> str:
+    """A string claim that may reach an event, a view or a log line: 1..max_chars
+    of valid Unicode with no control, bidi, zero-width or unassigned character."""
+    value = claims.get(name)
+    if not isinstance(value, str) or not 1 <= len(value) <= max_chars:
+        raise InvalidInput(f"{name}: must be 1..{max_chars} characters")
+    if hidden_character(value):  # also catches lone surrogates (category Cs)
+        raise InvalidInput(f"{name}: must not contain control, bidi or zero-width characters")
+    return value
+
+
 def _check_provenance(claims: dict[str, Any]) -> Provenance:
     """Validate the four provenance claims; raises InvalidInput naming the claim."""
     missing = [name for name in PROVENANCE_CLAIMS if claims.get(name) is None]
     if missing:
         raise InvalidInput(f"a channel token needs {', '.join(missing)}")
-    conversation_key = claims["conversation_key"]
-    if (not isinstance(conversation_key, str)
-            or not 1 <= len(conversation_key) <= MAX_CONVERSATION_KEY_CHARS):
-        raise InvalidInput(
-            f"conversation_key: must be 1..{MAX_CONVERSATION_KEY_CHARS} characters"
-        )
     return Provenance(
         actor_id=validate_ident(claims["actor_id"], "actor_id"),
         identity_binding_id=validate_ident(claims["identity_binding_id"], "identity_binding_id"),
         channel_binding_id=validate_ident(claims["channel_binding_id"], "channel_binding_id"),
-        conversation_key=conversation_key,
+        conversation_key=_plain_claim(claims, "conversation_key", MAX_CONVERSATION_KEY_CHARS),
     )
 
 
 def caller_from_claims(claims: dict[str, Any]) -> Caller:
     """Build a caller from verified claims; raises InvalidInput when they are unusable."""
-    subject = claims.get("sub")
-    if not isinstance(subject, str) or not 1 <= len(subject) <= MAX_SUBJECT_CHARS:
-        raise InvalidInput(f"sub: must be 1..{MAX_SUBJECT_CHARS} characters")
+    subject = _plain_claim(claims, "sub", MAX_SUBJECT_CHARS)
     role_claim = claims.get("role")
     if not isinstance(role_claim, str) or role_claim not in {r.value for r in Role}:
         raise InvalidInput(f"role: must be one of {', '.join(Role)}")
@@ -113,11 +123,26 @@ def load_rs256_keys(pem_text: str) -> list[RSAPublicKey]:
     return keys
 
 
-class TokenVerifier:
-    """Verifies bearer tokens against the configured algorithms and keys only."""
+def claimed_lifetime(claims: dict[str, Any], now: float) -> float:
+    """Seconds the token claims to live: ``exp - iat``, or ``exp - now`` without ``iat``.
 
-    def __init__(self, keys: dict[str, list[Any]]) -> None:
+    Called after the library checked that both are numbers.
+    """
+    start = claims.get("iat")
+    return float(claims["exp"]) - (float(start) if start is not None else now)
+
+
+class TokenVerifier:
+    """Verifies bearer tokens against the configured algorithms and keys only.
+
+    A token that claims to live longer than ``max_lifetime_seconds`` is refused
+    like any other invalid token, so a leaked long-lived token is not forever.
+    """
+
+    def __init__(self, keys: dict[str, list[Any]],
+                 max_lifetime_seconds: int = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS) -> None:
         self._keys = {alg: list(found) for alg, found in keys.items() if found}
+        self.max_lifetime_seconds = max_lifetime_seconds
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenVerifier:
@@ -132,7 +157,7 @@ class TokenVerifier:
             keys["HS256"] = [settings.auth_hs256_secret.get_secret_value()]
         if settings.auth_rs256_public_key:
             keys["RS256"] = list(load_rs256_keys(settings.auth_rs256_public_key))
-        return cls(keys)
+        return cls(keys, max_lifetime_seconds=settings.auth_max_token_lifetime_seconds)
 
     @property
     def algorithms(self) -> tuple[str, ...]:
@@ -159,6 +184,8 @@ class TokenVerifier:
                 continue
             except jwt.PyJWTError:
                 raise Unauthenticated(_INVALID) from None
+            if claimed_lifetime(claims, time.time()) > self.max_lifetime_seconds:
+                raise Unauthenticated(_INVALID)
             try:
                 return caller_from_claims(claims)
             except InvalidInput:
@@ -180,8 +207,12 @@ def mint_token(
     """Sign a token the API accepts (HS256 with the configured secret by default).
 
     A channel token must carry a provenance and no other role may. Raises
-    InvalidInput for claims the verifier would refuse.
+    InvalidInput for claims the verifier would refuse, a lifetime beyond
+    ``LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS`` included.
     """
+    if ttl_seconds > settings.auth_max_token_lifetime_seconds:
+        raise InvalidInput(f"the lifetime is limited to {settings.auth_max_token_lifetime_seconds} "
+                           "seconds (LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS)")
     claims: dict[str, Any] = {"sub": subject, "role": str(role)}
     if provenance is not None:
         claims.update({name: getattr(provenance, name) for name in PROVENANCE_CLAIMS})

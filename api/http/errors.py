@@ -30,12 +30,15 @@ STATUS_BY_CODE: dict[str, int] = {
     "executor_build_unavailable": 422,
     "nondeterministic_renderer": 422,
     "commit_too_large": 422,
+    "event_too_large": 422,
+    "idempotency_key_refused": 422,
     # existence
     "not_found": 404,
     "approval_unavailable": 404,
     # conflicts
     "concurrency_conflict": 409,
     "lookup_conflict": 409,
+    "idempotency_key_in_use": 409,
     "proposal_claimed": 409,
     "stale_version": 409,
     "proposal_conflicted": 409,
@@ -43,6 +46,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_outcome_unknown": 409,
     "illegal_transition": 409,
     "reconciler_unavailable": 409,
+    "too_many_presentations": 409,
     # providers (worker-side; 502 should a route ever let one through)
     "executor_no_effect": 502,
     "executor_outcome_uncertain": 502,

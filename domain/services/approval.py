@@ -48,7 +48,7 @@ class ApprovalResult:
     status: str = "execution_pending"
 
 
-def _unavailable(reason: str) -> ApprovalUnavailable:
+def unavailable(reason: str) -> ApprovalUnavailable:
     """The uniform failure; ``reason`` is for logs and metrics only, never the caller."""
     error = ApprovalUnavailable()
     error.reason = reason
@@ -57,28 +57,34 @@ def _unavailable(reason: str) -> ApprovalUnavailable:
 
 def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> ApprovalResult:
     """Turn one opaque token into exactly one queued attempt, or fail closed."""
-    # Hash first, always: the unknown-token path does the same work up to the lookup.
-    key = token_lookup_key(token_hash(token))
-    lookup = ctx.store.get_lookup(key)
-    if lookup is None:
-        raise _unavailable("unknown_token")
-    proposal_id, presentation_id = lookup["proposal_id"], lookup["presentation_id"]
+    proposal_id, presentation_id = resolve_control(ctx, token)
 
     def contended() -> ApprovalResult:
-        raise _unavailable("contention")
+        raise unavailable("contention")
 
     return retry_on_conflict(
         lambda: _approve_once(ctx, proposal_id, presentation_id, provenance), exhausted=contended
     )
 
 
-def _approve_once(
+def resolve_control(ctx: ServiceContext, token: str) -> tuple[str, str]:
+    """(proposal id, presentation id) of a token, or the uniform failure.
+
+    Hash first, always: the unknown-token path does the same work up to the lookup."""
+    lookup = ctx.store.get_lookup(token_lookup_key(token_hash(token)))
+    if lookup is None:
+        raise unavailable("unknown_token")
+    return lookup["proposal_id"], lookup["presentation_id"]
+
+
+def load_bound_control(
     ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
-) -> ApprovalResult:
-    now = ctx.clock.now()
+) -> Proposal:
+    """The proposal of a control bound exactly to this caller's provenance,
+    or the uniform failure."""
     proposal = ctx.store.get(Proposal, proposal_id)
     if proposal is None or presentation_id not in proposal.presentations:
-        raise _unavailable("missing_record")
+        raise unavailable("missing_record")
     presentation = proposal.presentations[presentation_id]
     if (
         presentation["actor_id"] != who.actor_id
@@ -87,8 +93,16 @@ def _approve_once(
         or presentation["channel_binding_id"] != who.channel_binding_id
         or presentation["conversation_key"] != who.conversation_key
     ):
-        raise _unavailable("provenance_mismatch")
+        raise unavailable("provenance_mismatch")
+    return proposal
 
+
+def _approve_once(
+    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
+) -> ApprovalResult:
+    now = ctx.clock.now()
+    proposal = load_bound_control(ctx, proposal_id, presentation_id, who)
+    presentation = proposal.presentations[presentation_id]
     version = presentation["version"]
     record = proposal.versions[version]
     status = proposal.presentation_status(presentation_id, now)
@@ -101,18 +115,18 @@ def _approve_once(
     try:
         proposal.check_claimable(presentation_id, now)
     except IllegalTransition:
-        raise _unavailable("not_claimable") from None
+        raise unavailable("not_claimable") from None
 
     try:
         spec = parse_spec(record["spec"])
     except InvalidSpec:
-        raise _unavailable("stored_spec_invalid") from None
+        raise unavailable("stored_spec_invalid") from None
     if payload_hash(spec) != record["payload_hash"]:
-        raise _unavailable("payload_hash_mismatch")
+        raise unavailable("payload_hash_mismatch")
     try:
         auth = authorize(ctx, who, spec, now)
     except AuthorizationFailed as failed:
-        raise _unavailable(failed.reason) from None
+        raise unavailable(failed.reason) from None
     except TargetDrift as drift:
         proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(now))
         target_check = ReadCheck(drift.target.id, drift.target.version)
@@ -153,9 +167,9 @@ def _approve_once(
 
 def _stored_attempt(ctx: ServiceContext, attempt_id: str | None) -> ApprovalResult:
     if attempt_id is None:
-        raise _unavailable("claimed_without_attempt")
+        raise unavailable("claimed_without_attempt")
     attempt = ctx.store.get(ExecutionAttempt, attempt_id)
     if attempt is None:
         # I3 says this state is unreachable; fail closed rather than guess.
-        raise _unavailable("claimed_without_attempt")
+        raise unavailable("claimed_without_attempt")
     return ApprovalResult(attempt_id=attempt.id, attempt_revision=attempt.version)

@@ -20,3 +20,4 @@ class ServiceContext:
     renderer: Renderer = field(default_factory=TextRenderer)
     registry: ExecutorRegistry | None = None
     presentation_ttl_seconds: int = 1800
+    max_active_presentations: int = 20

@@ -22,6 +22,7 @@ from domain.errors import (
     ExecutorBuildUnavailable,
     InvalidInput,
     InvalidSpec,
+    LookupConflict,
     NondeterministicRenderer,
     NotFound,
     StaleVersion,
@@ -30,6 +31,7 @@ from domain.errors import (
 from domain.ports import Commit, Lookup
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.context import ServiceContext
+from domain.services.idempotency import IdempotencyKey
 from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, payload_hash, view_hash
 from domain.timeutil import format_utc
@@ -100,8 +102,49 @@ def propose(
     spec_data: Any,
     lineage_id: str | None = None,
     expected_version: int | None = None,
+    idempotency: IdempotencyKey | None = None,
 ) -> ProposalResult:
-    """Create a new lineage, or version n+1 of an existing one (superseding n)."""
+    """Create a new lineage, or version n+1 of an existing one (superseding n).
+
+    With an idempotency key, a retry gets the first answer and the key is
+    committed with the new version (one commit)."""
+    if idempotency is not None:
+        replay = _replayed_proposal(ctx, idempotency)
+        if replay is not None:
+            return replay
+    try:
+        return _propose(ctx, actor_id, spec_data, lineage_id, expected_version, idempotency)
+    except LookupConflict:
+        # a concurrent duplicate committed the key first: answer as its retry
+        assert idempotency is not None
+        replay = _replayed_proposal(ctx, idempotency)
+        if replay is None:
+            raise
+        return replay
+
+
+def _replayed_proposal(ctx: ServiceContext, idem: IdempotencyKey) -> ProposalResult | None:
+    stored = idem.stored_answer(ctx.store)
+    if stored is None:
+        return None
+    proposal = ctx.store.get(Proposal, stored["proposal_id"])
+    version = int(stored["version"])
+    if proposal is None or version not in proposal.versions:
+        raise NotFound()
+    record = proposal.versions[version]
+    preview = ctx.renderer.render(parse_spec(record["spec"]))
+    return ProposalResult(proposal.id, version, record["payload_hash"], record["view_hash"],
+                          preview, stored["status"])
+
+
+def _propose(
+    ctx: ServiceContext,
+    actor_id: str,
+    spec_data: Any,
+    lineage_id: str | None,
+    expected_version: int | None,
+    idem: IdempotencyKey | None,
+) -> ProposalResult:
     spec = parse_spec(spec_data)
     now = ctx.clock.now()
     check_spec_acceptable(ctx, spec, now)
@@ -119,7 +162,8 @@ def propose(
             renderer_build=ctx.renderer.build,
             at=at,
         )
-        ctx.store.commit(Commit(aggregates=[proposal]))
+        ctx.store.commit(Commit(aggregates=[proposal],
+                                lookups=_remember(idem, now, proposal.id, 1)))
         return ProposalResult(proposal.id, 1, ph, vh, preview, ProposalStatus.PRESENTED.value)
 
     def revise_once() -> ProposalResult:
@@ -137,7 +181,8 @@ def propose(
             at=at,
         )
         try:
-            ctx.store.commit(Commit(aggregates=[existing]))
+            ctx.store.commit(Commit(aggregates=[existing],
+                                    lookups=_remember(idem, now, existing.id, version)))
         except ConcurrencyConflict:
             if expected_version is not None:
                 raise StaleVersion() from None
@@ -150,6 +195,15 @@ def propose(
     return retry_on_conflict(revise_once, exhausted=contended)
 
 
+def _remember(
+    idem: IdempotencyKey | None, now: datetime, proposal_id: str, version: int
+) -> list[Lookup]:
+    if idem is None:
+        return []
+    return [idem.record(now, proposal_id=proposal_id, version=str(version),
+                        status=ProposalStatus.PRESENTED.value)]
+
+
 def present(
     ctx: ServiceContext,
     *,
@@ -159,16 +213,29 @@ def present(
     channel_binding_id: str,
     conversation_key: str,
     ttl_seconds: int | None = None,
+    idempotency: IdempotencyKey | None = None,
 ) -> PresentationResult:
-    """Create a single-use approval control bound to one actor, binding and view."""
+    """Create a single-use approval control bound to one actor, binding and view.
+
+    With an idempotency key the token is derived from it (``derive_token``), so
+    a retry after a lost answer gets the same control and the same token."""
     ttl = ctx.presentation_ttl_seconds if ttl_seconds is None else ttl_seconds
     if not MIN_PRESENTATION_TTL <= ttl <= MAX_PRESENTATION_TTL:
         raise InvalidInput(
             f"ttl_seconds: must be between {MIN_PRESENTATION_TTL} and {MAX_PRESENTATION_TTL}"
         )
-    token = ctx.tokens.new_token()
-    hashed = token_hash(token)
+    if idempotency is not None:
+        replay = _replayed_presentation(ctx, idempotency)
+        if replay is not None:
+            return replay
     presentation_id = ctx.tokens.new_id("pres")
+    salt = ""
+    if idempotency is None:
+        token = ctx.tokens.new_token()
+    else:
+        salt = ctx.tokens.new_token()
+        token = idempotency.derive_token(salt, presentation_id)
+    hashed = token_hash(token)
 
     def present_once() -> PresentationResult:
         now = ctx.clock.now()
@@ -185,16 +252,38 @@ def present(
             conversation_key=conversation_key,
             expires_at=format_utc(expires),
             at=format_utc(now),
+            now=now,
+            max_active=ctx.max_active_presentations,
         )
         lookup = Lookup(
             key=token_lookup_key(hashed),
             value={"proposal_id": proposal_id, "presentation_id": presentation_id},
             expires_at=expires,
         )
-        ctx.store.commit(Commit(aggregates=[proposal], lookups=[lookup]))
+        lookups = [lookup]
+        if idempotency is not None:
+            lookups.append(idempotency.record(
+                now, presentation_id=presentation_id, salt=salt, expires_at=format_utc(expires)))
+        try:
+            ctx.store.commit(Commit(aggregates=[proposal], lookups=lookups))
+        except LookupConflict:
+            replay = _replayed_presentation(ctx, idempotency) if idempotency else None
+            if replay is None:
+                raise
+            return replay
         return PresentationResult(presentation_id, token, format_utc(expires))
 
     def contended() -> PresentationResult:
         raise ConcurrencyConflict(proposal_id)
 
     return retry_on_conflict(present_once, exhausted=contended)
+
+
+def _replayed_presentation(
+    ctx: ServiceContext, idem: IdempotencyKey
+) -> PresentationResult | None:
+    stored = idem.stored_answer(ctx.store)
+    if stored is None:
+        return None
+    token = idem.derive_token(stored["salt"], stored["presentation_id"])
+    return PresentationResult(stored["presentation_id"], token, stored["expires_at"])

@@ -43,3 +43,14 @@ def test_protocol_and_rebuild_benchmarks_run_and_print_their_tables(tmp_path: Pa
     out = outputs["bench_rebuild.py"]
     assert "Embedded (SQLite)" in out and "DynamoDB (ministack)" in out
     assert (tmp_path / "bench_rebuild.quick.md").exists()
+
+
+def test_waiter_benchmark_runs_and_prints_its_tables(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
+    done = subprocess.run([sys.executable, str(BENCH / "bench_waiters.py"), "--quick"],
+                          cwd=BENCH, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "long polls waiting at once" in done.stdout
+    assert "From the view change to the waiter's answer" in done.stdout
+    assert (tmp_path / "bench_waiters.quick.md").exists()

@@ -79,6 +79,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "propose": frozenset({"invalid_spec", "executor_build_unavailable", "stale_version",
                           "proposal_claimed", "concurrency_conflict", "store_unavailable"}),
     "present": frozenset({"illegal_transition", "stale_version", "concurrency_conflict",
+                          "too_many_presentations",
                           "store_unavailable"}),
     "approve": frozenset({"approval_unavailable", "proposal_conflicted", "store_unavailable"}),
     "deliver": frozenset({"store_unavailable"}),

@@ -50,3 +50,10 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
         tour.stdout)
     assert sum('"status":"execution_pending"' in line for line in lines) == 1
     assert "Buy milk" not in lines[-1]
+    second = next(line for line in lines if line.startswith("second: "))
+    first_id, retried_id = second.removeprefix("second: ").split(", retried: ")
+    assert first_id == retried_id, second  # one Idempotency-Key, one proposal
+    assert any(first_id == line for line in lines), "the inbox did not list it"
+    assert any('"status":"declined"' in line for line in lines), tour.stdout
+    assert "declined" in lines
+    assert lines.count("canceled") == 2  # the retried cancel answers the same

@@ -51,6 +51,8 @@ class HttpWorld:
     queued: str = ""
     reconcilable: str = ""
     resolvable: str = ""
+    cancelable: str = ""
+    decline_token: str = ""
 
     def headers(self, role: str, relation: str = "owner") -> Headers:
         """The caller of a role; ``non_owner`` is someone who does not own the records."""
@@ -101,6 +103,10 @@ def build_world(client: TestClient, ledger: Ledger, bearer: Callable[..., Header
     created = client.post(f"{API}/proposals", headers=world.headers("proposer"),
                           json={"actor_id": "alice", "spec": _spec()})
     world.proposal_id = created.json()["proposal_id"]
+    another = client.post(f"{API}/proposals", headers=world.headers("proposer"),
+                          json={"actor_id": "alice", "spec": _spec()})
+    world.cancelable = another.json()["proposal_id"]
+    world.decline_token = propose_and_present(client, bearer)
     return world
 
 

@@ -88,6 +88,24 @@ def _approval(w: HttpWorld, rel: str) -> Request:
     return (f"{API}/approvals", {"token": "x" * 43 if rel == "missing" else w.token}, None)
 
 
+def _decline(w: HttpWorld, rel: str) -> Request:
+    return (f"{API}/declines", {"token": "x" * 43 if rel == "missing" else w.decline_token}, None)
+
+
+def _proposal(suffix: str = "") -> Build:
+    def build(w: HttpWorld, rel: str) -> Request:
+        target = MISSING_PROPOSAL if rel == "missing" else (
+            w.cancelable if suffix == "/cancel" else w.proposal_id)
+        body = {"version": 1} if suffix == "/cancel" else None
+        return f"{API}/proposals/{target}{suffix}", body, None
+    return build
+
+
+def _inbox(w: HttpWorld, rel: str) -> Request:
+    actor = "nobody" if rel == "missing" else "alice"
+    return f"{API}/proposals", None, {"actor_id": actor, "status": "presented"}
+
+
 def _attempt(suffix: str = "", which: str = "queued") -> Build:
     def build(w: HttpWorld, rel: str) -> Request:
         attempt = MISSING_ATTEMPT if rel == "missing" else getattr(w, which)
@@ -150,6 +168,19 @@ RULES: dict[tuple[str, str], Rule] = {
         {"owner": 201, "non_owner": 201, "missing": 201}),
     ("POST", "/api/conversational/proposals/{proposal_id}/presentations"): Rule(
         frozenset({"proposer"}), _presentation, {"owner": 201, "non_owner": 201, "missing": 404}),
+    # proposers are trusted backends (no per-proposer ownership, as for presentations);
+    # a channel sees only its actor's proposals, anyone else's is the missing answer
+    ("GET", "/api/conversational/proposals/{proposal_id}"): Rule(
+        frozenset({"admin", "proposer", "channel"}), _proposal(), FOUND,
+        hidden=frozenset({"channel"}), same_as_missing=True),
+    ("POST", "/api/conversational/proposals/{proposal_id}/cancel"): Rule(
+        frozenset({"admin", "proposer"}), _proposal("/cancel"), FOUND),
+    # a channel asking for another actor's inbox gets an empty page, like an empty inbox
+    ("GET", "/api/conversational/proposals"): Rule(
+        frozenset({"admin", "channel"}), _inbox, OK_200),
+    ("POST", "/api/conversational/declines"): Rule(
+        frozenset({"channel"}), _decline, {"owner": 200, "non_owner": 404, "missing": 404},
+        same_as_missing=True),
     ("POST", "/api/conversational/approvals"): Rule(
         frozenset({"channel"}), _approval, {"owner": 202, "non_owner": 404, "missing": 404},
         same_as_missing=True),

@@ -65,6 +65,7 @@ CANARIES = {
     "malformed": f"sk_live_MALFORMED{RUN}",
     "unknown_token": f"sk_live_UNKNOWNTOKEN{RUN}",
     "stream_record": f"sk_live_STREAM{RUN}",
+    "idempotency_key": f"sk_live_IDEMKEY{RUN}",
 }
 SECRET_SHAPED = [name for name in CANARIES if name not in ("content_plain", "receipt_key")]
 
@@ -266,6 +267,7 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
                                "channel_binding_id": "cb-general", "conversation_key": "C042"})
             token = shown.json()["token"]
             assert token.startswith("sk_live_TOKEN")
+            proposals.append(proposal_id)
             first = call("POST", f"{API}/approvals", json={"token": token},
                          headers=auth["channel"])
             again = call("POST", f"{API}/approvals", json={"token": token},
@@ -274,6 +276,7 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
             attempt_id: str = first.json()["attempt_id"]
             return attempt_id
 
+        proposals: list[str] = []
         attempts = {
             "success": approved("fake.provider_idempotency", "none"),
             "receipt": approved("fake.provider_idempotency", "receipt"),
@@ -344,12 +347,50 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
                 **auth[role], "Content-Type": "application/json"})
             assert 400 <= response.status_code < 600, response.text
             assert set(response.json()) == {"error", "detail"}
+        # the people around an approval: a declined proposal, a canceled one (with a
+        # secret-shaped Idempotency-Key, retried), the proposal views and the inbox
+        for plant in ("declined", "canceled"):
+            body = {"actor_id": "alice", "spec": spec(
+                destination=CANARIES["destination"], sources=[CANARIES["source"]],
+                content={"plant": plant, "secret": CANARIES["content"],
+                         CANARIES["content_key"]: CANARIES["content_plain"]})}
+            created = call("POST", f"{API}/proposals", json=body, headers=auth["proposer"],
+                           echo=True)
+            proposal_id = created.json()["proposal_id"]
+            proposals.append(proposal_id)
+            shown = call("POST", f"{API}/proposals/{proposal_id}/presentations", echo=True,
+                         headers=auth["proposer"],
+                         json={"version": 1, "identity_binding_id": "ib-alice-slack",
+                               "channel_binding_id": "cb-general", "conversation_key": "C042"})
+            if plant == "declined":
+                for _ in range(2):
+                    answer = call("POST", f"{API}/declines", headers=auth["channel"],
+                                  json={"token": shown.json()["token"]})
+                    assert answer.status_code == 200, answer.text
+            else:
+                keyed = {**auth["proposer"], "Idempotency-Key": CANARIES["idempotency_key"]}
+                for _ in range(2):
+                    answer = call("POST", f"{API}/proposals/{proposal_id}/cancel",
+                                  headers=keyed, json={"version": 1})
+                    assert answer.status_code == 200, answer.text
+        call("POST", f"{API}/declines", headers=auth["channel"],
+             json={"token": CANARIES["unknown_token"]})
+        for proposal_id in proposals:
+            for role in ("proposer", "channel", "admin"):
+                call("GET", f"{API}/proposals/{proposal_id}", headers=auth[role])
+        for state in ("presented", "claimed", "declined", "canceled", "expired"):
+            for role in ("channel", "admin"):
+                call("GET", f"{API}/proposals", headers=auth[role],
+                     params={"actor_id": "alice", "status": state})
         outputs.append(call("GET", "/metrics").text)
         outputs += call.texts
 
     # views, audits (function, picture, CLI), a rebuild check, metrics
     with ledger.store.recorder.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
         cursor.execute("SELECT * FROM ledger_views")
+        outputs += [json.dumps(dict(row)) for row in cursor.fetchall()]
+        # lookup items (token hashes, Idempotency-Key records): hashes and ids only
+        cursor.execute("SELECT * FROM ledger_lookups")
         outputs += [json.dumps(dict(row)) for row in cursor.fetchall()]
     for attempt_id in attempts.values():
         audit = audit_attempt(ledger.store, ledger.views, attempt_id)

@@ -6,11 +6,13 @@ import logging
 
 from fastapi import APIRouter, status
 
+from adapters.bootstrap import Ledger
 from api.http.deps import ChannelCaller, LedgerDep
 from api.http.errors import error_responses
+from api.http.routers.proposals import refresh_inbox
 from api.http.schemas.proposals import ApprovalIn, ApprovalOut
 from domain.errors import ApprovalUnavailable, ProposalConflicted
-from domain.services.approval import approve
+from domain.services.approval import approve, resolve_control
 
 logger = logging.getLogger("ledger.approval")
 
@@ -35,9 +37,18 @@ def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: Ledger
         raise
     except ProposalConflicted:
         ledger.metrics.inc("ledger_approvals_total", result="conflicted", reason="target_drift")
+        _refresh_inbox_of(ledger, body.token)
         raise
     ledger.metrics.inc("ledger_approvals_total", result="accepted", reason="none")
+    _refresh_inbox_of(ledger, body.token)
     return ApprovalOut(
         status=result.status, attempt_id=result.attempt_id,
         attempt_revision=result.attempt_revision,
     )
+
+
+def _refresh_inbox_of(ledger: Ledger, token: str) -> None:
+    """The claimed (or conflicted) proposal leaves the inbox now, not when the
+    projector gets there (the same read-your-writes as the proposal routes)."""
+    proposal_id, _ = resolve_control(ledger.context, token)
+    refresh_inbox(ledger, proposal_id)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 
+from adapters.view_changes import ViewChanges
 from api.http.auth import Caller, Role
-from api.http.deps import AdminCaller, AnyCaller, LedgerDep
+from api.http.cursors import decode_cursor, encode_cursor
+from api.http.deps import AdminCaller, AnyCaller, LedgerDep, known_id
 from api.http.errors import error_responses
 from api.http.schemas.attempts import (
     AttemptEventsOut,
@@ -21,7 +22,7 @@ from api.http.schemas.attempts import (
     ResolveIn,
 )
 from domain.attempt import AttemptStatus
-from domain.errors import InvalidInput, NotFound
+from domain.errors import NotFound
 from domain.services.resolution import reconcile, resolve
 from projections.audit import audit_stream, mermaid_state_diagram
 from projections.ports import ViewRecord
@@ -33,7 +34,9 @@ router = APIRouter(
     responses=error_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
 
-MAX_ID_CHARS = 80
+MAX_WAIT_SECONDS = 30
+SETTLED = frozenset({AttemptStatus.SUCCEEDED.value, AttemptStatus.FAILED_SAFE.value,
+                     AttemptStatus.MANUALLY_RESOLVED.value, AttemptStatus.OUTCOME_UNKNOWN.value})
 
 
 def may_see(caller: Caller, owner: str | None) -> bool:
@@ -50,8 +53,9 @@ def may_see(caller: Caller, owner: str | None) -> bool:
 def status_view(ledger: LedgerDep, attempt_id: str) -> ViewRecord | None:
     """The projected view; projected now if the projector has not seen it yet
     (read-your-writes right after an approval)."""
-    if len(attempt_id) > MAX_ID_CHARS or ledger.views is None:
+    if ledger.views is None:
         return None
+    known_id(attempt_id)
     view = ledger.views.get_view(STATUS_VIEW, attempt_id)
     if view is None and ledger.projector.project_attempt(attempt_id):
         view = ledger.views.get_view(STATUS_VIEW, attempt_id)
@@ -65,21 +69,6 @@ def refreshed(ledger: LedgerDep, attempt_id: str) -> AttemptOut:
     if view is None:
         raise NotFound()
     return AttemptOut.model_validate(public_view(view.data))
-
-
-def encode_cursor(raw: str | None) -> str | None:
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=") if raw else None
-
-
-def decode_cursor(token: str | None) -> str | None:
-    if not token:
-        return None
-    if not re.fullmatch(r"[A-Za-z0-9_\-]+", token):
-        raise InvalidInput("cursor: not a cursor this API returned")
-    try:
-        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidInput("cursor: not a cursor this API returned") from None
 
 
 @router.get("")
@@ -100,9 +89,39 @@ def list_attempts(
 
 
 @router.get("/{attempt_id}")
-def get_attempt(attempt_id: str, caller: AnyCaller, ledger: LedgerDep) -> AttemptOut:
-    """The redacted status; anyone else gets the same 404 as for a missing id."""
-    view = status_view(ledger, attempt_id)
+async def get_attempt(
+    attempt_id: str,
+    caller: AnyCaller,
+    ledger: LedgerDep,
+    wait: Annotated[int | None, Query(
+        ge=1, le=MAX_WAIT_SECONDS,
+        description="Long poll: answer as soon as the attempt is settled (terminal or "
+                    "outcome_unknown), or after this many seconds with its status then.",
+    )] = None,
+) -> AttemptOut:
+    """The redacted status; anyone else gets the same 404 as for a missing id.
+
+    With ``wait`` the request waits on this process's view-change notification
+    (no store reads while it waits, no connection held)."""
+    changes = getattr(ledger.views, "changes", None)
+    if wait is None or not isinstance(changes, ViewChanges):
+        view = await run_in_threadpool(status_view, ledger, attempt_id)
+        return _visible(caller, view)
+    with changes.watch(STATUS_VIEW, attempt_id) as waiter:
+        view = await run_in_threadpool(status_view, ledger, attempt_id)
+        answer = _visible(caller, view)
+        deadline = time.monotonic() + wait
+        while answer.status not in SETTLED:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not await waiter.wait(remaining):
+                break
+            # the row as the projector just wrote it; read back only when not carried
+            view = waiter.take() or await run_in_threadpool(status_view, ledger, attempt_id)
+            answer = _visible(caller, view)
+    return answer
+
+
+def _visible(caller: Caller, view: ViewRecord | None) -> AttemptOut:
     if view is None or not may_see(caller, view.data.get("owner_actor_id")):
         raise NotFound()
     return AttemptOut.model_validate(public_view(view.data))
@@ -134,7 +153,8 @@ def reconcile_attempt(
     attempt_id: str, body: ReconcileIn, caller: AdminCaller, ledger: LedgerDep
 ) -> AttemptOut:
     """Run the registered read-only reconciler for an uncertain attempt."""
-    reconcile(ledger.context, attempt_id=attempt_id, expected_revision=body.expected_revision)
+    reconcile(ledger.context, attempt_id=known_id(attempt_id),
+              expected_revision=body.expected_revision)
     return refreshed(ledger, attempt_id)
 
 
@@ -145,7 +165,7 @@ def resolve_attempt(
     """Settle ``outcome_unknown``; never calls the executor."""
     resolve(
         ledger.context,
-        attempt_id=attempt_id,
+        attempt_id=known_id(attempt_id),
         expected_revision=body.expected_revision,
         outcome=body.resolution,
         reason=body.reason,

@@ -15,9 +15,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from domain.directory import ChannelName, DeliveryMode, Ident, ShortText
 from domain.services.directory import RecordView
-from domain.spec import nfc
+from domain.spec import plain_id
 
-TargetRevision = Annotated[str, BeforeValidator(nfc), Field(min_length=1, max_length=128)]
+TargetRevision = Annotated[str, BeforeValidator(plain_id), Field(min_length=1, max_length=128)]
 
 
 class _Body(BaseModel):

@@ -66,3 +66,84 @@ class ApprovalOut(BaseModel):
     status: str
     attempt_id: str
     attempt_revision: int
+
+
+class DeclineIn(_Body):
+    """The opaque token of the control the actor refused; who declines comes from
+    the caller's credentials only."""
+
+    token: Annotated[str, Field(min_length=1, max_length=512)]
+
+
+class DeclineOut(BaseModel):
+    """The stored truth: ``declined``, or ``claimed`` (with its attempt) when an
+    approval of a sibling control won."""
+
+    proposal_id: str
+    version: int
+    status: str
+    attempt_id: str | None = None
+
+
+class CancelIn(_Body):
+    """Withdraw one version of a proposal."""
+
+    version: Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+class ProposalVersionOut(BaseModel):
+    """One version: its status as of now (``expired`` derived), hashes and attempt."""
+
+    version: int
+    status: str
+    payload_hash: str
+    view_hash: str
+    created_at: str
+    expires_at: str
+    attempt_id: str | None = None
+
+
+class PresentationSummaryOut(BaseModel):
+    """A control's id, status and expiry; never its token."""
+
+    presentation_id: str
+    version: int
+    status: str
+    created_at: str
+    expires_at: str
+
+
+class ProposalViewOut(BaseModel):
+    """A proposal lineage: versions, statuses, hashes, presentations, attempt ids."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    proposal_id: str
+    actor_id: str
+    current_version: int
+    status: str
+    revision: int
+    versions: list[ProposalVersionOut]
+    presentations: list[PresentationSummaryOut]
+
+
+class InboxItemOut(BaseModel):
+    """One proposal in an actor's inbox (its current version)."""
+
+    proposal_id: str
+    actor_id: str
+    version: int
+    status: str
+    payload_hash: str
+    view_hash: str
+    created_at: str
+    expires_at: str
+    presentation_ids: list[str]
+    attempt_id: str | None = None
+
+
+class InboxOut(BaseModel):
+    """A page of the inbox and the opaque cursor of the next one."""
+
+    items: list[InboxItemOut]
+    next_cursor: str | None = None

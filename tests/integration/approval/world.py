@@ -177,6 +177,11 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str],
                 # I2: exactly one consumed presentation, no active sibling left
                 assert len(consumed) == 1
                 assert not proposal.active_presentation_ids(number)
+            elif record["status"] == ProposalStatus.DECLINED.value:
+                # a decline consumes exactly one control, revokes the rest, queues nothing
+                assert not stored, "attempt for a declined proposal version"
+                assert len(consumed) == 1
+                assert not proposal.active_presentation_ids(number)
             else:
                 assert not stored, "attempt for an unclaimed proposal version"
-                assert not consumed, "consumed presentation without a claim"
+                assert not consumed, "consumed presentation without a claim or decline"

@@ -1,0 +1,93 @@
+"""What the people around an approval are told: notification types and facts.
+
+A notification is derived from the log (and, for expiry, from the clock), never
+written by a background job. Each has a deterministic id, so whoever delivers
+it (a webhook subscriber of the log) records one delivery per id and
+subscription: ``proposal.expired`` is one notification per proposal version
+however often, and by whichever process, the expiry is observed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from domain.proposal import Proposal, ProposalStatus
+from domain.timeutil import parse_utc
+
+ID_LABEL = "execution-ledger/notification/v1"
+
+
+class NotificationType(StrEnum):
+    """The event types a subscription can ask for (SPEC 12)."""
+
+    ATTEMPT_SUCCEEDED = "attempt.succeeded"
+    ATTEMPT_FAILED_SAFE = "attempt.failed_safe"
+    ATTEMPT_OUTCOME_UNKNOWN = "attempt.outcome_unknown"
+    ATTEMPT_MANUALLY_RESOLVED = "attempt.manually_resolved"
+    PROPOSAL_DECLINED = "proposal.declined"
+    PROPOSAL_EXPIRED = "proposal.expired"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One fact to tell: its type, the record it is about, and when it became true."""
+
+    id: str
+    type: NotificationType
+    subject_id: str
+    version: int
+    at: str
+
+
+def notification_id(kind: NotificationType, subject_id: str, version: int) -> str:
+    """Deterministic: the same fact always has the same id (the webhook-id)."""
+    digest = hashlib.sha256(f"{ID_LABEL}\n{kind.value}\n{subject_id}\n{version}".encode())
+    return "msg_" + digest.hexdigest()[:40]
+
+
+def _ended_at(proposal: Proposal, number: int) -> str | None:
+    """When version ``number`` stopped being presented, or None while it is."""
+    record = proposal.versions[number]
+    if record["status"] == ProposalStatus.PRESENTED.value:
+        return None
+    if record["status"] == ProposalStatus.SUPERSEDED.value and number + 1 in proposal.versions:
+        ended: str = proposal.versions[number + 1]["created_at"]
+        return ended
+    decided: str | None = record.get("decided_at")
+    return decided
+
+
+def expired_at(proposal: Proposal, number: int, now: datetime) -> str | None:
+    """When version ``number`` expired, or None if it has not (yet): its expiry
+    passed while it was still presented. Stable once not None."""
+    deadline = proposal.expiry_of(number)
+    ended = _ended_at(proposal, number)
+    if ended is not None and parse_utc(ended) < parse_utc(deadline):
+        return None
+    if ended is None and now < parse_utc(deadline):
+        return None
+    if ended is not None and proposal.versions[number]["status"] in (
+        ProposalStatus.CLAIMED.value, ProposalStatus.DECLINED.value
+    ):
+        return None  # decided by the actor before or at the deadline
+    return deadline
+
+
+def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notification]:
+    """``proposal.declined`` and ``proposal.expired``, at most one per version."""
+    found: list[Notification] = []
+    for number, record in sorted(proposal.versions.items()):
+        if record["status"] == ProposalStatus.DECLINED.value:
+            kind = NotificationType.PROPOSAL_DECLINED
+            found.append(Notification(notification_id(kind, proposal.id, number), kind,
+                                      proposal.id, number, record.get("decided_at") or ""))
+            continue
+        moment = expired_at(proposal, number, now)
+        if moment is not None:
+            kind = NotificationType.PROPOSAL_EXPIRED
+            found.append(Notification(notification_id(kind, proposal.id, number), kind,
+                                      proposal.id, number, moment))
+    return found

@@ -1,0 +1,95 @@
+"""Idempotency-Key (SPEC 12; IETF draft "The Idempotency-Key HTTP Header Field").
+
+A key is scoped to its caller and remembered as hashes only: one create-only
+lookup item, ``idem#sha256(key)``, holding the SHA-256 of the caller scope,
+the SHA-256 of the request (method, route, path and canonical body) and the ids
+of what the first request created. It is written in the SAME commit as the
+write it protects, so a crash can never leave a key without its effect or the
+reverse, and it expires after ``KEEP`` (the TTL of the lookup item).
+
+- same caller, same request: the first answer is rebuilt from the stored ids
+  (a proposal's preview is rendered again from its stored spec; a
+  presentation's token is derived again, see ``derive_token``);
+- another request, another caller, a key over 255 characters or outside
+  printable ASCII: the one uniform ``IdempotencyKeyRefused``;
+- a concurrent duplicate that commits second fails on the create-only item and
+  then answers like a retry (the HTTP layer answers 409 while the first is
+  still in progress in the same process).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import rfc8785
+
+from domain.errors import IdempotencyKeyRefused
+from domain.ports import EventStore, Lookup
+
+MAX_KEY_CHARS = 255
+KEEP = timedelta(hours=25)  # kept at least 24 hours
+KEY_LABEL = "execution-ledger/idempotency/key/v1"
+TOKEN_LABEL = b"execution-ledger/idempotency/presentation-token/v1"
+_PRINTABLE = re.compile(r"[\x21-\x7e]+")
+
+
+def _sha(*parts: str) -> str:
+    return hashlib.sha256(rfc8785.dumps(list(parts))).hexdigest()
+
+
+@dataclass(frozen=True)
+class IdempotencyKey:
+    """A caller's key for one request; only hashes of it are ever stored."""
+
+    key: str
+    scope: str
+    request: str
+
+    @classmethod
+    def of(cls, key: str, *, scope: str, method: str, route: str, body: Any) -> IdempotencyKey:
+        """Validate the header value and fingerprint the request it came with."""
+        if not 1 <= len(key) <= MAX_KEY_CHARS or not _PRINTABLE.fullmatch(key):
+            raise IdempotencyKeyRefused()
+        fingerprint = hashlib.sha256(
+            rfc8785.dumps({"method": method, "route": route, "body": body})
+        ).hexdigest()
+        return cls(key=key, scope=scope, request=fingerprint)
+
+    @property
+    def lookup_key(self) -> str:
+        return "idem#" + _sha(KEY_LABEL, self.key)
+
+    def stored_answer(self, store: EventStore) -> Mapping[str, str] | None:
+        """The first request's stored ids, None for a new key; refused when the
+        key belongs to another caller or came with another request."""
+        found = store.get_lookup(self.lookup_key)
+        if found is None:
+            return None
+        if not hmac.compare_digest(found.get("scope", ""), _sha(KEY_LABEL, self.scope)):
+            raise IdempotencyKeyRefused()
+        if not hmac.compare_digest(found.get("request", ""), self.request):
+            raise IdempotencyKeyRefused()
+        return found
+
+    def record(self, now: datetime, **answer: str) -> Lookup:
+        """The lookup item to commit with the write."""
+        value = {"scope": _sha(KEY_LABEL, self.scope), "request": self.request, **answer}
+        return Lookup(key=self.lookup_key, value=value, expires_at=now + KEEP)
+
+    def derive_token(self, salt: str, presentation_id: str) -> str:
+        """A presentation token only this caller's retry can derive again.
+
+        HMAC-SHA256 keyed by the raw Idempotency-Key (never stored) over a fresh
+        256-bit random salt (stored), the scope and the presentation id: the
+        store keeps the token's hash and the salt, and the token exists only in
+        the answers to the caller who holds the key."""
+        message = rfc8785.dumps([salt, self.scope, presentation_id])
+        digest = hmac.new(self.key.encode("ascii"), TOKEN_LABEL + message, hashlib.sha256)
+        return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")

@@ -1,0 +1,72 @@
+"""`ledger serve` on a DynamoDB emulator: the README's set-up runs as written,
+and an unreachable streams endpoint stops start-up with one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.test_readme_tour import ROOT
+from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
+from tests.support.dynamodb_fixtures import new_table_name
+
+pytestmark = pytest.mark.dynamodb
+
+
+def emulator_script() -> str:
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- emulator:start -->\s*```sh\n(.*?)```\s*<!-- emulator:end -->",
+                      text, re.S)
+    assert block, "README emulator markers not found"
+    return block.group(1)
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("LEDGER_", "AWS_"))} | {"PYTHONUNBUFFERED": "1"}
+
+
+def test_the_readme_emulator_setup_serves_on_dynamodb(
+    dynamodb_endpoint: str, tmp_path: Path
+) -> None:
+    port = _free_port()
+    env = _clean_env() | {"EMULATOR": dynamodb_endpoint, "PORT": str(port),
+                          "LEDGER_DYNAMODB_TABLE": new_table_name()}
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", emulator_script()],
+                                 cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        try:
+            _wait_until_up(shell, f"http://127.0.0.1:{port}/healthz", log)
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").json() == {"status": "ready"}
+        finally:
+            os.killpg(shell.pid, signal.SIGTERM)  # the shell and the server it started
+            shell.wait(timeout=15)
+    assert "store: dynamodb table" in log.read_text()
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "1"], ["worker"]])
+def test_an_unreachable_streams_endpoint_stops_start_up_in_one_line(
+    dynamodb_endpoint: str, command: list[str]
+) -> None:
+    closed = f"http://127.0.0.1:{_free_port()}"
+    env = _clean_env() | {
+        "LEDGER_STORE": "dynamodb", "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
+        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": closed, "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    done = subprocess.run([*_ledger_command(), *command], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: cannot reach the DynamoDB Streams endpoint {closed}")
+    assert "AWS_ENDPOINT_URL_DYNAMODB_STREAMS" in lines[0]

@@ -1,0 +1,134 @@
+"""Slow clients against a real ``ledger serve`` at a low descriptor limit.
+
+Found by the adversarial pass: half-sent requests were never timed out; with a
+1,024-descriptor limit, 1,100 of them made ``/healthz`` time out. Here the
+server runs with a 256-descriptor limit and 400 half-sent requests (headers
+cut short, and bodies cut short): ``/healthz`` still answers while they hang,
+and every one of them is closed by the server within its deadline.
+Loopback only; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import select
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.http.server import DESCRIPTORS_KEPT_FOR_THE_APP, ServeLimits
+from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
+
+DESCRIPTOR_LIMIT = 256
+SLOW_CLIENTS = 400
+HEADER_TIMEOUT = 1.5
+BODY_TIMEOUT = 1.5
+CLOSE_BOUND = HEADER_TIMEOUT + BODY_TIMEOUT + 10.0  # generous for a loaded CI machine
+
+
+def _low_descriptor_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTOR_LIMIT, hard))
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env.update({"LEDGER_STORE": "memory", "PYTHONUNBUFFERED": "1",
+                "LEDGER_HTTP_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
+                "LEDGER_HTTP_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT)})
+    err_log = tmp_path / "stderr.log"
+    with err_log.open("wb") as err:
+        process = subprocess.Popen(
+            [*_ledger_command(), "serve", "--no-worker", "--host", "127.0.0.1",
+             "--port", str(port)],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err,
+            preexec_fn=_low_descriptor_limit,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_until_up(process, base + "/healthz", err_log)
+            yield base, process, err_log
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+
+
+def _half_sent(port: int, number: int) -> socket.socket:
+    """Headers cut short (even numbers) or a body cut short (odd numbers)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if number % 2 == 0:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    else:
+        sock.sendall(b"POST /api/conversational/approvals HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"to")
+    return sock
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(4096) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_half_sent_requests_neither_starve_healthz_nor_live_past_their_deadline(
+    server: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    base, process, err_log = server
+    port = int(base.rsplit(":", 1)[1])
+    slow: list[socket.socket] = []
+    try:
+        for number in range(SLOW_CLIENTS):
+            slow.append(_half_sent(port, number))
+        opened = time.monotonic()
+        # more half-sent requests than the server has descriptors, and it still answers
+        for _ in range(3):
+            assert httpx.get(base + "/healthz", timeout=5.0).status_code == 200
+        # every slow connection is closed by the server, none outlives the bound
+        pending = list(slow)
+        while pending and time.monotonic() - opened < CLOSE_BOUND:
+            readable, _, _ = select.select(pending, [], [], 0.5)
+            for sock in readable:
+                if _closed_by_server(sock):
+                    pending.remove(sock)
+        assert not pending, f"{len(pending)} slow connections still open after {CLOSE_BOUND}s"
+        assert process.poll() is None
+        assert httpx.get(base + "/healthz", timeout=5.0).status_code == 200
+    finally:
+        for sock in slow:
+            sock.close()
+    log = err_log.read_text()
+    assert "Too many open files" not in log and "Traceback" not in log
+    expected = DESCRIPTOR_LIMIT - DESCRIPTORS_KEPT_FOR_THE_APP
+    assert f"serving at most {expected} connections" in log
+
+
+def test_a_complete_request_is_never_cut_by_the_deadlines(
+    server: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    """A keep-alive client that sends whole requests keeps being served."""
+    base, _, _ = server
+    with httpx.Client(base_url=base, timeout=5.0) as client:
+        for _ in range(20):
+            assert client.get("/healthz").status_code == 200
+
+
+def test_the_connection_cap_fits_under_the_descriptor_limit() -> None:
+    limits = ServeLimits(max_connections=512)
+    assert limits.within_descriptors(1024).max_connections == 512
+    assert limits.within_descriptors(512).max_connections == 512 - DESCRIPTORS_KEPT_FOR_THE_APP
+    assert limits.within_descriptors(resource.RLIM_INFINITY) == limits
