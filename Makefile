@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install run test test-fast lint bench chaos clean help
+.PHONY: install run test test-fast test-containers emulator-image lint bench chaos clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 
 # ministack pins its own botocore, so it lives in its own virtual environment.
 $(MINISTACK):
+	if [ -L $(MINISTACK_VENV) ] && [ ! -e $(MINISTACK_VENV)/bin/python ]; then rm $(MINISTACK_VENV); fi
 	test -x $(MINISTACK_VENV)/bin/python || $(PYTHON) -m venv $(MINISTACK_VENV)
 	$(MINISTACK_VENV)/bin/python -m pip install --quiet ministack==$(MINISTACK_VERSION)
 
@@ -37,6 +38,32 @@ lint: $(STAMP) ## ruff, mypy (strict on domain/, projections/ and api/), import-
 
 test: $(STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite
 	$(BIN)/pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-containers CONTAINERS_OPTIONAL=1
+
+# The DynamoDB-marked tests a second time, on the emulator in a container
+# (testcontainers), when a Docker engine answers and has the image; otherwise
+# one line says why they were skipped. Then no emulator container may be left.
+# The socket check first keeps a machine without Docker from paying for the probe.
+EMULATOR_PROBE := $(BIN)/python -m tests.support.emulator_container
+test-containers: $(STAMP) ## the DynamoDB suite on the emulator in a container (needs Docker)
+	@if [ -z "$$DOCKER_HOST" ] && [ ! -S /var/run/docker.sock ]; then \
+	  echo "SKIPPED: the DynamoDB suite on containers: no Docker engine (no DOCKER_HOST, no /var/run/docker.sock)"; \
+	  [ -n "$(CONTAINERS_OPTIONAL)" ]; exit $$?; \
+	fi; \
+	if ! image=$$($(EMULATOR_PROBE) probe 2>&1); then \
+	  echo "SKIPPED: the DynamoDB suite on containers: $$image"; \
+	  [ -n "$(CONTAINERS_OPTIONAL)" ]; exit $$?; \
+	fi; \
+	echo "== the DynamoDB suite on containers ($$image)"; \
+	status=0; started=$$(date +%s); \
+	LEDGER_TEST_DYNAMODB=container LEDGER_TEST_DYNAMODB_ENDPOINT= \
+	  $(BIN)/pytest $(PYTEST_ARGS) -m dynamodb || status=$$?; \
+	$(EMULATOR_PROBE) leftovers || status=1; \
+	echo "the DynamoDB suite on containers took $$(( $$(date +%s) - started )) s"; \
+	exit $$status
+
+emulator-image: ## build the emulator's image locally (root, Docker; no image registry)
+	MINISTACK_VERSION=$(MINISTACK_VERSION) PYTHON=$(PYTHON) tests/support/build_emulator_image.sh
 
 test-fast: $(STAMP) $(MINISTACK) ## the inner loop: every test not marked slow, in parallel
 	$(BIN)/pytest -n auto -m "not slow"

@@ -1,8 +1,15 @@
 """DynamoDB fixtures: an endpoint per test session (per xdist worker), a real
 boto3 client, and a fresh table per test.
 
-``LEDGER_TEST_DYNAMODB_ENDPOINT=<url>`` runs the same tests against that
-endpoint (another emulator, or real DynamoDB) and starts nothing.
+Where the endpoint comes from, first match wins:
+
+- ``LEDGER_TEST_DYNAMODB_ENDPOINT=<url>``: that endpoint (another emulator, or
+  real DynamoDB); nothing is started.
+- ``LEDGER_TEST_DYNAMODB=container``: the emulator's image in a container, with
+  testcontainers (``tests/support/emulator_container.py``); every test that needs
+  it is skipped, with the reason, when no Docker engine or image is available.
+- otherwise (``LEDGER_TEST_DYNAMODB=subprocess``, the default): a ministack
+  process on loopback (``tests/support/ministack.py``).
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ import pytest
 from adapters.dynamodb.client import make_client
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.schema import create_table
-from tests.support import ministack
+from tests.support import emulator_container, ministack
 
 ENDPOINT_ENV = "LEDGER_TEST_DYNAMODB_ENDPOINT"
+MODES = ("subprocess", "container")
 
 
 _SESSIONS: dict[int, Any] = {}
@@ -62,6 +70,20 @@ def dynamodb_endpoint() -> Iterator[str]:
     external = os.environ.get(ENDPOINT_ENV)
     if external:
         yield external.rstrip("/")
+        return
+    mode = os.environ.get(emulator_container.MODE_ENV, "").strip().lower() or "subprocess"
+    if mode not in MODES:
+        expected = " or ".join(MODES)
+        pytest.fail(f"{emulator_container.MODE_ENV}={mode!r}: expected {expected}", pytrace=False)
+    if mode == "container":
+        try:
+            box = emulator_container.start()
+        except emulator_container.EngineUnavailable as exc:
+            pytest.skip(f"{emulator_container.MODE_ENV}=container: {exc}")
+        try:
+            yield box.url
+        finally:
+            box.stop()
         return
     try:
         node = ministack.start()
