@@ -87,7 +87,7 @@ class Runtime:
             try:
                 for attempt_id in self.feed.poll(self.poll_seconds):
                     outcome = worker.process(attempt_id,
-                                             trigger=self.feed.trigger)
+                                             trigger=getattr(self.feed, "trigger", "feed"))
                     logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value,
                                 extra={"attempt_id": attempt_id})
                     self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)
