@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support.ministack import SERVICES
+
 MODE_ENV = "LEDGER_TEST_DYNAMODB"
 IMAGE_ENV = "LEDGER_TEST_EMULATOR_IMAGE"
 DEFAULT_IMAGE = "ministackorg/ministack:1.5.33"
@@ -162,7 +164,7 @@ def start(image: str | None = None, *, timeout: float = 60.0) -> EmulatorContain
         client.close()
     container = (
         DockerContainer(image)
-        .with_env("SERVICES", "dynamodb,dynamodbstreams")
+        .with_env("SERVICES", SERVICES)
         .with_env("LOG_LEVEL", "WARNING")
         .with_env("GATEWAY_PORT", str(PORT))
         .with_env("BIND_HOST", "0.0.0.0")  # inside the container; published on loopback only

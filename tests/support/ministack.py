@@ -21,6 +21,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
+# What the tests use of the emulator (s3: the audit checkpoint bucket); the
+# subprocess and the container emulators start the same set.
+SERVICES = "dynamodb,dynamodbstreams,s3"
 
 
 class MinistackError(RuntimeError):
@@ -108,7 +111,7 @@ def start(*, executable: str | None = None, timeout: float = 30.0, tries: int = 
             os.environ,
             BIND_HOST=HOST,
             GATEWAY_PORT=str(port),
-            SERVICES="dynamodb,dynamodbstreams,s3",  # s3: the audit checkpoint bucket
+            SERVICES=SERVICES,
             LOG_LEVEL="WARNING",
         )
         try:
