@@ -1,5 +1,6 @@
-"""Console pages: sign-in, the attention list, attempts by status, one attempt, and
-the resolve / reconcile forms. They call the same services as the JSON routes.
+"""Console pages: sign-in, the attention list, attempts by status, one attempt, the
+pending-approval inbox of an actor, and the resolve / reconcile forms. They call the
+same services as the JSON routes.
 
 Every page needs an admin session (see :mod:`api.console.session`); without
 one, a page answers 303 to the sign-in form, so a non-admin reaches nothing.
@@ -11,6 +12,7 @@ idempotency key: only what the redacted views and audits already show.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,14 +32,18 @@ from api.http.errors import status_for
 from api.http.routers.attempts import status_view
 from domain.attempt import AttemptStatus, Resolution
 from domain.errors import LedgerError, NotOutcomeUnknown, StaleRevision, Unauthenticated
+from domain.proposal import ProposalStatus
 from domain.services.resolution import reconcile, resolve
 from domain.timeutil import parse_utc
 from projections.audit import audit_attempt
+from projections.inbox import list_inbox
 from projections.status import public_view, status_list_key
 
 PAGE_SIZE = 20
 MAX_ID_CHARS = 80
 ATTENTION = (AttemptStatus.OUTCOME_UNKNOWN, AttemptStatus.FAILED_SAFE)
+# the directory's actor id (domain.directory.Ident), checked here so a bad one is a page
+ACTOR_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}")
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 router = APIRouter(prefix="/console", include_in_schema=False)
 
@@ -199,6 +205,40 @@ def attempts_by_status(
     return _page(request, "attempts.html", {
         "session": session, "rows": rows, "status": status.value, "more": more,
         "statuses": [s.value for s in AttemptStatus], "active": "attempts"})
+
+
+@router.get("/inbox", response_class=HTMLResponse)
+def pending_approvals(
+    request: Request, session: SessionDep, ledger: LedgerDep,
+    actor_id: Annotated[str, Query(max_length=200)] = "",
+    status: ProposalStatus = ProposalStatus.PRESENTED,
+    cursor: Annotated[str | None, Query(max_length=400)] = None,
+) -> Response:
+    """An actor's proposals in one status (by default what it still has to approve,
+    soonest expiry first), from the inbox projection; ids, versions, statuses,
+    expiry and attempt ids only."""
+    actor_id = actor_id.strip()
+    context: dict[str, Any] = {
+        "session": session, "active": "inbox", "actor_id": actor_id, "status": status.value,
+        "statuses": [s.value for s in ProposalStatus], "rows": None, "more": None,
+        "problem": None}
+    if not actor_id:
+        return _page(request, "inbox.html", context)
+    if not ACTOR_ID.fullmatch(actor_id):
+        context["problem"] = "That is not an actor id: letters, digits and _.:@- only."
+        context["actor_id"] = ""
+        return _page(request, "inbox.html", context, 400)
+    assert ledger.views is not None
+    rows, next_raw = list_inbox(ledger.views, actor_id, status, ledger.clock.now(), PAGE_SIZE,
+                                decode_cursor(cursor))
+    next_cursor = encode_cursor(next_raw)
+    context["rows"] = [{key: row.get(key) for key in (
+        "proposal_id", "version", "status", "created_at", "expires_at", "attempt_id")}
+        for row in rows]
+    if next_cursor:
+        context["more"] = "/console/inbox?" + urlencode(
+            {"actor_id": actor_id, "status": status.value, "cursor": next_cursor})
+    return _page(request, "inbox.html", context)
 
 
 def _attempt_page(request: Request, session: Session, ledger: LedgerDep, attempt_id: str,

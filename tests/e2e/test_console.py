@@ -1,4 +1,5 @@
-"""The console: admins only, sessions and CSRF, the attention list, resolve with revisions."""
+"""The console: admins only, sessions and CSRF, the attention list, resolve with revisions,
+the pending-approval inbox."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from adapters.executors.fake import fake_build_digest
 from adapters.settings import Settings
 from api.http.app import create_app
 from api.http.auth import mint_token
-from tests.e2e.helpers import Headers
+from tests.e2e.helpers import PROVENANCE, Headers
 from tests.e2e.test_lifecycle_http import API, directory, propose_and_present, run_worker
 from tests.support.console import hidden_fields, sign_in
 
 __all__ = ["directory"]
 
 PAGES = ["/console", "/console/attempts", "/console/attempts?status=failed_safe",
-         "/console/attempts/att_missing"]
+         "/console/attempts/att_missing", "/console/inbox",
+         "/console/inbox?actor_id=alice&status=claimed"]
 
 
 @pytest.fixture
@@ -138,3 +140,39 @@ def test_an_expired_session_sends_back_to_sign_in(
         assert c.get("/console").status_code == 200
         clock.advance(settings.console_session_seconds + 1)
         assert c.get("/console", follow_redirects=False).status_code == 303
+
+
+@pytest.mark.usefixtures("directory")
+def test_pending_approvals_lists_an_actors_inbox_paged_without_tokens(
+    browser: TestClient, client: TestClient, settings: Settings, ledger: Ledger,
+    bearer: Callable[..., Headers], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from api.console import routes
+
+    tokens = [propose_and_present(client, bearer) for _ in range(3)]
+    admin_session(browser, settings)
+    empty = browser.get("/console/inbox")
+    assert empty.status_code == 200 and 'name="actor_id"' in empty.text
+    assert 'href="/console/inbox" aria-current="page"' in empty.text
+    assert 'href="/console/inbox"' in browser.get("/console").text
+    monkeypatch.setattr(routes, "PAGE_SIZE", 2)
+    first = browser.get("/console/inbox", params={"actor_id": PROVENANCE.actor_id})
+    assert first.status_code == 200
+    assert first.text.count("<td>prop_") == 2 and "Next page" in first.text
+    more = first.text.split('<a href="/console/inbox?')[1].split('"')[0].replace("&amp;", "&")
+    assert "status=presented" in more and "cursor=" in more
+    second = browser.get(f"/console/inbox?{more}")
+    assert second.status_code == 200
+    assert second.text.count("<td>prop_") == 1 and "Next page" not in second.text
+    for page in (first, second):
+        assert not any(token in page.text for token in tokens)
+    claimed = client.post(f"{API}/approvals", json={"token": tokens[0]},
+                          headers=bearer("channel")).json()["attempt_id"]
+    shown = browser.get("/console/inbox", params={"actor_id": PROVENANCE.actor_id,
+                                                  "status": "claimed"})
+    assert shown.text.count("<td>prop_") == 1
+    assert f'href="/console/attempts/{claimed}"' in shown.text
+    assert browser.get("/console/inbox", params={"actor_id": "nobody"}).text.count(
+        "None.") == 1
+    bad = browser.get("/console/inbox", params={"actor_id": "<script>"})
+    assert bad.status_code == 400 and "<script>" not in bad.text

@@ -392,7 +392,9 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
         call.texts.append(signed_in.text)
         console_pages = ["/console", *[f"/console/attempts?status={state}" for state in (
             "queued", "executing", "succeeded", "failed_safe", "outcome_unknown",
-            "manually_resolved")], *[f"/console/attempts/{a}" for a in attempts.values()]]
+            "manually_resolved")], *[f"/console/attempts/{a}" for a in attempts.values()],
+            *[f"/console/inbox?actor_id=alice&status={state}" for state in (
+                "presented", "claimed", "declined", "canceled", "expired")]]
         for page in console_pages:
             shown_page = call("GET", page)
             assert shown_page.status_code == 200, (page, shown_page.status_code)
