@@ -29,6 +29,7 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, Tracking
 
 from adapters.recorder import LedgerRecorder
 from adapters.streams import WORK_TOPICS
+from domain.spec import ATTEMPT_ID_PREFIX
 from projections.ports import LogBatch, TrackedViewStore
 
 BATCH_LIMIT = 100
@@ -205,3 +206,30 @@ def notification_lag(name: str, recorder: ApplicationRecorder, views: TrackedVie
         if isinstance(written, datetime):
             age = max(0.0, (now - written).total_seconds())
     return Lag(newest - done, age)
+
+
+class NotificationLogBackend(Backend):
+    """An embedded store (memory, SQLite): the notification log feeds the worker
+    and every subscriber; a subscriber's position is tracked beside its views."""
+
+    recorder: LedgerRecorder  # also an ApplicationRecorder (the notification log)
+    _mapper: Mapper[str]
+    _subscriptions: dict[str, NotificationLogSubscription]
+
+    def work_feed(self) -> WorkFeed:
+        return NotificationLogFeed(self._log())
+
+    def subscription(self, name: str) -> LogSubscription:
+        if name not in self._subscriptions:
+            self._subscriptions[name] = NotificationLogSubscription(
+                name, self._log(), self.views, self._mapper)
+        return self._subscriptions[name]
+
+    def attempt_ids(self) -> Iterator[str]:
+        yield from self.recorder.stream_ids(ATTEMPT_ID_PREFIX)  # type: ignore[attr-defined]
+
+    def lag(self, name: str, now: datetime) -> Lag | None:
+        return notification_lag(name, self._log(), self.views, self._mapper, now)
+
+    def _log(self) -> ApplicationRecorder:
+        return self.recorder  # type: ignore[return-value]
