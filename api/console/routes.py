@@ -13,6 +13,7 @@ idempotency key: only what the redacted views and audits already show.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -285,22 +286,11 @@ def resolve_form(
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     """Settle outcome_unknown (never calls the executor), as the signed-in admin."""
-    if not same_secret(csrf, session.csrf):
-        return _attempt_page(request, session, ledger, attempt_id, status=403,
-                             problem="The form's security token did not match. Reload the "
-                                     "page and try again.")
-    try:
-        resolve(ledger.context, attempt_id=attempt_id, expected_revision=expected_revision,
-                outcome=resolution, reason=reason, resolved_by=session.subject)
-    except (StaleRevision, NotOutcomeUnknown):
-        ledger.projector.project_attempt(attempt_id)
-        return _attempt_page(request, session, ledger, attempt_id, status=409,
-                             problem=_stale_words(ledger, attempt_id, expected_revision))
-    except LedgerError as exc:
-        return _attempt_page(request, session, ledger, attempt_id, status=status_for(exc),
-                             problem=exc.detail)
-    ledger.projector.project_attempt(attempt_id)
-    return RedirectResponse(f"/console/attempts/{attempt_id}?done=resolved", status_code=303)
+    return _admin_action(
+        request, session, ledger, attempt_id, expected_revision, csrf, "resolved",
+        lambda: resolve(ledger.context, attempt_id=attempt_id,
+                        expected_revision=expected_revision, outcome=resolution, reason=reason,
+                        resolved_by=session.subject))
 
 
 @router.post("/attempts/{attempt_id}/reconcile", response_class=HTMLResponse)
@@ -310,12 +300,23 @@ def reconcile_form(
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     """Run the registered read-only reconciler again."""
+    return _admin_action(
+        request, session, ledger, attempt_id, expected_revision, csrf, "reconciled",
+        lambda: reconcile(ledger.context, attempt_id=attempt_id,
+                          expected_revision=expected_revision))
+
+
+def _admin_action(request: Request, session: Session, ledger: LedgerDep, attempt_id: str,
+                  expected_revision: int, csrf: str, done: str,
+                  action: Callable[[], object]) -> Response:
+    """One admin form: check its CSRF token, run the action, explain a stale form
+    (409) or any other refusal on the attempt page, else go back to it."""
     if not same_secret(csrf, session.csrf):
         return _attempt_page(request, session, ledger, attempt_id, status=403,
                              problem="The form's security token did not match. Reload the "
                                      "page and try again.")
     try:
-        reconcile(ledger.context, attempt_id=attempt_id, expected_revision=expected_revision)
+        action()
     except (StaleRevision, NotOutcomeUnknown):
         ledger.projector.project_attempt(attempt_id)
         return _attempt_page(request, session, ledger, attempt_id, status=409,
@@ -324,7 +325,7 @@ def reconcile_form(
         return _attempt_page(request, session, ledger, attempt_id, status=status_for(exc),
                              problem=exc.detail)
     ledger.projector.project_attempt(attempt_id)
-    return RedirectResponse(f"/console/attempts/{attempt_id}?done=reconciled", status_code=303)
+    return RedirectResponse(f"/console/attempts/{attempt_id}?done={done}", status_code=303)
 
 
 @router.get("/static/console.css")
