@@ -38,7 +38,7 @@ from domain.services.recovery import run_recovery
 from domain.services.resolution import resolve
 from domain.spec import parse_spec
 from projections.projector import Projector
-from tests.integration.execution.crash import CrashAfterEffect, CrashAt
+from tests.support.worlds.execution import CrashAfterEffect, CrashAt
 
 # us-east-1 on-demand, standard table class; see bench/CAPACITY.md for the source and date.
 PRICE_PER_MILLION_WRU = 0.625

@@ -27,9 +27,8 @@ from adapters.executors.fake import fake_build_digest
 from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.timeutil import format_utc
-from tests.e2e.helpers import PROVENANCE, directory_puts
-from tests.e2e.test_lifecycle_http import spec
-from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
+from tests.support.http_helpers import PROVENANCE, directory_puts, spec
+from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -86,7 +85,7 @@ def _make_unknown(http: httpx.Client, base: str, tokens: dict[str, str]) -> str:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("console")
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "OTEL_"))}
     env.update({"LEDGER_SQLITE_PATH": str(tmp / "ledger.db"), "PYTHONUNBUFFERED": "1"})
     settings = load_settings(env="development")
@@ -97,11 +96,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                               ("channel", "chat-backend"), ("actor", "alice"))}
     log = tmp / "serve.log"
     with log.open("wb") as sink:
-        server = subprocess.Popen([*_ledger_command(), "serve", "--port", str(port)],
+        server = subprocess.Popen([*ledger_command(), "serve", "--port", str(port)],
                                   cwd=tmp, env=env, stdout=sink, stderr=subprocess.STDOUT)
         try:
             base = f"http://127.0.0.1:{port}"
-            _wait_until_up(server, f"{base}/healthz", log)
+            wait_until_up(server, f"{base}/healthz", log)
             with httpx.Client(timeout=10) as http:
                 for path, body in directory_puts():
                     answer = http.put(f"{_api(base)}/directory{path}", json=body,

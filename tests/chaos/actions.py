@@ -23,7 +23,7 @@ from domain.services.resolution import reconcile, resolve
 from domain.spec import derive_attempt_id, format_utc
 from projections.projector import Projector
 from tests.chaos.interleave import Actor
-from tests.chaos.oracle import Oracle, expect
+from tests.chaos.oracle import Oracle
 from tests.chaos.world import (
     CAPABILITIES,
     DIRECTORY,
@@ -35,8 +35,9 @@ from tests.chaos.world import (
     SeededTokens,
 )
 from tests.chaos.wrappers import ChaosStore
-from tests.integration.approval.world import DIGEST
 from tests.support.clocks import FixedClock
+from tests.support.stream_checks import expect
+from tests.support.worlds.approval import DIGEST
 
 
 class Actions:

@@ -8,9 +8,10 @@ from typing import Any
 
 from adapters.executors.fake import EffectLedger
 from domain.services.execution import Worker
-from tests.chaos.oracle import Oracle, expect
+from tests.chaos.oracle import Oracle
 from tests.chaos.wrappers import Landing
 from tests.support.clocks import FixedClock
+from tests.support.stream_checks import expect
 
 
 def plant_old_lookup_rule() -> None:

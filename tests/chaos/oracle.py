@@ -7,9 +7,8 @@ enforce shows up as a violation here rather than as silent agreement.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,208 +16,18 @@ from adapters.store import LedgerStore
 from domain.attempt import ExecutionAttempt
 from domain.audit import verify_chain
 from domain.base import LedgerAggregate, LedgerEvent
-from domain.directory import DeliveryMode
 from domain.proposal import Proposal
-from domain.redaction import validate_receipt
 from domain.services.execution import WorkerPolicy
-from domain.spec import derive_attempt_id, derive_idempotency_key, parse_utc
-from projections.audit import event_type
 from projections.ports import ViewStore
 from projections.status import STATUS_VIEW, status_record
-from tests.integration.approval.world import check_approval_invariants
-
-TERMINAL = ("succeeded", "failed_safe", "manually_resolved", "effect_after_no_effect")
-REASON_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-
-
-class Violation(AssertionError):
-    """An invariant does not hold; the message names it and the stream."""
-
-
-def expect(condition: bool, message: str) -> None:
-    if not condition:
-        raise Violation(message)
-
-
-def state_of(aggregate: LedgerAggregate) -> dict[str, Any]:
-    """Everything an aggregate holds except its not-yet-collected events (the chain
-    head as its hash text)."""
-    state = {k: v for k, v in vars(aggregate).items()
-             if k not in ("_pending_events", "_chain_head")}
-    state["chain_head"] = aggregate.chain_head
-    return state
-
-
-@dataclass
-class AttemptSummary:
-    """What the independent model says about one attempt stream."""
-
-    status: str
-    mode: DeliveryMode
-    idempotency_key: str
-    generation: int = 0
-    lease_expires_at: datetime | None = None
-    not_before: datetime | None = None
-    dispatched_generations: list[int] = field(default_factory=list)
-    lease_expiries: dict[int, datetime] = field(default_factory=dict)
-    result_source: str | None = None
-    settles_at: datetime | None = None  # the dispatching call may land until then
-    resolution: str | None = None
-
-    def next_action_at(self) -> datetime | None:
-        if self.status == "queued":
-            return self.not_before
-        if self.status == "executing":
-            return self.lease_expires_at
-        return None
-
-    def due_may_wait_until(self) -> datetime | None:
-        """A lookup-mode attempt whose call may land after its lease may be due as
-        late as the end of the settle window (looking earlier proves nothing)."""
-        if (self.status == "executing" and self.mode is DeliveryMode.CORRELATION_LOOKUP
-                and self.dispatched_generations and self.settles_at is not None
-                and self.lease_expires_at is not None
-                and self.settles_at > self.lease_expires_at):
-            return self.settles_at
-        return None
-
-    @property
-    def settled_no_effect(self) -> bool:
-        return self.status == "failed_safe" or (
-            self.status == "manually_resolved" and self.resolution == "no_effect")
-
-
-def _at(data: dict[str, Any]) -> datetime:
-    return parse_utc(str(data["at"]))
-
-
-def check_attempt_stream(
-    stream_id: str, events: Sequence[LedgerEvent], policy: WorkerPolicy
-) -> AttemptSummary:
-    """Replay an attempt stream through the oracle's own state machine (I5, I8)."""
-    expect(bool(events), f"{stream_id}: empty attempt stream")
-    first = events[0]
-    expect(event_type(first) == "Queued", f"{stream_id}: v1 is {event_type(first)}")
-    queued = first.data()
-    proposal_id, version, payload = (
-        queued["proposal_id"], queued["proposal_version"], queued["payload_hash"])
-    expect(derive_attempt_id(proposal_id, version, payload) == stream_id,
-           f"{stream_id}: attempt id is not derived from its proposal version (I1)")
-    expect(derive_idempotency_key(proposal_id, version, payload) == queued["idempotency_key"],
-           f"{stream_id}: idempotency key is not derived from its proposal version (I1)")
-    s = AttemptSummary("queued", DeliveryMode(queued["delivery_mode"]),
-                       queued["idempotency_key"], not_before=_at(queued))
-    predispatch_leases = 0
-    where = stream_id
-    for event in events[1:]:
-        kind, d = event_type(event), event.data()
-        where = f"{stream_id} v{event.originator_version} {kind}"
-        at = _at(d)
-        expect(kind != "Queued", f"{where}: a second Queued (I1)")
-        if kind == "EffectAfterNoEffect":
-            expect(s.settled_no_effect and d["previous"] == s.status,
-                   f"{where}: a late effect flagged on {s.status}")
-            s.status = "effect_after_no_effect"
-            continue
-        if kind == "ManuallyResolved" and s.status == "effect_after_no_effect":
-            s.status, s.result_source, s.resolution = "manually_resolved", "admin", d["outcome"]
-            continue
-        if s.status in TERMINAL:
-            expect(kind == "LateResultObserved", f"{where}: after terminal {s.status} (I8)")
-            expect(not (d.get("kind") == "succeeded" and s.settled_no_effect),
-                   f"{where}: a success after {s.status} was only observed, not flagged")
-            continue
-        if kind == "Leased":
-            expect(d["generation"] == s.generation + 1, f"{where}: generation skips")
-            if s.status == "queued":
-                expect(s.not_before is not None and at >= s.not_before,
-                       f"{where}: leased while backing off")
-            else:
-                expect(s.status == "executing" and bool(s.dispatched_generations)
-                       and s.lease_expires_at is not None and at >= s.lease_expires_at
-                       and s.mode is DeliveryMode.PROVIDER_IDEMPOTENCY,
-                       f"{where}: re-leased outside provider-idempotent recovery")
-            s.generation = d["generation"]
-            s.lease_expires_at = parse_utc(d["expires_at"])
-            s.lease_expiries[s.generation] = s.lease_expires_at
-            s.status = "executing"
-            if not s.dispatched_generations:
-                predispatch_leases += 1
-                expect(predispatch_leases <= policy.max_predispatch_leases,
-                       f"{where}: more pre-dispatch leases than the policy allows")
-        elif kind == "DispatchStarted":
-            expect(s.status == "executing" and d["generation"] == s.generation
-                   and s.lease_expires_at is not None and at < s.lease_expires_at,
-                   f"{where}: dispatch marked without the current unexpired lease (I5)")
-            expect(d["generation"] not in s.dispatched_generations, f"{where}: marked twice")
-            s.dispatched_generations.append(d["generation"])
-            if d.get("settles_at") is not None:
-                s.settles_at = parse_utc(d["settles_at"])
-                expect(d.get("deadline") is not None
-                       and parse_utc(d["deadline"]) <= s.settles_at
-                       and parse_utc(d["deadline"]) < s.lease_expires_at,
-                       f"{where}: the call's deadline is not inside its lease")
-            if s.mode is not DeliveryMode.PROVIDER_IDEMPOTENCY:
-                expect(len(s.dispatched_generations) == 1,
-                       f"{where}: second dispatch in {s.mode.value} (blind duplicate)")
-            expect(len(s.dispatched_generations) <= policy.max_dispatches,
-                   f"{where}: more dispatches than the policy allows")
-        elif kind == "Requeued":
-            expect(s.status == "executing" and not s.dispatched_generations
-                   and d["generation"] == s.generation,
-                   f"{where}: requeued a dispatched or foreign lease")
-            s.status, s.not_before, s.lease_expires_at = "queued", parse_utc(d["not_before"]), None
-        elif kind == "ResultRecorded":
-            _check_result(where, s, d, at)
-            s.status, s.lease_expires_at, s.result_source = d["status"], None, d["source"]
-        elif kind == "ManuallyResolved":
-            expect(s.status == "outcome_unknown", f"{where}: resolved from {s.status}")
-            s.status, s.result_source, s.resolution = "manually_resolved", "admin", d["outcome"]
-        elif kind == "LateResultObserved":
-            held = (s.status == "executing" and d["generation"] == s.generation
-                    and s.lease_expires_at is not None and at < s.lease_expires_at)
-            expect(not held, f"{where}: the lease holder's result was only observed")
-        else:
-            raise Violation(f"{where}: unknown event type")
-    return s
-
-
-def _check_result(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime) -> None:
-    new, source, generation = d["status"], d["source"], d["generation"]
-    expect(new in ("succeeded", "failed_safe", "outcome_unknown"), f"{where}: status {new}")
-    if d.get("reason_code") is not None:
-        expect(bool(REASON_CODE.match(d["reason_code"])), f"{where}: unbounded reason code")
-    if d.get("receipt") is not None:
-        expect(validate_receipt(d["receipt"]) == d["receipt"], f"{where}: unsafe receipt stored")
-    holds = (s.status == "executing" and generation == s.generation
-             and s.lease_expires_at is not None and at < s.lease_expires_at)
-    dispatched = bool(s.dispatched_generations)
-    if source == "executor":
-        expect(holds, f"{where}: executor result without the current unexpired lease (I5)")
-        expect(generation in s.dispatched_generations or (new == "failed_safe" and not dispatched),
-               f"{where}: result without this generation's dispatch marker")
-    elif source == "worker":
-        if generation is None:
-            expect(s.status == "queued", f"{where}: lease-less worker result from {s.status}")
-        else:
-            expect(holds, f"{where}: worker result without the current unexpired lease (I5)")
-        if new == "failed_safe":
-            expect(not dispatched, f"{where}: failed_safe after a dispatch (needs proof)")
-        else:
-            expect(new == "outcome_unknown" and dispatched, f"{where}: worker {new}")
-    elif source == "recovery":
-        expect(s.status == "executing" and dispatched and new == "outcome_unknown"
-               and s.lease_expires_at is not None and at >= s.lease_expires_at,
-               f"{where}: recovery result on a live or undispatched lease")
-    elif source == "reconciler":
-        if s.status == "outcome_unknown":
-            expect(new in ("succeeded", "failed_safe"), f"{where}: reconciled to {new}")
-        else:
-            expect(s.status == "executing" and dispatched and s.lease_expires_at is not None
-                   and at >= s.lease_expires_at,
-                   f"{where}: reconciled a live or undispatched lease")
-    else:
-        raise Violation(f"{where}: unknown result source {source}")
+from tests.support.stream_checks import (
+    AttemptSummary,
+    Violation,
+    check_attempt_stream,
+    expect,
+    state_of,
+)
+from tests.support.worlds.approval import check_approval_invariants
 
 
 @dataclass

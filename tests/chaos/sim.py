@@ -55,7 +55,7 @@ from projections.projector import Projector
 from tests.chaos.actions import Actions
 from tests.chaos.interleave import Actor, Baton
 from tests.chaos.late import LateEffects
-from tests.chaos.oracle import TERMINAL, Oracle, Violation, expect
+from tests.chaos.oracle import Oracle
 from tests.chaos.world import (
     ALLOWED,
     DIRECTORY,
@@ -69,6 +69,7 @@ from tests.chaos.world import (
 )
 from tests.chaos.wrappers import ChaosExecutor, ChaosStore, Landing
 from tests.support.clocks import FixedClock
+from tests.support.stream_checks import TERMINAL, Violation, expect
 
 
 @dataclass

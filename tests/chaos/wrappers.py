@@ -23,8 +23,8 @@ from domain.proposal import Proposal
 from domain.services.execution import SimulatedCrash
 from domain.spec import payload_hash
 from projections.audit import event_type
-from tests.chaos.oracle import expect
 from tests.chaos.world import POLICY, WORKER_ACTIONS
+from tests.support.stream_checks import expect
 
 if TYPE_CHECKING:
     from tests.chaos.sim import Simulation

@@ -23,8 +23,8 @@ from domain.proposal import Proposal
 from domain.spec import parse_spec, payload_hash
 from domain.timeutil import format_utc
 from tests.conformance.backends import new_sqlite_recorder, new_stream_id
-from tests.unit.factories import spec_data
-from tests.unit.replay import state_of
+from tests.support.factories import spec_data
+from tests.support.replay import state_of
 
 T0 = datetime(2026, 3, 1, 9, 0, 0, tzinfo=UTC)
 AT = format_utc(T0)

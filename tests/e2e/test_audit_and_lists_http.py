@@ -11,11 +11,8 @@ from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import load_settings
-from tests.e2e.helpers import Headers, assert_error
-from tests.e2e.test_cli import invoke
-from tests.e2e.test_lifecycle_http import API, directory, propose_and_present, run_worker
-
-__all__ = ["directory"]
+from tests.support.cli import invoke
+from tests.support.http_helpers import API, Headers, assert_error, propose_and_present, run_worker
 
 CANARY = "sk_live_CANARY0123456789abcdef"
 
@@ -125,11 +122,11 @@ def test_canaries_never_leave_through_any_view(
 
 
 def test_audit_cli_verifies_and_names_the_first_bad_version(tmp_path: Path) -> None:
-    from tests.integration.projections.raw import read_rows, replace_rows
+    from tests.support.raw_views import read_rows, replace_rows
 
     db = str(tmp_path / "ledger.db")
     ledger = build_ledger(load_settings(store="sqlite", sqlite_path=db))
-    from tests.integration.execution.crash import ExecutionWorld
+    from tests.support.worlds.execution import ExecutionWorld
 
     world = ExecutionWorld(ledger.store, registry=ledger.registry, effects=ledger.effects)
     attempt_id = world.approved("provider_idempotency")

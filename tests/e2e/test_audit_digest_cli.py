@@ -45,7 +45,7 @@ def write_key(path: Path) -> tuple[str, str]:
 
 @pytest.fixture
 def world(tmp_path: Path) -> dict[str, str]:
-    from tests.integration.execution.crash import ExecutionWorld
+    from tests.support.worlds.execution import ExecutionWorld
 
     db = str(tmp_path / "ledger.db")
     ledger = build_ledger(load_settings(store="sqlite", sqlite_path=db))
@@ -107,7 +107,7 @@ def test_digest_verify_prove_and_check_proof(world: dict[str, str]) -> None:
 
 
 def test_tampering_exits_1_naming_the_stream(world: dict[str, str]) -> None:
-    from tests.integration.projections.raw import read_rows, replace_rows
+    from tests.support.raw_views import read_rows, replace_rows
 
     env = {"LEDGER_SQLITE_PATH": world["db"]}
     d1 = f"{world['dir']}/d1.json"

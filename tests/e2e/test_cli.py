@@ -10,14 +10,12 @@ import jwt
 import pytest
 from botocore.exceptions import EndpointConnectionError
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from adapters.settings import load_settings
-from api.cli import app
 from api.http.app import create_app
-from tests.e2e.helpers import DIRECTORY, PROVENANCE
+from tests.support.cli import invoke
+from tests.support.http_helpers import DIRECTORY, PROVENANCE
 
-runner = CliRunner()
 CUSTOM_SECRET = "a-custom-secret-of-more-than-thirty-two-characters"
 CHANNEL_FLAGS = [
     "--actor-id", PROVENANCE.actor_id,
@@ -25,10 +23,6 @@ CHANNEL_FLAGS = [
     "--channel-binding-id", PROVENANCE.channel_binding_id,
     "--conversation-key", PROVENANCE.conversation_key,
 ]
-
-
-def invoke(args: list[str], **env: str) -> Any:
-    return runner.invoke(app, args, env=env, prog_name="ledger")
 
 
 def assert_one_line_failure(result: Any, *fragments: str) -> None:

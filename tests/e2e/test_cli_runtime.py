@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
-from tests.e2e.test_cli import invoke
+from tests.support.cli import invoke
 
 
 @pytest.mark.parametrize("command", ["serve", "worker", "recover", "demo", "fake-executors"])

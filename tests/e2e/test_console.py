@@ -13,11 +13,8 @@ from adapters.executors.fake import fake_build_digest
 from adapters.settings import Settings
 from api.http.app import create_app
 from api.http.auth import mint_token
-from tests.e2e.helpers import PROVENANCE, Headers
-from tests.e2e.test_lifecycle_http import API, directory, propose_and_present, run_worker
 from tests.support.console import hidden_fields, sign_in
-
-__all__ = ["directory"]
+from tests.support.http_helpers import API, PROVENANCE, Headers, propose_and_present, run_worker
 
 PAGES = ["/console", "/console/attempts", "/console/attempts?status=failed_safe",
          "/console/attempts/att_missing", "/console/inbox",

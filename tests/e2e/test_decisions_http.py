@@ -12,10 +12,15 @@ from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings
 from adapters.system import ManualClock
 from api.http.app import create_app
-from tests.e2e.helpers import FIXED_NOW, PROVENANCE, Headers, assert_error
-from tests.e2e.test_lifecycle_http import API, directory, propose_and_present, spec
-
-__all__ = ["directory"]
+from tests.support.http_helpers import (
+    API,
+    FIXED_NOW,
+    PROVENANCE,
+    Headers,
+    assert_error,
+    propose_and_present,
+    spec,
+)
 
 pytestmark = pytest.mark.usefixtures("directory")
 
@@ -115,7 +120,7 @@ def test_decline_failures_are_the_uniform_approval_404(
 ) -> None:
     token = propose_and_present(client, bearer)
     unknown = client.post(f"{API}/approvals", json={"token": "x" * 43}, headers=channel)
-    from tests.hardening.http_world import STRANGER
+    from tests.support.worlds.http_api import STRANGER
 
     stranger = bearer("channel", subject="chat-backend", provenance=STRANGER)
     for answer in (client.post(f"{API}/declines", json={"token": "x" * 43}, headers=channel),

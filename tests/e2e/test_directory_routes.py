@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.e2e.helpers import DIRECTORY, FIXED_NOW_TEXT, Headers, assert_error
+from tests.support.http_helpers import DIRECTORY, FIXED_NOW_TEXT, Headers, assert_error
 
 DIGEST = "sha256:" + "ab" * 32
 CANARY = "sk_live_CANARY_7f3a9c"

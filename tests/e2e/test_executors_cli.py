@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from api.cli import app
-from tests.e2e.test_serve_smoke import _ledger_command
 from tests.support.http_executors import executors_toml
+from tests.support.http_server import ledger_command
 from tests.support.ministack import REPO_ROOT
 from tests.support.provider_fixtures import Provider
 
@@ -112,7 +112,7 @@ def test_every_entry_point_stops_at_start_up_on_a_bad_file(tmp_path: Path,
                     '\nurl = "tasks.internal/v1"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(LEDGER_EXECUTORS_FILE=str(path), LEDGER_SQLITE_PATH=str(tmp_path / "l.db"))
-    run = subprocess.run([*_ledger_command(), *command], cwd=tmp_path, env=env,
+    run = subprocess.run([*ledger_command(), *command], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert run.stderr.strip() == ("error: invalid settings: LEDGER_EXECUTORS_FILE executors.toml: "
@@ -129,7 +129,7 @@ def test_the_example_plugin_is_listed_by_ledger_executors(example_plugin_path: P
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update(PYTHONPATH=f"{example_plugin_path}:{REPO_ROOT}", LEDGER_STORE="memory",
                LEDGER_EXAMPLE_NOTES_FILE=str(tmp_path / "notes.jsonl"))
-    run = subprocess.run([*_ledger_command(), "executors"], cwd=tmp_path, env=env,
+    run = subprocess.run([*ledger_command(), "executors"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     notes = [line for line in run.stdout.splitlines() if line.startswith("notes.append ")]
@@ -137,7 +137,7 @@ def test_the_example_plugin_is_listed_by_ledger_executors(example_plugin_path: P
     assert notes[0].split()[2:] == ["provider_idempotency", "example-notes"]
     # a broken plugin (its variable unset) stops start-up, naming it
     del env["LEDGER_EXAMPLE_NOTES_FILE"]
-    run = subprocess.run([*_ledger_command(), "executors"], cwd=tmp_path, env=env,
+    run = subprocess.run([*ledger_command(), "executors"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert run.stderr.strip() == (

@@ -18,7 +18,7 @@ from adapters.settings import Settings
 from api.http.app import create_app
 from api.http.errors import STATUS_BY_CODE
 from domain.errors import LedgerError, StoreUnavailable
-from tests.e2e.helpers import DIRECTORY, Headers, assert_error
+from tests.support.http_helpers import DIRECTORY, Headers, assert_error
 
 CANARY = "sk_live_CANARY_e2e_0b1d"
 

@@ -23,7 +23,7 @@ from api.http.app import create_app
 from api.http.auth import Role, mint_token
 from api.http.deps import AnyCaller, ChannelCaller
 from domain.errors import InvalidInput
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, assert_error
+from tests.support.http_helpers import DIRECTORY, PROVENANCE, Headers, assert_error
 
 OTHER_SECRET = "another-secret-of-at-least-thirty-two-chars"
 ROUTES = [

@@ -11,64 +11,16 @@ from fastapi.testclient import TestClient
 from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
 from domain.services.approval import Provenance
-from domain.services.execution import Worker, WorkerPolicy
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, assert_error, directory_puts
-
-API = "/api/conversational"
-DIGEST = "sha256:" + "ab" * 32
-
-
-def spec(capability: str = "fake.provider_idempotency", **changes: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "capability": capability,
-        "executor_build": fake_build_digest(capability),
-        "plugin_build": DIGEST,
-        "schema_digest": DIGEST,
-        "policy_digest": DIGEST,
-        "permission": "tasks.write",
-        "effect": "create",
-        "target": {"id": "task:42", "base_revision": "r7"},
-        "destination": "tasks",
-        "content": {"title": "Buy milk"},
-        "sources": ["message:123"],
-        "expires_at": "2026-12-01T00:00:00Z",
-    }
-    body.update(changes)
-    return body
-
-
-@pytest.fixture
-def directory(client: TestClient, admin: Headers) -> None:
-    for path, body in directory_puts():
-        response = client.put(DIRECTORY + path, json=body, headers=admin)
-        assert response.status_code == 200, response.text
-
-
-def propose_and_present(client: TestClient, bearer: Callable[..., Headers],
-                        **spec_changes: Any) -> str:
-    proposer = bearer("proposer", subject="assistant-backend")
-    created = client.post(f"{API}/proposals", headers=proposer,
-                          json={"actor_id": PROVENANCE.actor_id, "spec": spec(**spec_changes)})
-    assert created.status_code == 201, created.text
-    body = created.json()
-    assert set(body) == {"proposal_id", "version", "payload_hash", "view_hash", "preview",
-                         "status"}
-    shown = client.post(
-        f"{API}/proposals/{body['proposal_id']}/presentations", headers=proposer,
-        json={"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
-              "channel_binding_id": PROVENANCE.channel_binding_id,
-              "conversation_key": PROVENANCE.conversation_key})
-    assert shown.status_code == 201, shown.text
-    assert shown.headers["cache-control"] == "no-store"
-    token: str = shown.json()["token"]
-    return token
-
-
-def run_worker(ledger: Ledger, attempt_id: str) -> str:
-    """What the runtime's worker loop does: process, then project the stream."""
-    outcome = Worker(ledger.context, WorkerPolicy()).process(attempt_id).value
-    ledger.projector.project_attempt(attempt_id)
-    return outcome
+from tests.support.http_helpers import (
+    API,
+    DIRECTORY,
+    PROVENANCE,
+    Headers,
+    assert_error,
+    propose_and_present,
+    run_worker,
+    spec,
+)
 
 
 @pytest.mark.usefixtures("directory")

@@ -17,10 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.bootstrap import Ledger
 from adapters.metrics import METRIC_NAMES, Metrics
-from tests.e2e.helpers import PROVENANCE, Headers
-from tests.e2e.test_lifecycle_http import API, directory, propose_and_present
-
-__all__ = ["directory"]
+from tests.support.http_helpers import API, PROVENANCE, Headers, propose_and_present
 
 
 def scrape(client: TestClient, bearer: Callable[..., Headers]) -> dict[str, float]:

@@ -18,9 +18,9 @@ from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger
 from projections.ports import ViewRecord
-from tests.e2e.helpers import Headers
 from tests.support.first_reads import first_reads
 from tests.support.http_approvals import API, approve_one, set_up_directory
+from tests.support.http_helpers import Headers
 from tests.support.restart import Harness, StoreUnderTest
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
+from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
     marker = "=== audit tour ==="
     tour, observe = run_tour(
         tmp_path, f"{tour_script()}\necho '{marker}'\n{tour_script('audit-tour')}",
-        CHECKPOINT_PORT=str(_free_port()))
+        CHECKPOINT_PORT=str(free_port()))
     assert tour.returncode == 0, tour.stdout + tour.stderr
     main, audit = tour.stdout.split(marker + "\n")
     check_tour(subprocess.CompletedProcess(tour.args, 0, main, tour.stderr))
@@ -41,17 +41,17 @@ def test_readme_tour_carries_one_proposal_to_succeeded(tmp_path: Path) -> None:
 
 def run_tour(tmp_path: Path, script: str, **extra: str
              ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update({"LEDGER_SQLITE_PATH": str(tmp_path / "ledger.db"), "PYTHONUNBUFFERED": "1"})
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         server = subprocess.Popen(
-            [*_ledger_command(), "serve", "--port", str(port)],
+            [*ledger_command(), "serve", "--port", str(port)],
             cwd=tmp_path, env=env, stdout=sink, stderr=subprocess.STDOUT,
         )
         try:
-            _wait_until_up(server, f"http://127.0.0.1:{port}/healthz", log)
+            wait_until_up(server, f"http://127.0.0.1:{port}/healthz", log)
             tour = subprocess.run(
                 ["bash", "-euo", "pipefail", "-c", script],
                 cwd=ROOT, capture_output=True, text=True, timeout=120,

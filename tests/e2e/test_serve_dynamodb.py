@@ -12,15 +12,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.test_readme_tour import ROOT
-from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
 from tests.support.dynamodb_fixtures import new_table_name
+from tests.support.http_server import free_port, ledger_command, wait_until_up
+from tests.support.ministack import REPO_ROOT
 
 pytestmark = pytest.mark.dynamodb
 
 
 def emulator_script() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (REPO_ROOT / "README.md").read_text()
     block = re.search(r"<!-- emulator:start -->\s*```sh\n(.*?)```\s*<!-- emulator:end -->",
                       text, re.S)
     assert block, "README emulator markers not found"
@@ -35,16 +35,16 @@ def _clean_env() -> dict[str, str]:
 def test_the_readme_emulator_setup_serves_on_dynamodb(
     dynamodb_endpoint: str, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = _clean_env() | {"EMULATOR": dynamodb_endpoint, "PORT": str(port),
                           "LEDGER_DYNAMODB_TABLE": new_table_name()}
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
         shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", emulator_script()],
-                                 cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                 cwd=REPO_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
                                  start_new_session=True)
         try:
-            _wait_until_up(shell, f"http://127.0.0.1:{port}/healthz", log)
+            wait_until_up(shell, f"http://127.0.0.1:{port}/healthz", log)
             assert httpx.get(f"http://127.0.0.1:{port}/readyz").json()["status"] == "ready"
         finally:
             os.killpg(shell.pid, signal.SIGTERM)  # the shell and the server it started
@@ -56,13 +56,13 @@ def test_the_readme_emulator_setup_serves_on_dynamodb(
 def test_an_unreachable_streams_endpoint_stops_start_up_in_one_line(
     dynamodb_endpoint: str, command: list[str]
 ) -> None:
-    closed = f"http://127.0.0.1:{_free_port()}"
+    closed = f"http://127.0.0.1:{free_port()}"
     env = _clean_env() | {
         "LEDGER_STORE": "dynamodb", "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
         "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": closed, "AWS_ACCESS_KEY_ID": "local",
         "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1",
     }
-    done = subprocess.run([*_ledger_command(), *command], env=env, capture_output=True,
+    done = subprocess.run([*ledger_command(), *command], env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 1
     assert done.stdout == ""

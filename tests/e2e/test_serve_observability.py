@@ -14,8 +14,8 @@ import httpx
 
 from adapters.settings import load_settings
 from api.http.auth import mint_token
-from tests.e2e.helpers import DIRECTORY
-from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
+from tests.support.http_helpers import DIRECTORY
+from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 
 class Collector(BaseHTTPRequestHandler):
@@ -38,7 +38,7 @@ class Collector(BaseHTTPRequestHandler):
 def test_metrics_listener_json_logs_and_otlp_export(tmp_path: Path) -> None:
     collector = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
     threading.Thread(target=collector.serve_forever, daemon=True).start()
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "OTEL_"))}
     env.update({
         "LEDGER_SQLITE_PATH": str(tmp_path / "ledger.db"), "PYTHONUNBUFFERED": "1",
@@ -52,10 +52,10 @@ def test_metrics_listener_json_logs_and_otlp_export(tmp_path: Path) -> None:
                                                      role="admin")}
     try:
         with out_log.open("wb") as out, err_log.open("wb") as err:
-            process = subprocess.Popen([*_ledger_command(), "serve", "--port", str(port)],
+            process = subprocess.Popen([*ledger_command(), "serve", "--port", str(port)],
                                        cwd=tmp_path, env=env, stdout=out, stderr=err)
             try:
-                _wait_until_up(process, base + "/healthz", err_log)
+                wait_until_up(process, base + "/healthz", err_log)
                 assert httpx.put(base + DIRECTORY + "/actors/alice", json={"enabled": True},
                                  headers=admin).status_code == 200
                 assert httpx.get(base + "/metrics").status_code == 401

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -17,42 +14,13 @@ from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.directory import DirectoryKind, actor_record_id
 from domain.services.directory import get_record
-from tests.e2e.helpers import DIRECTORY
+from tests.support.http_helpers import DIRECTORY
+from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 pytestmark = pytest.mark.slow
 
-START_TIMEOUT_SECONDS = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _ledger_command() -> list[str]:
-    script = Path(sys.executable).with_name("ledger")
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "from api.cli import main; main()"]
-
-
-def _wait_until_up(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"ledger serve exited early:\n{log.read_text()}")
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"ledger serve did not answer within {START_TIMEOUT_SECONDS}s")
-
-
 def test_ledger_serve_answers_and_persists_to_sqlite(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     db_path = tmp_path / "state" / "ledger.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update({"LEDGER_STORE": "sqlite", "LEDGER_SQLITE_PATH": str(db_path),
@@ -61,11 +29,11 @@ def test_ledger_serve_answers_and_persists_to_sqlite(tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     with out_log.open("wb") as out, err_log.open("wb") as err:
         process = subprocess.Popen(
-            [*_ledger_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [*ledger_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
             cwd=tmp_path, env=env, stdout=out, stderr=err,
         )
         try:
-            _wait_until_up(process, base + "/healthz", err_log)
+            wait_until_up(process, base + "/healthz", err_log)
             assert httpx.get(base + "/docs").status_code == 200
             assert httpx.get(base + "/openapi.json").json()["info"]["title"]
             assert httpx.get(base + "/readyz").json()["status"] == "ready"

@@ -13,10 +13,7 @@ from fastapi.testclient import TestClient
 from adapters.bootstrap import Ledger
 from adapters.view_changes import NotifyingViewStore
 from projections.ports import ViewRecord
-from tests.e2e.helpers import Headers, assert_error
-from tests.e2e.test_lifecycle_http import API, directory, propose_and_present, run_worker
-
-__all__ = ["directory"]
+from tests.support.http_helpers import API, Headers, assert_error, propose_and_present, run_worker
 
 pytestmark = pytest.mark.usefixtures("directory")
 

@@ -38,9 +38,9 @@ from domain.ports import Commit, ExecutionReceipt, ExecutionRequest
 from domain.services.approval import Provenance, approve
 from domain.services.execution import CrashPoint, SimulatedCrash, Worker, WorkerPolicy
 from domain.services.recovery import run_recovery
-from tests.chaos.oracle import check_attempt_stream
-from tests.integration.approval.world import check_approval_invariants
-from tests.integration.execution.crash import LEASE, MODES, ExecutionWorld
+from tests.support.stream_checks import check_attempt_stream
+from tests.support.worlds.approval import check_approval_invariants
+from tests.support.worlds.execution import LEASE, MODES, ExecutionWorld
 
 APPROVERS = 25
 STRANGERS_PER_PROPOSAL = 3

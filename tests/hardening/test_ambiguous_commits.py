@@ -43,10 +43,10 @@ from domain.services.recovery import run_recovery
 from domain.services.resolution import reconcile, resolve
 from projections.projector import Projector
 from projections.status import STATUS_VIEW, status_record
-from tests.chaos.oracle import check_attempt_stream
-from tests.integration.approval.world import base_spec, check_approval_invariants
-from tests.integration.execution.crash import LEASE, CrashAt, ExecutionWorld
 from tests.support.faults import LOST_RESPONSE, NOT_SENT, ScriptedFaultClient
+from tests.support.stream_checks import check_attempt_stream
+from tests.support.worlds.approval import base_spec, check_approval_invariants
+from tests.support.worlds.execution import LEASE, CrashAt, ExecutionWorld
 
 pytestmark = pytest.mark.dynamodb
 

@@ -18,10 +18,8 @@ from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
-from tests.e2e.conftest import _hermetic_env, bearer, client, ledger, settings
-from tests.e2e.helpers import DIRECTORY, Headers
-from tests.e2e.test_lifecycle_http import API, spec
-from tests.hardening.http_world import (
+from tests.support.http_helpers import API, DIRECTORY, Headers, spec
+from tests.support.worlds.http_api import (
     MISSING_ATTEMPT,
     MISSING_PROPOSAL,
     RELATIONS,
@@ -31,7 +29,7 @@ from tests.hardening.http_world import (
     flat_routes,
 )
 
-__all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
+pytestmark = pytest.mark.usefixtures("hermetic_env")
 
 Request = tuple[str, dict[str, Any] | None, dict[str, Any] | None]  # path, json, params
 Build = Callable[[HttpWorld, str], Request]

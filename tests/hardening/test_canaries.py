@@ -33,7 +33,6 @@ from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.executors.fake import fake_build_digest
-from adapters.runtime import Runtime, subscriber_runs
 from adapters.settings import Settings, load_settings
 from api.http.app import create_app
 from api.http.auth import mint_token
@@ -41,11 +40,11 @@ from domain.errors import ExecutorNoEffect
 from domain.ports import ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 from domain.redaction import looks_secret
 from projections.audit import audit_attempt, mermaid_state_diagram
-from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
-from tests.e2e.test_cli import invoke
-from tests.e2e.test_lifecycle_http import API, spec
+from tests.support.cli import invoke
 from tests.support.clocks import FixedClock
 from tests.support.console import sign_in
+from tests.support.http_helpers import API, DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts, spec
+from tests.support.runtime_loops import run_loops
 
 RUN = uuid.uuid4().hex[:12].upper()
 CANARIES = {
@@ -141,39 +140,6 @@ class ExplodingRenderer:
             raise RuntimeError(CANARIES["renderer_error"])
         text: str = self.inner.render(spec)
         return text
-
-
-class OnceFeed:
-    """Hands out one batch, then stops its runtime."""
-
-    def __init__(self, batch: list[str], stop: threading.Event) -> None:
-        self.batch = batch
-        self.stop = stop
-
-    def poll(self, wait_seconds: float) -> list[str]:
-        if self.batch:
-            batch, self.batch = self.batch, []
-            return batch
-        self.stop.set()
-        return []
-
-
-def run_loops(ledger: Ledger, *, work: list[str] | None = None,
-              project: list[str] | None = None, recover: bool = False) -> None:
-    """The runtime's real loops (with their logging), each run once to completion."""
-    runtime = Runtime(ledger, None, recovery_interval=3600, recovery=recover, poll_seconds=0)
-    if work is not None:
-        runtime.feed = OnceFeed(work, runtime.stop_event)
-    if project is not None:  # the subscribers read the log itself: each step until caught up
-        for run in subscriber_runs(ledger):
-            while runtime.run_subscriber_once(run):
-                pass
-    if recover:
-        runtime.on_recovery = lambda report: runtime.stop_event.set()
-    runtime.start()
-    for thread in runtime.threads:
-        thread.join(timeout=30)
-    assert not any(thread.is_alive() for thread in runtime.threads)
 
 
 class Recorder:

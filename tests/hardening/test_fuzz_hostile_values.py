@@ -28,13 +28,11 @@ from hypothesis import strategies as st
 from adapters.bootstrap import Ledger
 from adapters.settings import Settings
 from domain.spec import hidden_character
-from tests.e2e.conftest import _hermetic_env, bearer, client, ledger, settings
-from tests.e2e.helpers import PROVENANCE, Headers
-from tests.e2e.test_lifecycle_http import API, spec
-from tests.hardening.http_world import HttpWorld, build_world
 from tests.support.hostile import any_text, fits_in_utc, hostile_ids, odd_timestamps
+from tests.support.http_helpers import API, PROVENANCE, Headers, spec
+from tests.support.worlds.http_api import HttpWorld, build_world
 
-__all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
+pytestmark = pytest.mark.usefixtures("hermetic_env")
 
 EXAMPLES = int(os.environ.get("LEDGER_FUZZ_EXAMPLES", "6")) * 10
 fuzz_settings = hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

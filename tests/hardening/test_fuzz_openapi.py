@@ -27,14 +27,12 @@ from schemathesis import checks as st_checks
 
 from adapters.bootstrap import Ledger
 from api.http.middleware import DEFAULT_MAX_BODY_BYTES
-from tests.e2e.conftest import _hermetic_env, bearer, client, ledger, settings
-from tests.e2e.helpers import Headers
-from tests.hardening.http_world import ROLES, HttpWorld, build_world, flat_routes
 from tests.support.hostile import odd_timestamps
+from tests.support.http_helpers import Headers
+from tests.support.worlds.http_api import ROLES, HttpWorld, build_world, flat_routes
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hermetic_env")]
 
-__all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
 
 EXAMPLES = int(os.environ.get("LEDGER_FUZZ_EXAMPLES", "6"))
 CHECKS = [

@@ -22,13 +22,12 @@ from api.http.app import create_app
 from api.http.auth import mint_token
 from domain.redaction import looks_secret
 from projections.audit import audit_attempt
-from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
-from tests.e2e.test_cli import invoke
-from tests.e2e.test_lifecycle_http import API, spec
-from tests.hardening.test_canaries import run_loops
+from tests.support.cli import invoke
 from tests.support.clocks import FixedClock
 from tests.support.http_executors import HTTP_MODES, executors_toml
+from tests.support.http_helpers import API, DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts, spec
 from tests.support.provider_fixtures import Provider, start_provider, stop_provider
+from tests.support.runtime_loops import run_loops
 
 pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 

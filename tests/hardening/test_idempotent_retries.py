@@ -29,10 +29,9 @@ from adapters.system import SecretsTokenSource
 from api.http.app import create_app
 from api.http.auth import mint_token
 from domain.timeutil import format_utc
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, directory_puts
-from tests.e2e.test_lifecycle_http import API, spec
 from tests.support.clocks import FixedClock
 from tests.support.faults import LOST_RESPONSE, ScriptedFaultClient
+from tests.support.http_helpers import API, DIRECTORY, PROVENANCE, Headers, directory_puts, spec
 
 PRESENT = {"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
            "channel_binding_id": PROVENANCE.channel_binding_id,
@@ -110,7 +109,7 @@ class Api:
 
 
 @pytest.fixture
-def api(_hermetic_env: None) -> Iterator[Api]:
+def api(hermetic_env: None) -> Iterator[Api]:
     settings = load_settings(store="memory", env="test")
     tokens = CountingTokens()
     ledger = build_ledger(settings, clock=FixedClock(), tokens=tokens)
@@ -118,15 +117,6 @@ def api(_hermetic_env: None) -> Iterator[Api]:
     yield made
     made.client.close()
     ledger.close()
-
-
-@pytest.fixture
-def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("LEDGER_"):
-            monkeypatch.delenv(name)
 
 
 def assert_refused(answer: Any) -> None:
@@ -238,7 +228,7 @@ def test_only_hashes_of_a_key_are_stored(api: Api) -> None:
 
 
 @pytest.fixture
-def faulty_api(dynamodb_client: Any, dynamodb_table_name: str, _hermetic_env: None
+def faulty_api(dynamodb_client: Any, dynamodb_table_name: str, hermetic_env: None
                ) -> Iterator[tuple[Api, ScriptedFaultClient]]:
     """The app on ministack; DynamoDB requests get one try (an ambiguous write
     becomes a 503 for the HTTP client to retry) and can be hit by scripted faults."""

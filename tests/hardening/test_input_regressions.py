@@ -18,12 +18,10 @@ from adapters.bootstrap import Ledger
 from adapters.settings import Settings
 from api.http.auth import Role, TokenVerifier
 from domain.errors import Unauthenticated
-from tests.e2e.conftest import _hermetic_env, bearer, client, ledger, settings
-from tests.e2e.helpers import PROVENANCE, Headers, assert_error
-from tests.e2e.test_lifecycle_http import API, spec
-from tests.hardening.http_world import HttpWorld, build_world
+from tests.support.http_helpers import API, PROVENANCE, Headers, assert_error, spec
+from tests.support.worlds.http_api import HttpWorld, build_world
 
-__all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
+pytestmark = pytest.mark.usefixtures("hermetic_env")
 
 
 @pytest.fixture

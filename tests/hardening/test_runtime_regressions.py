@@ -14,7 +14,7 @@ from adapters.settings import load_settings
 from domain.errors import StoreUnavailable
 from projections.ports import TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW
-from tests.integration.execution.crash import ExecutionWorld
+from tests.support.worlds.execution import ExecutionWorld
 
 
 class FailsOnce:

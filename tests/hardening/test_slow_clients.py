@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from api.http.server import DESCRIPTORS_KEPT_FOR_THE_APP, ServeLimits
-from tests.e2e.test_serve_smoke import _free_port, _ledger_command, _wait_until_up
+from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 DESCRIPTOR_LIMIT = 256
 SLOW_CLIENTS = 400
@@ -39,7 +39,7 @@ def _low_descriptor_limit() -> None:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env.update({"LEDGER_STORE": "memory", "PYTHONUNBUFFERED": "1",
                 "LEDGER_HTTP_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
@@ -47,14 +47,14 @@ def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]
     err_log = tmp_path / "stderr.log"
     with err_log.open("wb") as err:
         process = subprocess.Popen(
-            [*_ledger_command(), "serve", "--no-worker", "--host", "127.0.0.1",
+            [*ledger_command(), "serve", "--no-worker", "--host", "127.0.0.1",
              "--port", str(port)],
             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err,
             preexec_fn=_low_descriptor_limit,
         )
         base = f"http://127.0.0.1:{port}"
         try:
-            _wait_until_up(process, base + "/healthz", err_log)
+            wait_until_up(process, base + "/healthz", err_log)
             yield base, process, err_log
         finally:
             process.terminate()

@@ -22,12 +22,10 @@ from adapters.store import LedgerStore
 from domain.errors import ApprovalUnavailable
 from domain.services import approval as approval_service
 from domain.services.approval import Provenance, approve
-from tests.e2e.conftest import _hermetic_env, bearer, client, ledger, settings
-from tests.e2e.helpers import Headers
-from tests.e2e.test_lifecycle_http import API
-from tests.integration.approval.world import World
+from tests.support.http_helpers import API, Headers
+from tests.support.worlds.approval import World
 
-__all__ = ["_hermetic_env", "bearer", "client", "ledger", "settings"]
+pytestmark = pytest.mark.usefixtures("hermetic_env")
 
 UNKNOWN_TOKENS = [
     "x" * 43,  # the shape of a real token

@@ -8,7 +8,7 @@ from domain.attempt import ExecutionAttempt
 from domain.ports import Commit, DueWork, ExecutionReceipt, ExecutionRequest
 from domain.services.execution import Outcome
 from domain.services.recovery import run_recovery
-from tests.integration.execution.crash import LEASE, MODES, ExecutionWorld
+from tests.support.worlds.execution import LEASE, MODES, ExecutionWorld
 
 
 class FirstCallLosesItsResponse:

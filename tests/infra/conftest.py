@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.template import load_template, transform_template
+from tests.support.sam_template import load_template, transform_template
 
 
 @pytest.fixture(scope="session")

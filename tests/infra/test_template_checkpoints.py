@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.infra.template import resources_of
+from tests.support.sam_template import resources_of
 
 
 def test_the_bucket_locks_every_checkpoint_in_compliance_mode(template: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from adapters.aws_lambda.common import NAMESPACE
 from adapters.settings import Settings
 from adapters.streams import WORK_TOPICS
 from domain.spec import ATTEMPT_ID_PREFIX
-from tests.infra.template import filter_patterns, passes, resources_of
+from tests.support.sam_template import filter_patterns, passes, resources_of
 
 FOURTEEN_DAYS = 14 * 24 * 3600
 

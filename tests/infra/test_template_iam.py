@@ -14,7 +14,7 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
 from domain.spec import ATTEMPT_ID_PREFIX
-from tests.infra.template import (
+from tests.support.sam_template import (
     CHECKPOINT_OBJECTS_ARN,
     DUE_INDEX_ARN,
     LIST_INDEX_ARN,

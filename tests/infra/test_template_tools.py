@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.infra.template import FUNCTIONS, INFRA, TEMPLATE, resources_of
+from tests.support.sam_template import FUNCTIONS, INFRA, TEMPLATE, resources_of
 
 
 def test_cfn_lint_reports_nothing_with_informational_checks() -> None:

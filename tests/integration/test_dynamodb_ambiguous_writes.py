@@ -16,9 +16,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.recorder import StreamConflictError
 from domain.ports import DueWork, Lookup
+from tests.support.dynamodb_events import at, event, new_stream
 from tests.support.faults import Method, ScriptedFaultClient, before, lost_response, not_sent
-
-from .dynamodb_helpers import at, event, new_stream
 
 pytestmark = pytest.mark.dynamodb
 

@@ -16,9 +16,8 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.recorder import LookupConflictError, StreamConflictError
 from domain.ports import DueWork, Lookup, ReadCheck
+from tests.support.dynamodb_events import at, event, existing, new_stream
 from tests.support.dynamodb_fixtures import new_client
-
-from .dynamodb_helpers import at, event, existing, new_stream
 
 pytestmark = [pytest.mark.dynamodb, pytest.mark.slow]
 

@@ -19,9 +19,8 @@ from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.schema import describe
 from adapters.settings import load_settings
 from domain.ports import Commit, DueWork
+from tests.support.dynamodb_events import at
 from tests.support.dynamodb_fixtures import new_table_name
-
-from .dynamodb_helpers import at
 
 pytestmark = pytest.mark.dynamodb
 

@@ -17,8 +17,7 @@ from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.recorder import LedgerRecorder, LookupConflictError, StreamConflictError
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from domain.ports import DueWork, Lookup, ReadCheck
-
-from .dynamodb_helpers import at, event
+from tests.support.dynamodb_events import at, event
 
 pytestmark = pytest.mark.dynamodb
 

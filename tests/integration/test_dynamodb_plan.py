@@ -8,8 +8,7 @@ from adapters.dynamodb.items import due_bucket
 from adapters.dynamodb.transactions import plan_commit
 from adapters.recorder import StreamConflictError
 from domain.ports import DueWork, Lookup, ReadCheck
-
-from .dynamodb_helpers import at, event
+from tests.support.dynamodb_events import at, event
 
 AT = "2026-11-29T12:00:00.000001Z"
 

@@ -18,10 +18,9 @@ from adapters.recorder import LookupConflictError, StreamConflictError
 from adapters.store import LedgerStore
 from domain.errors import CommitTooLarge, StoreUnavailable
 from domain.ports import Commit, DueWork, Lookup, ReadCheck
+from tests.support.dynamodb_events import T0, at, event, new_stream
 from tests.support.dynamodb_fixtures import new_client, new_table_name
 from tests.support.faults import RequestCounter, ScriptedFaultClient, client_error, not_sent
-
-from .dynamodb_helpers import T0, at, event, new_stream
 
 pytestmark = pytest.mark.dynamodb
 

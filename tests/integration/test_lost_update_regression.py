@@ -25,9 +25,8 @@ from adapters.store import LedgerStore
 from domain.base import LedgerAggregate
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit
+from tests.support.dynamodb_events import new_stream
 from tests.support.dynamodb_fixtures import new_client
-
-from .dynamodb_helpers import new_stream
 
 pytestmark = [pytest.mark.dynamodb, pytest.mark.slow]
 

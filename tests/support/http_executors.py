@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from adapters.executors.http import HttpExecutor
 from adapters.executors.loader import LoadedExecutors, load_executors
 from adapters.settings import load_settings
-from domain.ports import Clock
+from domain.ports import Clock, ExecutionRequest
+from domain.spec import parse_spec
+from tests.support.worlds.approval import base_spec
 
 TOKEN_VARIABLE = "TASKS_TOKEN"
+Build = Callable[..., HttpExecutor]
 # capability per delivery mode, as the crash matrix uses them
 HTTP_MODES = {
     "provider_idempotency": "tasks.create",
@@ -44,3 +49,11 @@ def load_http(tmp_path: Path, text: str, token: str, clock: Clock | None = None,
     loaded_settings = load_settings(executors_file=str(path), fake_executors=False,
                                     store="memory", **settings)
     return load_executors(loaded_settings, clock=clock, environ=env, plugins=[])
+
+
+def request_for(executor: HttpExecutor, key: str, *, seconds: float = 20,
+                content: dict[str, Any] | None = None, **spec: Any) -> ExecutionRequest:
+    data = base_spec(capability=executor.capability, executor_build=executor.build_digest,
+                     content=content or {"title": "Buy milk"}, **spec)
+    return ExecutionRequest(parse_spec(data), "att_test", key,
+                            datetime.now(UTC) + timedelta(seconds=seconds))

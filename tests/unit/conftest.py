@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.unit.replay import Replay
+from tests.support.replay import Replay
 
 
 @pytest.fixture

@@ -16,59 +16,17 @@ from domain.attempt import (
 from domain.directory import DeliveryMode
 from domain.errors import IllegalTransition, LedgerError, NotOutcomeUnknown, StaleRevision
 from domain.timeutil import format_utc
-from tests.unit.factories import T0, digest
-from tests.unit.replay import Replay
-
-LEASE = 60
-AFTER_EXPIRY = T0 + timedelta(seconds=LEASE)
-RECEIPT = {"provider_id": "task-981", "applied_at": "2026-01-01T12:00:05Z"}
-
-
-def new_attempt(
-    replay: Replay, mode: DeliveryMode = DeliveryMode.PROVIDER_IDEMPOTENCY
-) -> ExecutionAttempt:
-    return replay.track(
-        ExecutionAttempt(
-            attempt_id="att_1",
-            proposal_id="prop_1",
-            proposal_version=1,
-            payload_hash=digest("1"),
-            view_hash=digest("2"),
-            idempotency_key="idk_1",
-            capability="fake.provider_idempotency",
-            executor_build=digest("a"),
-            delivery_mode=mode.value,
-            actor_id="alice",
-            identity_binding_id="ib-alice",
-            channel_binding_id="cb-1",
-            conversation_key="conv-1",
-            permission="tasks.write",
-            target_id="task:42",
-            target_revision="r7",
-            at=format_utc(T0),
-        )
-    )
-
-
-def leased(
-    replay: Replay, mode: DeliveryMode = DeliveryMode.PROVIDER_IDEMPOTENCY
-) -> tuple[ExecutionAttempt, int]:
-    attempt = new_attempt(replay, mode)
-    return attempt, attempt.lease(owner="worker-a", now=T0, lease_seconds=LEASE)
-
-
-def dispatched(
-    replay: Replay, mode: DeliveryMode = DeliveryMode.PROVIDER_IDEMPOTENCY
-) -> tuple[ExecutionAttempt, int]:
-    attempt, gen = leased(replay, mode)
-    attempt.mark_dispatch(generation=gen, now=T0 + timedelta(seconds=1))
-    return attempt, gen
-
-
-def outcome_unknown(replay: Replay) -> ExecutionAttempt:
-    attempt, _ = dispatched(replay, DeliveryMode.OPERATOR_RECONCILIATION_ONLY)
-    attempt.record_unknown(reason_code="lease_expired_after_dispatch", now=AFTER_EXPIRY)
-    return attempt
+from tests.support.aggregates import (
+    AFTER_EXPIRY,
+    LEASE,
+    RECEIPT,
+    dispatched,
+    leased,
+    new_attempt,
+    outcome_unknown,
+)
+from tests.support.factories import T0
+from tests.support.replay import Replay
 
 
 def refused(attempt: ExecutionAttempt, command: Callable[[], object]) -> LedgerError:

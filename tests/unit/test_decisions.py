@@ -10,9 +10,9 @@ from domain.errors import IllegalTransition
 from domain.notifications import NotificationType, expired_at, proposal_notifications
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
 from domain.timeutil import format_utc
-from tests.unit.factories import T0
-from tests.unit.replay import Replay
-from tests.unit.test_proposal import AT, NOW, TTL, claim, new_proposal, present, version_args
+from tests.support.aggregates import AT, NOW, TTL, claim, new_proposal, present, version_args
+from tests.support.factories import T0
+from tests.support.replay import Replay
 
 LATER = T0 + TTL + timedelta(seconds=1)
 

@@ -23,8 +23,8 @@ from domain.directory import (
 )
 from domain.errors import InvalidInput
 from domain.timeutil import format_utc
-from tests.unit.factories import T0, digest
-from tests.unit.replay import Replay
+from tests.support.factories import T0, digest
+from tests.support.replay import Replay
 
 AT = format_utc(T0)
 CANARY = "zqxcanary4417"

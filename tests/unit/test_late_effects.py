@@ -14,9 +14,9 @@ from domain.errors import NotOutcomeUnknown
 from domain.services.deadline import DeadlineExceeded, InlineCalls, ThreadedCalls
 from domain.services.execution import settle_seconds
 from domain.services.worker_policy import MAX_SETTLE_SECONDS
-from tests.unit.factories import T0
-from tests.unit.replay import Replay
-from tests.unit.test_attempt import AFTER_EXPIRY, LEASE, leased, outcome_unknown
+from tests.support.aggregates import AFTER_EXPIRY, LEASE, leased, outcome_unknown
+from tests.support.factories import T0
+from tests.support.replay import Replay
 
 DEADLINE = T0 + timedelta(seconds=LEASE - 2)
 

@@ -10,55 +10,19 @@ import pytest
 
 from domain.errors import IllegalTransition, LedgerError, ProposalClaimed, StaleVersion
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
-from domain.spec import parse_spec, payload_hash, view_hash
 from domain.timeutil import format_utc
-from tests.unit.factories import T0, spec_data
-from tests.unit.replay import Replay
-
-RENDERER = "renderer:v1"
-TTL = timedelta(minutes=30)
-NOW = T0 + timedelta(minutes=1)
-AT = format_utc(T0)
-
-
-def version_args(**overrides: Any) -> dict[str, Any]:
-    spec = parse_spec(spec_data(**overrides))
-    ph = payload_hash(spec)
-    return {
-        "spec": spec.canonical_dict(),
-        "payload_hash": ph,
-        "view_hash": view_hash(ph, RENDERER, f"preview of {ph}"),
-        "renderer_build": RENDERER,
-    }
-
-
-def new_proposal(replay: Replay) -> Proposal:
-    return replay.track(Proposal(proposal_id="prop_1", actor_id="alice", at=AT, **version_args()))
-
-
-def present(proposal: Proposal, presentation_id: str, version: int | None = None) -> None:
-    proposal.present(
-        presentation_id=presentation_id,
-        version=proposal.current_version if version is None else version,
-        token_hash=f"hash-of-{presentation_id}",
-        identity_binding_id="ib-alice",
-        channel_binding_id="cb-1",
-        conversation_key="conv-1",
-        expires_at=format_utc(T0 + TTL),
-        at=AT,
-    )
-
-
-def revise(proposal: Proposal, expected_version: int | None, **spec: Any) -> int:
-    return proposal.revise(
-        expected_version=expected_version,
-        at=AT,
-        **version_args(**(spec or {"destination": f"list-{proposal.current_version + 1}"})),
-    )
-
-
-def claim(proposal: Proposal, presentation_id: str, now: Any = NOW) -> None:
-    proposal.claim(presentation_id=presentation_id, attempt_id="att_1", now=now, at=AT)
+from tests.support.aggregates import (
+    AT,
+    NOW,
+    TTL,
+    claim,
+    new_proposal,
+    present,
+    revise,
+    version_args,
+)
+from tests.support.factories import T0
+from tests.support.replay import Replay
 
 
 def refused(proposal: Proposal, command: Callable[[], object]) -> LedgerError:

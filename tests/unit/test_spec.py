@@ -29,7 +29,7 @@ from domain.spec import (
     payload_hash,
     view_hash,
 )
-from tests.unit.factories import digest, spec_data
+from tests.support.factories import digest, spec_data
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

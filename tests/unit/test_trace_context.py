@@ -13,9 +13,9 @@ from adapters.store import make_mapper
 from domain.attempt import ExecutionAttempt
 from domain.audit import verify_chain
 from domain.tracing import clean_trace_context
-from tests.unit.factories import T0, digest
-from tests.unit.replay import Replay
-from tests.unit.test_attempt import new_attempt
+from tests.support.aggregates import new_attempt
+from tests.support.factories import T0, digest
+from tests.support.replay import Replay
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

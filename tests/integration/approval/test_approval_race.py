@@ -12,8 +12,7 @@ from domain.attempt import ExecutionAttempt
 from domain.errors import LedgerError
 from domain.proposal import PresentationStatus, Proposal
 from domain.services.approval import ApprovalResult, approve
-
-from .world import World, check_approval_invariants
+from tests.support.worlds.approval import World, check_approval_invariants
 
 THREADS = 25
 

@@ -17,8 +17,7 @@ from domain.services.approval import approve
 from domain.services.directory import put_record
 from domain.services.proposals import propose
 from domain.services.retry import CONFLICT_RETRY_LIMIT, retry_on_conflict
-
-from .world import World, base_spec
+from tests.support.worlds.approval import World, base_spec
 
 
 class ConflictingStore:

@@ -20,8 +20,7 @@ from adapters.store import LedgerStore
 from domain.errors import ApprovalUnavailable, LedgerError
 from domain.services.approval import ApprovalResult, approve
 from domain.services.decisions import DeclineResult, decline
-
-from .world import World, check_approval_invariants
+from tests.support.worlds.approval import World, check_approval_invariants
 
 THREADS = 25
 SKEWS = (0.0, 0.005, 0.02, 0.1, 0.3)

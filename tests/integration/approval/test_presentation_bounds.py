@@ -18,8 +18,7 @@ from domain.errors import ApprovalUnavailable, EventTooLarge, TooManyPresentatio
 from domain.proposal import PresentationStatus, Proposal
 from domain.services.approval import approve
 from domain.services.proposals import propose
-
-from .world import World, base_spec
+from tests.support.worlds.approval import World, base_spec
 
 LIMIT = 5
 LONG_TTL = 86400

@@ -11,8 +11,7 @@ import pytest
 from domain.proposal import Proposal
 from domain.services.proposals import propose
 from domain.spec import canonical_bytes, format_utc, parse_spec, payload_hash
-
-from .world import DIGEST, SPEC_EXPIRES, World, base_spec
+from tests.support.worlds.approval import DIGEST, SPEC_EXPIRES, World, base_spec
 
 OTHER = "sha256:" + "cd" * 32
 

@@ -22,8 +22,7 @@ from domain.proposal import PresentationStatus, Proposal, ProposalStatus
 from domain.services.approval import approve
 from domain.services.proposals import propose
 from domain.spec import ProposalSpec
-
-from .world import World, base_spec
+from tests.support.worlds.approval import World, base_spec
 
 
 def test_token_is_256_bit_and_only_its_hash_is_stored(world: World) -> None:
@@ -127,8 +126,7 @@ def test_invariant_checker_sees_a_claim_without_its_attempt(world: World) -> Non
     its attempt (what a non-atomic approval would leave) is caught."""
     from domain.ports import Commit
     from domain.spec import derive_attempt_id
-
-    from .world import check_approval_invariants
+    from tests.support.worlds.approval import check_approval_invariants
 
     proposal_id = world.propose()
     control = world.present(proposal_id)

@@ -19,8 +19,13 @@ from domain.errors import ApprovalUnavailable, ProposalConflicted
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
 from domain.services.approval import Provenance, approve
 from domain.services.proposals import propose
-
-from .world import BUILD, CAPABILITY, World, base_spec, check_approval_invariants
+from tests.support.worlds.approval import (
+    BUILD,
+    CAPABILITY,
+    World,
+    base_spec,
+    check_approval_invariants,
+)
 
 
 def unknown_token_failure(world: World) -> ApprovalUnavailable:

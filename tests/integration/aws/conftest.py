@@ -1,41 +1,20 @@
 """The Lambda handlers in-process, on a ledger over the DynamoDB emulator, fed
-the table's real DynamoDB Streams records."""
+the table's real DynamoDB Streams records (helpers in tests/support/aws_lambda.py)."""
 
 from __future__ import annotations
 
-import base64
-import copy
 import io
-import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
 
 import pytest
 
 from adapters.aws_lambda import common, projector, worker
-from adapters.bootstrap import Ledger, build_ledger
+from adapters.bootstrap import Ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
-from adapters.settings import load_settings
+from tests.support.aws_lambda import FakeLambdaContext, StreamTap, wire
 from tests.support.clocks import FixedClock
-
-from ..execution.crash import ExecutionWorld
-
-
-@dataclass
-class FakeLambdaContext:
-    """The attributes of a Lambda context that Powertools reads."""
-
-    function_name: str = "ledger-test"
-    function_version: str = "$LATEST"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:ledger-test"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 900_000
+from tests.support.worlds.execution import ExecutionWorld
 
 
 @pytest.fixture(autouse=True)
@@ -54,12 +33,6 @@ def context() -> FakeLambdaContext:
     return FakeLambdaContext()
 
 
-def wire(recorder: Any, clock: FixedClock | None = None, **settings: Any) -> Ledger:
-    """A ledger on ``recorder`` with the fake executors and a hand-moved clock."""
-    return build_ledger(load_settings(store="memory", env="test", **settings),
-                        clock=clock or FixedClock(), recorder=recorder)
-
-
 @pytest.fixture
 def ledger(dynamodb_recorder: DynamoDBLedgerRecorder) -> Ledger:
     """The ledger the handlers use (injected through the test hook)."""
@@ -74,43 +47,6 @@ def world(ledger: Ledger) -> ExecutionWorld:
     assert ledger.effects is not None
     return ExecutionWorld(ledger.store, clock=ledger.clock, registry=ledger.registry,
                           effects=ledger.effects)
-
-
-def _plain(value: Any) -> Any:
-    """boto3's parsed values back to the JSON Lambda delivers (B as base64, time as epoch)."""
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, datetime):
-        return int(value.timestamp())
-    raise TypeError(type(value).__name__)
-
-
-@dataclass
-class StreamTap:
-    """Reads the table's stream from the start, as Lambda's poller would."""
-
-    client: Any
-    arn: str
-    seen: list[dict[str, Any]] = field(default_factory=list)
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every record so far, shaped like the records of a Lambda event."""
-        shards = self.client.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
-        found: list[dict[str, Any]] = []
-        for shard in shards:
-            iterator = self.client.get_shard_iterator(
-                StreamArn=self.arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-            for _ in range(100):  # bounded: an emulator answers all it has at once
-                answer = self.client.get_records(ShardIterator=iterator, Limit=1000)
-                found.extend(answer.get("Records", []))
-                iterator = answer.get("NextShardIterator")
-                if not answer.get("Records") or iterator is None:
-                    break
-        shaped = [json.loads(json.dumps(r, default=_plain)) for r in found]
-        for record in shaped:
-            record["eventSourceARN"] = self.arn
-        return shaped
 
 
 @pytest.fixture
@@ -133,38 +69,3 @@ def logs() -> Iterator[io.StringIO]:
     yield buffer
     for handler, stream in zip(handlers, previous, strict=True):
         handler.setStream(stream)
-
-
-def emitted_metrics(output: str) -> list[dict[str, Any]]:
-    """(name, value, dimensions) of every EMF metric printed to stdout."""
-    found: list[dict[str, Any]] = []
-    for line in output.splitlines():
-        try:
-            blob = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(blob, dict) or "_aws" not in blob:
-            continue
-        for directive in blob["_aws"]["CloudWatchMetrics"]:
-            dimensions = {d: blob[d] for group in directive["Dimensions"] for d in group}
-            for metric in directive["Metrics"]:
-                value = blob[metric["Name"]]
-                found.append({"name": metric["Name"], "namespace": directive["Namespace"],
-                              "value": sum(value) if isinstance(value, list) else value,
-                              "dimensions": dimensions})
-    return found
-
-
-def metric_total(output: str, name: str, **dimensions: str) -> float:
-    return float(sum(
-        m["value"] for m in emitted_metrics(output)
-        if m["name"] == name and all(m["dimensions"].get(k) == v for k, v in dimensions.items())
-    ))
-
-
-def without_image(record: dict[str, Any], sequence: str) -> dict[str, Any]:
-    """A malformed copy of a record: no NewImage, its own sequence number."""
-    broken = copy.deepcopy(record)
-    del broken["dynamodb"]["NewImage"]
-    broken["dynamodb"]["SequenceNumber"] = sequence
-    return broken

@@ -19,10 +19,9 @@ from domain.attempt import ExecutionAttempt
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit
 from domain.redaction import REDACTED, redact
+from tests.support.aws_lambda import FakeLambdaContext, wire
 from tests.support.clocks import FixedClock
-
-from ..execution.crash import ExecutionWorld
-from .conftest import FakeLambdaContext, wire
+from tests.support.worlds.execution import ExecutionWorld
 
 
 def http_event(method: str, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:

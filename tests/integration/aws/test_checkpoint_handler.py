@@ -14,10 +14,9 @@ from adapters.bootstrap import Ledger, build_ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.settings import SettingsError, load_settings
 from domain.digest import Digest
-
-from ..approval.world import FixedClock
-from ..execution.crash import ExecutionWorld
-from .conftest import FakeLambdaContext
+from tests.support.aws_lambda import FakeLambdaContext
+from tests.support.worlds.approval import FixedClock
+from tests.support.worlds.execution import ExecutionWorld
 
 pytestmark = pytest.mark.dynamodb
 

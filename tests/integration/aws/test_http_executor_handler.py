@@ -13,11 +13,10 @@ from adapters.aws_lambda import common, worker
 from adapters.executors.http import HttpExecutor
 from domain.directory import DirectoryKind, executor_build_record_id
 from domain.services.approval import approve
-from tests.infra.template import filter_patterns, load_template, passes
+from tests.support.aws_lambda import FakeLambdaContext, StreamTap
 from tests.support.provider_fixtures import Provider
-
-from ..execution.crash import ExecutionWorld
-from .conftest import FakeLambdaContext, StreamTap
+from tests.support.sam_template import filter_patterns, load_template, passes
+from tests.support.worlds.execution import ExecutionWorld
 
 pytestmark = pytest.mark.dynamodb
 

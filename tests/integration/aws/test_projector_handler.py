@@ -9,10 +9,9 @@ import pytest
 from adapters.aws_lambda import projector, worker
 from adapters.bootstrap import Ledger
 from projections.status import STATUS_VIEW
-from tests.infra.template import filter_patterns, load_template, passes
-
-from ..execution.crash import ExecutionWorld
-from .conftest import FakeLambdaContext, StreamTap, metric_total
+from tests.support.aws_lambda import FakeLambdaContext, StreamTap, metric_total
+from tests.support.sam_template import filter_patterns, load_template, passes
+from tests.support.worlds.execution import ExecutionWorld
 
 pytestmark = pytest.mark.dynamodb
 

@@ -13,10 +13,9 @@ from adapters.bootstrap import Ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.streams import work_from_records
 from domain.attempt import AttemptStatus
-from tests.infra.template import filter_patterns, load_template, passes
-
-from ..execution.crash import ExecutionWorld
-from .conftest import FakeLambdaContext, StreamTap, metric_total, wire, without_image
+from tests.support.aws_lambda import FakeLambdaContext, StreamTap, metric_total, wire, without_image
+from tests.support.sam_template import filter_patterns, load_template, passes
+from tests.support.worlds.execution import ExecutionWorld
 
 pytestmark = pytest.mark.dynamodb
 

@@ -12,8 +12,7 @@ import pytest
 
 from domain.services.execution import CrashPoint, SimulatedCrash
 from domain.services.recovery import run_recovery
-
-from .crash import MODES, CrashAfterEffect, CrashAt, ExecutionWorld
+from tests.support.worlds.execution import MODES, CrashAfterEffect, CrashAt, ExecutionWorld
 
 # (status after recovery, effects, executor calls) per boundary and mode
 EXPECTED = {

@@ -8,8 +8,7 @@ import pytest
 
 from domain.errors import ExecutorNoEffect, ExecutorReceiptUnusable
 from domain.ports import ExecutionReceipt, ExecutionRequest
-
-from .crash import MODES, ExecutionWorld
+from tests.support.worlds.execution import MODES, ExecutionWorld
 
 
 class Raising:

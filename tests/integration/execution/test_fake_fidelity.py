@@ -26,10 +26,9 @@ from domain.errors import ExecutorOutcomeUncertain
 from domain.ports import ExecutionRequest
 from domain.services.execution import Outcome
 from domain.spec import parse_spec
-from tests.integration.approval.world import DIGEST
 from tests.support.clocks import FixedClock
-
-from .crash import ExecutionWorld
+from tests.support.worlds.approval import DIGEST
+from tests.support.worlds.execution import ExecutionWorld
 
 
 def request(clock: FixedClock, simulate: str, key: str = "idk_0123456789abcdef0123",

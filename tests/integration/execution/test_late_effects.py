@@ -25,8 +25,7 @@ from domain.services.deadline import LateAnswer, ThreadedCalls
 from domain.services.execution import Outcome, Worker, WorkerPolicy
 from domain.services.recovery import run_recovery
 from domain.services.resolution import resolve
-
-from .crash import LEASE, MODES, ExecutionWorld
+from tests.support.worlds.execution import LEASE, MODES, ExecutionWorld
 
 SETTLE = 120  # the build's settle window after the deadline, in seconds
 

@@ -26,8 +26,7 @@ from adapters.store import LedgerStore
 from domain.attempt import ExecutionAttempt
 from domain.services.execution import CrashPoint, Worker, WorkerPolicy
 from domain.services.recovery import run_recovery
-
-from .crash import MODES, ExecutionWorld
+from tests.support.worlds.execution import MODES, ExecutionWorld
 
 # Real time: a short lease, and a deadline one second inside it.
 POLICY = WorkerPolicy(lease_seconds=2, deadline_margin_seconds=1)

@@ -18,8 +18,7 @@ from domain.directory import (
 )
 from domain.errors import StoreUnavailable
 from domain.services.execution import Outcome
-
-from .crash import MODES, ExecutionWorld
+from tests.support.worlds.execution import MODES, ExecutionWorld
 
 CHANGES: dict[str, tuple[DirectoryKind, str, dict[str, Any], str]] = {
     "actor_disabled": (DirectoryKind.ACTOR, actor_record_id("alice"), {"enabled": False},

@@ -12,8 +12,7 @@ from adapters.executors.fake import register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
 from domain.services.recovery import run_recovery
-
-from .crash import ExecutionWorld
+from tests.support.worlds.execution import ExecutionWorld
 
 
 @pytest.mark.dynamodb

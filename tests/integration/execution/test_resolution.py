@@ -15,8 +15,7 @@ from domain.errors import (
     StaleRevision,
 )
 from domain.services.resolution import reconcile, resolve
-
-from .crash import ExecutionWorld
+from tests.support.worlds.execution import ExecutionWorld
 
 
 def unknown_attempt(xworld: ExecutionWorld, mode: str = "operator_reconciliation_only") -> str:

@@ -12,8 +12,7 @@ from domain.errors import IllegalTransition
 from domain.ports import Commit
 from domain.services.execution import Outcome, Worker
 from domain.services.recovery import run_recovery
-
-from .crash import LEASE, MODES, DuringCall, ExecutionWorld
+from tests.support.worlds.execution import LEASE, MODES, DuringCall, ExecutionWorld
 
 
 def deliver(job: tuple[str, Worker, threading.Barrier]) -> Outcome:

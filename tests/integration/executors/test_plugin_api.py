@@ -150,8 +150,8 @@ def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
     from domain.directory import DirectoryKind, executor_build_record_id
     from domain.services.approval import approve
     from domain.services.execution import CrashPoint, SimulatedCrash
-    from tests.integration.execution.crash import CrashAt, ExecutionWorld
     from tests.support.clocks import FixedClock
+    from tests.support.worlds.execution import CrashAt, ExecutionWorld
 
     monkeypatch.syspath_prepend(str(example_plugin_path))
     notes = tmp_path / "notes.jsonl"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +10,8 @@ import pytest
 
 from adapters.executors.http import HttpExecutor
 from adapters.system import SystemClock
-from domain.ports import ExecutionRequest
-from domain.spec import parse_spec
-from tests.integration.approval.world import base_spec
-from tests.support.http_executors import HTTP_MODES, executors_toml, load_http
+from tests.support.http_executors import HTTP_MODES, Build, executors_toml, load_http
 from tests.support.provider_fixtures import Provider
-
-Build = Callable[..., HttpExecutor]
 
 
 @pytest.fixture
@@ -37,11 +31,3 @@ def http_executor(tmp_path: Path, provider: Provider) -> Iterator[Build]:
     yield build
     for registry in opened:
         registry.close()
-
-
-def request_for(executor: HttpExecutor, key: str, *, seconds: float = 20,
-                content: dict[str, Any] | None = None, **spec: Any) -> ExecutionRequest:
-    data = base_spec(capability=executor.capability, executor_build=executor.build_digest,
-                     content=content or {"title": "Buy milk"}, **spec)
-    return ExecutionRequest(parse_spec(data), "att_test", key,
-                            datetime.now(UTC) + timedelta(seconds=seconds))

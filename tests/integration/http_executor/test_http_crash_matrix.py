@@ -12,10 +12,9 @@ import pytest
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
 from domain.services.execution import CrashPoint, SimulatedCrash
-from tests.integration.execution.crash import CrashAfterEffect, CrashAt
 from tests.support.provider_fixtures import Provider
-
-from .world import HttpWorld, http_world
+from tests.support.worlds.execution import CrashAfterEffect, CrashAt
+from tests.support.worlds.http_executor import HttpWorld, http_world
 
 pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 

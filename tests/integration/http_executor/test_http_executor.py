@@ -9,9 +9,8 @@ import time
 import pytest
 
 from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain, ExecutorReceiptUnusable
+from tests.support.http_executors import Build, request_for
 from tests.support.provider_fixtures import Provider
-
-from .conftest import Build, request_for
 
 
 def key() -> str:

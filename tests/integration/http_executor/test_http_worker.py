@@ -14,8 +14,7 @@ from domain.services.execution import Worker, WorkerPolicy
 from domain.services.recovery import run_recovery
 from domain.timeutil import parse_utc
 from tests.support.provider_fixtures import Provider
-
-from .world import http_world
+from tests.support.worlds.http_executor import http_world
 
 pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 

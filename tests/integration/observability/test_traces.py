@@ -29,9 +29,8 @@ from api.http.auth import mint_token
 from domain.attempt import ExecutionAttempt
 from domain.services.execution import Outcome
 from domain.timeutil import format_utc
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, directory_puts
-from tests.e2e.test_lifecycle_http import API, spec
 from tests.support.clocks import FixedClock
+from tests.support.http_helpers import API, DIRECTORY, PROVENANCE, directory_puts, spec
 
 # The worker's span hangs under the span the Queued event was created in.
 EXPECTED_TREE = """\

@@ -10,11 +10,7 @@ from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
 from projections.ports import ViewStore
 from projections.projector import Projector
-
-from ..approval.conftest import store
-from ..execution.crash import ExecutionWorld
-
-__all__ = ["store"]
+from tests.support.worlds.execution import ExecutionWorld
 
 
 @pytest.fixture

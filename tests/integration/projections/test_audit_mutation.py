@@ -17,9 +17,8 @@ from adapters.store import LedgerStore
 from projections.audit import audit_attempt
 from projections.ports import ViewStore
 from projections.projector import Projector
-
-from ..execution.crash import ExecutionWorld
-from .raw import Row, read_rows, replace_rows
+from tests.support.raw_views import Row, read_rows, replace_rows
+from tests.support.worlds.execution import ExecutionWorld
 
 
 def edit(rows: list[Row], k: int) -> list[Row]:

@@ -24,9 +24,8 @@ from adapters.store import LedgerStore
 from domain.digest import Digest, build_digest
 from domain.directory import DirectoryKind, actor_record_id
 from domain.spec import format_utc
-
-from ..execution.crash import ExecutionWorld
-from .raw import Row, read_rows, replace_rows
+from tests.support.raw_views import Row, read_rows, replace_rows
+from tests.support.worlds.execution import ExecutionWorld
 
 Mutation = Callable[[LedgerStore, str, list[Row]], list[Row]]
 

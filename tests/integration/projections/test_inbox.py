@@ -11,8 +11,7 @@ from domain.services.decisions import cancel, decline
 from projections.inbox import list_inbox
 from projections.ports import ViewStore
 from projections.projector import Projector
-
-from ..execution.crash import ExecutionWorld
+from tests.support.worlds.execution import ExecutionWorld
 
 
 def page_all(views: ViewStore, status: ProposalStatus, now: datetime, limit: int = 1

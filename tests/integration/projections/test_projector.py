@@ -17,8 +17,7 @@ from domain.services.resolution import resolve
 from projections.ports import ViewStore
 from projections.projector import Projector
 from projections.status import STATUS_VIEW, status_list_key, status_record
-
-from ..execution.crash import LEASE, MODES, CrashAt, ExecutionWorld
+from tests.support.worlds.execution import LEASE, MODES, CrashAt, ExecutionWorld
 
 
 def test_projecting_twice_is_idempotent(pworld: ExecutionWorld, projector: Projector,

@@ -22,8 +22,7 @@ from domain.services.execution import SimulatedCrash as ExecutionCrash
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW, status_list_key
 from tests.support.clocks import FixedClock
-
-from ..execution.crash import CrashAt, ExecutionWorld
+from tests.support.worlds.execution import CrashAt, ExecutionWorld
 
 
 class SimulatedCrash(Exception):

@@ -20,9 +20,8 @@ from adapters.store import LedgerStore
 from adapters.streams import MalformedRecord, work_from_record, work_from_records
 from domain.attempt import ExecutionAttempt
 from domain.services.approval import approve
-
-from ..approval.world import World
-from ..execution.crash import ExecutionWorld
+from tests.support.worlds.approval import World
+from tests.support.worlds.execution import ExecutionWorld
 
 
 def world_on(ledger_store: LedgerStore, registry: Any, effects: Any) -> ExecutionWorld:

@@ -15,8 +15,15 @@ from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
 from domain.services.approval import Provenance
 from domain.spec import ATTEMPT_ID_PREFIX
-from tests.e2e.helpers import DIRECTORY, PROVENANCE, Headers, directory_puts
-from tests.e2e.test_lifecycle_http import API, propose_and_present, run_worker
+from tests.support.http_helpers import (
+    API,
+    DIRECTORY,
+    PROVENANCE,
+    Headers,
+    directory_puts,
+    propose_and_present,
+    run_worker,
+)
 
 STRANGER = Provenance("bob", "ib-bob", "cb-bob", "C999")
 ROLES = ("admin", "proposer", "channel", "actor", "metrics", "anonymous")
@@ -113,6 +120,6 @@ def build_world(client: TestClient, ledger: Ledger, bearer: Callable[..., Header
 
 
 def _spec() -> dict[str, Any]:
-    from tests.e2e.test_lifecycle_http import spec
+    from tests.support.http_helpers import spec
 
     return spec()

@@ -11,10 +11,10 @@ from adapters.executors.loader import LoadedExecutors
 from adapters.store import LedgerStore
 from domain.directory import DirectoryKind, executor_build_record_id
 from domain.services.approval import approve
-from tests.integration.execution.crash import ExecutionWorld
 from tests.support.clocks import FixedClock
 from tests.support.http_executors import HTTP_MODES, executors_toml, load_http
 from tests.support.provider_fixtures import Provider
+from tests.support.worlds.execution import ExecutionWorld
 
 
 @dataclass

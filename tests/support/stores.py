@@ -1,4 +1,5 @@
-"""Backends for the approval slice: every test runs on memory, SQLite and DynamoDB."""
+"""Pytest plugin: the ``store`` fixture, every test that asks for it runs on memory,
+SQLite and DynamoDB (the emulator; marked ``dynamodb``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import pytest
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
-
-from .world import World, check_approval_invariants
 
 
 @pytest.fixture(
@@ -31,12 +30,3 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStor
         recorder.close()
     else:
         yield LedgerStore(request.getfixturevalue("dynamodb_recorder"))
-
-
-@pytest.fixture
-def world(store: LedgerStore) -> Iterator[World]:
-    """The approval world; after every test, I1-I3 are checked on the raw store
-    for every proposal the test created."""
-    created = World(store)
-    yield created
-    check_approval_invariants(store, created.tokens.proposal_ids, created.clock.now())

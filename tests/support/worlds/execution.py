@@ -12,8 +12,7 @@ from domain.ports import ExecutionReceipt, ExecutionRequest
 from domain.services.approval import approve
 from domain.services.execution import CrashPoint, SimulatedCrash, Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
-
-from ..approval.world import World
+from tests.support.worlds.approval import World
 
 MODES = {
     "provider_idempotency": "fake.provider_idempotency",

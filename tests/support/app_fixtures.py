@@ -1,0 +1,71 @@
+"""Pytest plugin: a memory-store app with a fixed clock, for the HTTP and CLI tests.
+
+``hermetic_env`` is not autouse here; tests/e2e turns it on for the whole folder,
+other modules ask for it with ``pytest.mark.usefixtures("hermetic_env")``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from adapters.bootstrap import Ledger, build_ledger
+from adapters.settings import Settings, load_settings
+from api.http.app import create_app
+from api.http.auth import mint_token
+from tests.support.clocks import FixedClock
+from tests.support.http_helpers import DIRECTORY, FIXED_NOW, PROVENANCE, Headers, directory_puts
+
+
+@pytest.fixture
+def hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No LEDGER_* variable from the outer environment leaks into the test."""
+    for name in list(os.environ):
+        if name.startswith("LEDGER_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings(store="memory", env="test")
+
+
+@pytest.fixture
+def ledger(settings: Settings) -> Iterator[Ledger]:
+    wired = build_ledger(settings, clock=FixedClock(FIXED_NOW))
+    yield wired
+    wired.close()
+
+
+@pytest.fixture
+def client(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
+    with TestClient(create_app(settings, ledger=ledger)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def bearer(settings: Settings) -> Callable[..., Headers]:
+    """``bearer("admin")`` -> an Authorization header the app accepts."""
+
+    def make(role: str = "admin", subject: str = "tester", **kwargs: Any) -> Headers:
+        if role == "channel":
+            kwargs.setdefault("provenance", PROVENANCE)
+        token = mint_token(settings, subject=subject, role=role, **kwargs)
+        return {"Authorization": f"Bearer {token}"}
+
+    return make
+
+
+@pytest.fixture
+def admin(bearer: Callable[..., Headers]) -> Headers:
+    return bearer("admin")
+
+
+@pytest.fixture
+def directory(client: TestClient, admin: Headers) -> None:
+    for path, body in directory_puts():
+        response = client.put(DIRECTORY + path, json=body, headers=admin)
+        assert response.status_code == 200, response.text
