@@ -9,7 +9,7 @@ are two drivers of the same :class:`Ledger`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from adapters.backend import Backend, Lag
 from adapters.executors.fake import EffectLedger, FileEffectLedger
@@ -31,9 +31,12 @@ from domain.tracing import NullTracer, Tracer
 from projections.ports import Subscriber, TrackedViewStore
 from projections.projector import Projector
 
+if TYPE_CHECKING:
+    from adapters.dynamodb.client import DynamoDBClient, DynamoDBStreamsClient
 
-def build_backend(settings: Settings, *, dynamodb_client: Any = None,
-                  dynamodb_streams_client: Any = None) -> Backend:
+
+def build_backend(settings: Settings, *, dynamodb_client: DynamoDBClient | None = None,
+                  dynamodb_streams_client: DynamoDBStreamsClient | None = None) -> Backend:
     """The backend the settings choose; creates the embedded schema if needed."""
     if settings.store is StoreKind.MEMORY:
         from adapters.memory.backend import MemoryBackend
@@ -50,7 +53,8 @@ def build_backend(settings: Settings, *, dynamodb_client: Any = None,
                                 streams_client=dynamodb_streams_client)
 
 
-def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> LedgerRecorder:
+def build_recorder(settings: Settings, *,
+                   dynamodb_client: DynamoDBClient | None = None) -> LedgerRecorder:
     """The recorder the settings choose (the backend's)."""
     return build_backend(settings, dynamodb_client=dynamodb_client).recorder
 
@@ -162,8 +166,8 @@ def build_ledger(
     tokens: TokenSource | None = None,
     recorder: LedgerRecorder | None = None,
     backend: Backend | None = None,
-    dynamodb_client: Any = None,
-    dynamodb_streams_client: Any = None,
+    dynamodb_client: DynamoDBClient | None = None,
+    dynamodb_streams_client: DynamoDBStreamsClient | None = None,
 ) -> Ledger:
     """Wire a ledger from settings; tests inject clock, tokens, a recorder or a backend."""
     clock = clock or SystemClock()

@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from adapters.backend import Backend, Lag, LogSubscription, WorkFeed
 from adapters.dynamodb import items as it
-from adapters.dynamodb.client import DynamoDBClient, request_error
+from adapters.dynamodb.client import DynamoDBClient, DynamoDBStreamsClient, request_error
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.streams import DynamoDBStreamFeed, StreamSubscription
 from adapters.dynamodb.views import DynamoDBViewStore
@@ -25,8 +25,9 @@ class DynamoDBBackend(Backend):
     kind = "dynamodb"
 
     def __init__(self, recorder: DynamoDBLedgerRecorder, *,
-                 streams_client: Any = None,
-                 make_streams_client: Callable[[], Any] | None = None) -> None:
+                 streams_client: DynamoDBStreamsClient | None = None,
+                 make_streams_client: Callable[[], DynamoDBStreamsClient] | None = None
+                 ) -> None:
         self.recorder: DynamoDBLedgerRecorder = recorder
         self.views: DynamoDBViewStore = DynamoDBViewStore(
             recorder.client, recorder.table_name, retrier=recorder.retrier)
@@ -36,7 +37,8 @@ class DynamoDBBackend(Backend):
 
     @classmethod
     def open(cls, table_name: str, *, client: DynamoDBClient | None = None,
-             due_buckets: int = 16, streams_client: Any = None) -> DynamoDBBackend:
+             due_buckets: int = 16, streams_client: DynamoDBStreamsClient | None = None
+             ) -> DynamoDBBackend:
         recorder = DynamoDBLedgerRecorder(table_name=table_name, client=client,
                                           due_buckets=due_buckets)
         return cls(recorder, streams_client=streams_client)
@@ -46,7 +48,7 @@ class DynamoDBBackend(Backend):
                                make_streams_client=self._make_streams_client)
 
     @property
-    def streams_client(self) -> Any:
+    def streams_client(self) -> DynamoDBStreamsClient:
         if self._streams_client is None:
             if self._make_streams_client is not None:
                 self._streams_client = self._make_streams_client()

@@ -23,6 +23,7 @@ from eventsourcing.persistence import IntegrityError, Tracking
 
 from adapters.dynamodb import items as it
 from adapters.dynamodb.client import (
+    DynamoDBClient,
     DynamoDBUnavailableError,
     Retrier,
     error_code,
@@ -57,7 +58,8 @@ def shard_tracking_name(subscriber: str, shard_id: str) -> str:
 class DynamoDBViewStore:
     """Implements ``projections.ports.ViewStore`` on the ledger table."""
 
-    def __init__(self, client: Any, table_name: str, *, retrier: Retrier | None = None) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str, *,
+                 retrier: Retrier | None = None) -> None:
         self.client = client
         self.table_name = table_name
         self.retrier = retrier or Retrier()
