@@ -11,6 +11,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -204,7 +205,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         }
         ids: list[str] = []
         while True:
-            page = self._call(lambda r=dict(request): self.client.scan(**r))  # type: ignore[misc]
+            page = self._call(partial(self.client.scan, **request))
             for item in page.get("Items", []):
                 pk = item[it.PK]["S"]
                 if pk.startswith(self.key_prefix) and not pk.startswith(it.RESERVED_PREFIXES):
@@ -253,7 +254,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
                 page_request["Limit"] = limit - returned
             if start is not None:
                 page_request["ExclusiveStartKey"] = start
-            page = self._call(lambda r=page_request: self.client.query(**r))  # type: ignore[misc]
+            page = self._call(partial(self.client.query, **page_request))
             for item in page.get("Items", []):
                 yield item
                 returned += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from eventsourcing.persistence import ApplicationRecorder
+
 from adapters.backend import NotificationLogBackend, NotificationLogSubscription
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.memory.views import MemoryViewStore
@@ -19,6 +21,9 @@ class MemoryBackend(NotificationLogBackend):
         self.views: MemoryViewStore = views or MemoryViewStore()
         self._mapper = make_mapper()
         self._subscriptions: dict[str, NotificationLogSubscription] = {}
+
+    def _log(self) -> ApplicationRecorder:
+        return self.recorder
 
     def reopen(self) -> MemoryBackend:
         return MemoryBackend(self.recorder, self.views)

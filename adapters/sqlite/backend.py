@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eventsourcing.persistence import ApplicationRecorder
+
 from adapters.backend import NotificationLogBackend, NotificationLogSubscription
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.sqlite.views import SQLiteViewStore
@@ -31,6 +33,9 @@ class SQLiteBackend(NotificationLogBackend):
         recorder = SQLiteLedgerRecorder(open_datastore(path))
         recorder.create_table()
         return cls(recorder)
+
+    def _log(self) -> ApplicationRecorder:
+        return self.recorder
 
     def reopen(self) -> SQLiteBackend:
         return SQLiteBackend(self.recorder)
