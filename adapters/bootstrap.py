@@ -35,22 +35,33 @@ if TYPE_CHECKING:
     from adapters.dynamodb.client import DynamoDBClient, DynamoDBStreamsClient
 
 
-def build_backend(settings: Settings, *, dynamodb_client: DynamoDBClient | None = None,
-                  dynamodb_streams_client: DynamoDBStreamsClient | None = None) -> Backend:
-    """The backend the settings choose; creates the embedded schema if needed."""
+def backend_type(settings: Settings) -> type[Backend]:
+    """The backend class the settings choose (the one store choice)."""
     if settings.store is StoreKind.MEMORY:
         from adapters.memory.backend import MemoryBackend
 
-        return MemoryBackend()
+        return MemoryBackend
     if settings.store is StoreKind.SQLITE:
         from adapters.sqlite.backend import SQLiteBackend
 
-        return SQLiteBackend.open(settings.sqlite_path)
+        return SQLiteBackend
     from adapters.dynamodb.backend import DynamoDBBackend
 
-    return DynamoDBBackend.open(settings.dynamodb_table, client=dynamodb_client,
-                                due_buckets=settings.due_work_buckets,
-                                streams_client=dynamodb_streams_client)
+    return DynamoDBBackend
+
+
+def build_backend(settings: Settings, *, dynamodb_client: DynamoDBClient | None = None,
+                  dynamodb_streams_client: DynamoDBStreamsClient | None = None) -> Backend:
+    """The backend the settings choose; creates the embedded schema if needed."""
+    return backend_type(settings).from_settings(
+        settings, dynamodb_client=dynamodb_client,
+        dynamodb_streams_client=dynamodb_streams_client)
+
+
+def preflight(settings: Settings) -> None:
+    """Before anything is opened or logged: the chosen store's check of what the
+    worker and subscriber loops will read (``PreflightError``, one line)."""
+    backend_type(settings).preflight(settings)
 
 
 def build_recorder(settings: Settings, *,

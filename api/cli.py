@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from adapters.settings import Environment, Settings, SettingsError, StoreKind, load_settings
+from adapters.settings import Environment, Settings, SettingsError, load_settings
 from api.cli_audit import SHOW, audit_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
@@ -69,48 +69,6 @@ def _one_line_errors() -> Iterator[None]:
         _fail(f"{type(exc).__name__}: {exc}")
 
 
-STREAMS_UNREACHABLE = (
-    "cannot reach the DynamoDB Streams endpoint {url} ({error}); set "
-    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS (on a local emulator, the same URL as "
-    "AWS_ENDPOINT_URL_DYNAMODB)"
-)
-
-
-def _check_streams_endpoint(settings: Settings) -> None:
-    """On DynamoDB, the worker and the projector read the table's stream: fail at
-    start-up, in one line naming the variable, when its endpoint does not answer."""
-    if settings.store is not StoreKind.DYNAMODB:
-        return
-    import boto3
-    from botocore.exceptions import (
-        ConnectionClosedError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        ReadTimeoutError,
-    )
-
-    from adapters.dynamodb.client import client_config
-
-    client = boto3.client("dynamodbstreams",
-                          config=client_config(connect_timeout=3, read_timeout=5))
-    try:
-        client.list_streams(Limit=1)
-    except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
-            ConnectionClosedError) as exc:
-        _fail(STREAMS_UNREACHABLE.format(url=client.meta.endpoint_url,
-                                         error=type(exc).__name__))
-    finally:
-        client.close()
-
-
-def _describe_store(settings: Settings) -> str:
-    if settings.store is StoreKind.SQLITE:
-        return f"sqlite {settings.sqlite_path}"
-    if settings.store is StoreKind.DYNAMODB:
-        return f"dynamodb table {settings.dynamodb_table}"
-    return "memory (nothing is kept after exit)"
-
-
 @app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -128,7 +86,7 @@ def serve(
 
         settings = load_settings()
         if worker:
-            _check_streams_endpoint(settings)
+            _preflight(settings)
         _configure_logging(settings)
         ledger = _observed(build_ledger(settings))
         _note_without_executors(ledger)
@@ -137,7 +95,7 @@ def serve(
         checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
         mode = "API, worker and recovery" if worker else "API only"
         typer.echo(f"ledger {mode} on http://{host}:{port} "
-                   f"(store: {_describe_store(settings)}; docs at /docs, console at /console)")
+                   f"(store: {ledger.backend.describe()}; docs at /docs, console at /console)")
         _start_metrics_listener(ledger)
         if checkpoints is not None:
             checkpoints.run_once(raise_errors=True)  # a bad key or directory stops start-up
@@ -157,6 +115,18 @@ def serve(
             if runtime is not None:
                 runtime.stop()
             ledger.close()
+
+
+def _preflight(settings: Settings) -> None:
+    """Before anything is opened: what the loops read must answer (one line naming
+    the fix)."""
+    from adapters.backend import PreflightError
+    from adapters.bootstrap import preflight
+
+    try:
+        preflight(settings)
+    except PreflightError as exc:
+        _fail(str(exc))
 
 
 def _note_without_executors(ledger: Any) -> None:
@@ -208,13 +178,13 @@ def worker_command() -> None:
         from adapters.runtime import build_runtime
 
         settings = load_settings()
-        _check_streams_endpoint(settings)
+        _preflight(settings)
         _configure_logging(settings)
         ledger = _observed(build_ledger(settings))
         _note_without_executors(ledger)
         runtime = build_runtime(ledger)
         _start_metrics_listener(ledger)
-        typer.echo(f"ledger worker running (store: {_describe_store(settings)}); Ctrl-C stops")
+        typer.echo(f"ledger worker running (store: {ledger.backend.describe()}); Ctrl-C stops")
         try:
             _run_until_interrupted(runtime)
         finally:
