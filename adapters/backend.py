@@ -258,7 +258,7 @@ class NotificationLogBackend(Backend):
         return self._subscriptions[name]
 
     def attempt_ids(self) -> Iterator[str]:
-        yield from self.recorder.stream_ids(ATTEMPT_ID_PREFIX)  # type: ignore[attr-defined]
+        yield from self.recorder.select_stream_ids(ATTEMPT_ID_PREFIX)
 
     def lag(self, name: str, now: datetime) -> Lag | None:
         return notification_lag(name, self._log(), self.views, self._mapper, now)

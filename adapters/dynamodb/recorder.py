@@ -193,7 +193,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         per_bucket = [self._head_bucket(b) for b in range(it.HEAD_BUCKETS)]
         return heapq.merge(*per_bucket, key=lambda head: head.stream_id)
 
-    def select_stream_ids(self) -> Iterator[str]:
+    def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
         """A paginated ``Scan`` for every version-1 event item (admin use only)."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
@@ -208,7 +208,8 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             page = self._call(partial(self.client.scan, **request))
             for item in page.get("Items", []):
                 pk = item[it.PK]["S"]
-                if pk.startswith(self.key_prefix) and not pk.startswith(it.RESERVED_PREFIXES):
+                if (pk.startswith(self.key_prefix + prefix)
+                        and not pk.startswith(it.RESERVED_PREFIXES)):
                     ids.append(pk[len(self.key_prefix):])
             if "LastEvaluatedKey" not in page:
                 return iter(sorted(ids))
