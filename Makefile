@@ -31,9 +31,9 @@ install: $(STAMP) ## create .venv and install the ledger with its dev extras
 run: $(STAMP) ## run the ledger (API, worker, recovery) on the embedded store
 	$(BIN)/ledger serve
 
-lint: $(STAMP) ## ruff, mypy (strict on domain/, projections/ and api/), import-linter
+lint: $(STAMP) ## ruff, mypy (strict on domain/, projections/, adapters/ and api/), import-linter
 	$(BIN)/ruff check .
-	$(BIN)/mypy domain projections api
+	$(BIN)/mypy domain projections adapters api
 	$(BIN)/lint-imports
 
 test: $(STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite

@@ -10,7 +10,11 @@ else asks which store it runs on. A backend hands out:
 - ``subscription(name)``: the ordered log for one subscriber, resuming from
   the position that subscriber recorded with its last write;
 - ``attempt_ids()``: every attempt stream, for rebuilds (admin batch work);
-- ``lag(name)``: how far a subscriber is behind the log.
+- ``lag(name)``: how far a subscriber is behind the log;
+- ``from_settings(settings)``: the backend opened as the settings say;
+  ``preflight(settings)``: a start-up check, before anything is opened, of
+  what the loops will read (raises :class:`PreflightError`); ``describe()``:
+  the store in a few words.
 
 To add something that differs by store, add an abstract method here and one
 implementation per backend.
@@ -23,11 +27,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Tracking
 
 from adapters.recorder import LedgerRecorder
+
+if TYPE_CHECKING:
+    from adapters.dynamodb.client import DynamoDBClient, DynamoDBStreamsClient
+    from adapters.settings import Settings
 from adapters.streams import WORK_TOPICS
 from domain.spec import ATTEMPT_ID_PREFIX
 from projections.ports import LogBatch, TrackedViewStore
@@ -89,6 +97,11 @@ class LogSubscription(Protocol):
         ...
 
 
+class PreflightError(Exception):
+    """Something the runtime's loops need does not answer; the message is one
+    line naming the setting to fix."""
+
+
 class Backend(ABC):
     """What a store provides; one instance per process, built by bootstrap."""
 
@@ -112,6 +125,25 @@ class Backend(ABC):
     @abstractmethod
     def lag(self, name: str, now: datetime) -> Lag | None:
         """Subscriber ``name``'s lag, or None when this process cannot know it."""
+
+    @classmethod
+    @abstractmethod
+    def from_settings(cls, settings: Settings, *,
+                      dynamodb_client: DynamoDBClient | None = None,
+                      dynamodb_streams_client: DynamoDBStreamsClient | None = None
+                      ) -> Backend:
+        """The backend on the store the settings name (clients injected by tests)."""
+
+    @classmethod
+    def preflight(cls, settings: Settings) -> None:
+        """Fail fast, before anything is opened and the worker and subscriber loops
+        start, when what they read does not answer (:class:`PreflightError`).
+        Nothing to check by default."""
+        return None
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The store in a few words, for the start-up line (no secrets)."""
 
     @abstractmethod
     def reopen(self) -> Backend:
@@ -226,10 +258,11 @@ class NotificationLogBackend(Backend):
         return self._subscriptions[name]
 
     def attempt_ids(self) -> Iterator[str]:
-        yield from self.recorder.stream_ids(ATTEMPT_ID_PREFIX)  # type: ignore[attr-defined]
+        yield from self.recorder.select_stream_ids(ATTEMPT_ID_PREFIX)
 
     def lag(self, name: str, now: datetime) -> Lag | None:
         return notification_lag(name, self._log(), self.views, self._mapper, now)
 
+    @abstractmethod
     def _log(self) -> ApplicationRecorder:
-        return self.recorder  # type: ignore[return-value]
+        """The recorder as the notification log (each subclass's recorder is both)."""

@@ -9,7 +9,7 @@ are two drivers of the same :class:`Ledger`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from adapters.backend import Backend, Lag
 from adapters.executors.fake import EffectLedger, FileEffectLedger
@@ -31,26 +31,41 @@ from domain.tracing import NullTracer, Tracer
 from projections.ports import Subscriber, TrackedViewStore
 from projections.projector import Projector
 
+if TYPE_CHECKING:
+    from adapters.dynamodb.client import DynamoDBClient, DynamoDBStreamsClient
 
-def build_backend(settings: Settings, *, dynamodb_client: Any = None,
-                  dynamodb_streams_client: Any = None) -> Backend:
-    """The backend the settings choose; creates the embedded schema if needed."""
+
+def backend_type(settings: Settings) -> type[Backend]:
+    """The backend class the settings choose (the one store choice)."""
     if settings.store is StoreKind.MEMORY:
         from adapters.memory.backend import MemoryBackend
 
-        return MemoryBackend()
+        return MemoryBackend
     if settings.store is StoreKind.SQLITE:
         from adapters.sqlite.backend import SQLiteBackend
 
-        return SQLiteBackend.open(settings.sqlite_path)
+        return SQLiteBackend
     from adapters.dynamodb.backend import DynamoDBBackend
 
-    return DynamoDBBackend.open(settings.dynamodb_table, client=dynamodb_client,
-                                due_buckets=settings.due_work_buckets,
-                                streams_client=dynamodb_streams_client)
+    return DynamoDBBackend
 
 
-def build_recorder(settings: Settings, *, dynamodb_client: Any = None) -> LedgerRecorder:
+def build_backend(settings: Settings, *, dynamodb_client: DynamoDBClient | None = None,
+                  dynamodb_streams_client: DynamoDBStreamsClient | None = None) -> Backend:
+    """The backend the settings choose; creates the embedded schema if needed."""
+    return backend_type(settings).from_settings(
+        settings, dynamodb_client=dynamodb_client,
+        dynamodb_streams_client=dynamodb_streams_client)
+
+
+def preflight(settings: Settings) -> None:
+    """Before anything is opened or logged: the chosen store's check of what the
+    worker and subscriber loops will read (``PreflightError``, one line)."""
+    backend_type(settings).preflight(settings)
+
+
+def build_recorder(settings: Settings, *,
+                   dynamodb_client: DynamoDBClient | None = None) -> LedgerRecorder:
     """The recorder the settings choose (the backend's)."""
     return build_backend(settings, dynamodb_client=dynamodb_client).recorder
 
@@ -162,8 +177,8 @@ def build_ledger(
     tokens: TokenSource | None = None,
     recorder: LedgerRecorder | None = None,
     backend: Backend | None = None,
-    dynamodb_client: Any = None,
-    dynamodb_streams_client: Any = None,
+    dynamodb_client: DynamoDBClient | None = None,
+    dynamodb_streams_client: DynamoDBStreamsClient | None = None,
 ) -> Ledger:
     """Wire a ledger from settings; tests inject clock, tokens, a recorder or a backend."""
     clock = clock or SystemClock()

@@ -82,8 +82,9 @@ class LedgerRecorder(AggregateRecorder, ABC):
         """Every entry of the head index, sorted by stream id."""
 
     @abstractmethod
-    def select_stream_ids(self) -> Iterator[str]:
-        """Every stream id with events (an admin enumeration: may read the whole store)."""
+    def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
+        """Every stream id with events that starts with ``prefix``, sorted (an admin
+        enumeration for rebuilds and head-index repair: may read the whole store)."""
 
     @abstractmethod
     def insert_head_if_absent(self, head: StreamHead) -> bool:

@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from eventsourcing.persistence import IntegrityError
 
@@ -65,8 +66,7 @@ class Runtime:
         if self.feed is not None:
             self._spawn("ledger-worker", self._worker_loop)
         for run in self.subscribers:
-            self._spawn(f"ledger-{run.subscriber.name}",
-                        lambda run=run: self._subscriber_loop(run))  # type: ignore[misc]
+            self._spawn(f"ledger-{run.subscriber.name}", partial(self._subscriber_loop, run))
         if self.recovery:
             self._spawn("ledger-recovery", self._recovery_loop)
 

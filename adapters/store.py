@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from eventsourcing.domain import CanMutateAggregate
 from eventsourcing.persistence import (
@@ -91,8 +91,10 @@ class LedgerStore:
 
     def events(self, stream_id: str) -> list[CanMutateAggregate[str]]:
         """Domain events of one stream, in version order."""
+        # The library's mapper is typed to answer the widest event protocol; the
+        # events it rebuilds here are the aggregates' own (they carry ``mutate``).
         return [
-            self.mapper.to_domain_event(s)  # type: ignore[misc]
+            cast("CanMutateAggregate[str]", self.mapper.to_domain_event(s))
             for s in self.read_stream(stream_id)
         ]
 

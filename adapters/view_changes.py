@@ -19,7 +19,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from projections.ports import ViewRecord, ViewStore
+from eventsourcing.persistence import Tracking
+
+from projections.ports import TrackedViewStore, ViewRecord
 
 
 class Waiter:
@@ -98,7 +100,7 @@ class ViewChanges:
 class NotifyingViewStore:
     """A view store that signals ``changes`` after every write that moved a row."""
 
-    def __init__(self, inner: ViewStore, changes: ViewChanges | None = None) -> None:
+    def __init__(self, inner: TrackedViewStore, changes: ViewChanges | None = None) -> None:
         self.inner = inner
         self.changes = changes or ViewChanges()
 
@@ -111,10 +113,10 @@ class NotifyingViewStore:
             self.changes.notify(record.name, record.key, record)
         return moved
 
-    def put_views(self, records: Sequence[ViewRecord], *args: Any, **kwargs: Any) -> Any:
+    def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
         """A batched (tracked) write: every row named is signalled; as it may not
         have moved, the waiters read it back from the store."""
-        moved = self.inner.put_views(records, *args, **kwargs)  # type: ignore[attr-defined]
+        moved = self.inner.put_views(records, tracking)
         for record in records:
             self.changes.notify(record.name, record.key)
         return moved
@@ -123,6 +125,9 @@ class NotifyingViewStore:
         self, list_pk: str, limit: int, cursor: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
         return self.inner.list_views(list_pk, limit, cursor)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        return self.inner.max_tracking_id(application_name)
 
     def __getattr__(self, name: str) -> Any:
         # anything else a particular store offers (rebuild helpers, tracking)

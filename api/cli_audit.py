@@ -22,7 +22,11 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
+from adapters.settings import load_settings
+from api.cli_common import fail as _fail
+from api.cli_common import one_line_errors as _one_line_errors
 from domain.errors import DigestInvalid
+from domain.spec import ATTEMPT_ID_PREFIX
 
 SHOW = "show"
 BAD_INPUT = 2
@@ -56,8 +60,6 @@ def _say(message: str, code: int) -> NoReturn:
 @contextmanager
 def _digest_errors() -> Iterator[None]:
     """Bad digests and proofs exit 2; everything else as every other command."""
-    from api.cli import _one_line_errors
-
     with _one_line_errors():
         try:
             yield
@@ -229,3 +231,63 @@ def check_proof_command(
         typer.echo(f"ok: {proof['stream']} version {proof['version']} "
                    f"(event {proof['event_hash']}) is covered by the digest of "
                    f"{digest.created_at}, root {digest.root}")
+
+
+@audit_app.command(SHOW)
+def audit(
+    attempt_id: Annotated[str, typer.Argument(help="The execution attempt id (att_...).")],
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Exit 1 naming the first bad version if a hash chain is broken.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    output: Annotated[str, typer.Option(
+        "--format", help="text, json or mermaid (the attempt's state diagram).")] = "text",
+) -> None:
+    """The redacted timeline of an attempt with its proposal and directory context.
+
+    `ledger audit ATTEMPT_ID` is the same command.
+    """
+    with _one_line_errors():
+        import json as jsonlib
+
+        from adapters.bootstrap import build_ledger
+        from projections.audit import audit_attempt, mermaid_state_diagram
+
+        if output not in ("text", "json", "mermaid"):
+            _fail("--format must be text, json or mermaid")
+        settings = load_settings()
+        ledger = build_ledger(settings)
+        try:
+            if len(attempt_id) > 80 or not attempt_id.startswith(ATTEMPT_ID_PREFIX):
+                _fail("not_found: no such attempt")
+            report = audit_attempt(ledger.store, ledger.views, attempt_id)
+        finally:
+            ledger.close()
+        if not report["attempt"]["events"] and report["attempt"]["first_bad_version"] is None:
+            _fail("not_found: no such attempt")
+        if as_json or output == "json":
+            typer.echo(jsonlib.dumps(report, indent=2, sort_keys=True))
+        elif output == "mermaid":
+            typer.echo(mermaid_state_diagram(report["attempt"]["events"]), nl=False)
+        else:
+            _print_audit(report)
+        if verify and not report["verified"]:
+            streams = [report["attempt"], *report["context"]]
+            bad = next(s for s in streams if not s["verified"])
+            _fail(f"verification failed: {bad['stream_id']} version "
+                  f"{bad['first_bad_version']} ({bad['reason']})")
+
+
+def _print_audit(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    for stream in [report["attempt"], *report["context"]]:
+        mark = "verified" if stream["verified"] else (
+            f"BROKEN at version {stream['first_bad_version']} ({stream['reason']})")
+        table = Table("v", "type", "recorded at", "data", title=f"{stream['stream_id']}: {mark}",
+                      title_justify="left")
+        for event in stream["events"]:
+            data = ", ".join(f"{k}={v}" for k, v in sorted(event["data"].items()))
+            table.add_row(str(event["version"]), event["type"], event["recorded_at"], data)
+        console.print(table)
+    console.print("all chains verified" if report["verified"] else "verification FAILED")

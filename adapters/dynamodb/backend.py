@@ -6,17 +6,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
-from adapters.backend import Backend, Lag, LogSubscription, WorkFeed
+from adapters.backend import Backend, Lag, LogSubscription, PreflightError, WorkFeed
 from adapters.dynamodb import items as it
-from adapters.dynamodb.client import DynamoDBClient, request_error
+from adapters.dynamodb.client import (
+    DynamoDBClient,
+    DynamoDBStreamsClient,
+    client_config,
+    request_error,
+)
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.streams import DynamoDBStreamFeed, StreamSubscription
 from adapters.dynamodb.views import DynamoDBViewStore
 from domain.spec import ATTEMPT_ID_PREFIX
+
+if TYPE_CHECKING:
+    from adapters.settings import Settings
+
+STREAMS_UNREACHABLE = (
+    "cannot reach the DynamoDB Streams endpoint {url} ({error}); set "
+    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS (on a local emulator, the same URL as "
+    "AWS_ENDPOINT_URL_DYNAMODB)"
+)
 
 
 class DynamoDBBackend(Backend):
@@ -25,8 +46,9 @@ class DynamoDBBackend(Backend):
     kind = "dynamodb"
 
     def __init__(self, recorder: DynamoDBLedgerRecorder, *,
-                 streams_client: Any = None,
-                 make_streams_client: Callable[[], Any] | None = None) -> None:
+                 streams_client: DynamoDBStreamsClient | None = None,
+                 make_streams_client: Callable[[], DynamoDBStreamsClient] | None = None
+                 ) -> None:
         self.recorder: DynamoDBLedgerRecorder = recorder
         self.views: DynamoDBViewStore = DynamoDBViewStore(
             recorder.client, recorder.table_name, retrier=recorder.retrier)
@@ -36,7 +58,8 @@ class DynamoDBBackend(Backend):
 
     @classmethod
     def open(cls, table_name: str, *, client: DynamoDBClient | None = None,
-             due_buckets: int = 16, streams_client: Any = None) -> DynamoDBBackend:
+             due_buckets: int = 16, streams_client: DynamoDBStreamsClient | None = None
+             ) -> DynamoDBBackend:
         recorder = DynamoDBLedgerRecorder(table_name=table_name, client=client,
                                           due_buckets=due_buckets)
         return cls(recorder, streams_client=streams_client)
@@ -46,7 +69,7 @@ class DynamoDBBackend(Backend):
                                make_streams_client=self._make_streams_client)
 
     @property
-    def streams_client(self) -> Any:
+    def streams_client(self) -> DynamoDBStreamsClient:
         if self._streams_client is None:
             if self._make_streams_client is not None:
                 self._streams_client = self._make_streams_client()
@@ -55,6 +78,36 @@ class DynamoDBBackend(Backend):
 
                 self._streams_client = boto3.client("dynamodbstreams")
         return self._streams_client
+
+    def describe(self) -> str:
+        return f"dynamodb table {self.recorder.table_name}"
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *,
+                      dynamodb_client: DynamoDBClient | None = None,
+                      dynamodb_streams_client: DynamoDBStreamsClient | None = None
+                      ) -> DynamoDBBackend:
+        return cls.open(settings.dynamodb_table, client=dynamodb_client,
+                        due_buckets=settings.due_work_buckets,
+                        streams_client=dynamodb_streams_client)
+
+    @classmethod
+    def preflight(cls, settings: Settings) -> None:
+        """The worker and the subscribers read the table's stream: fail at start-up,
+        in one line naming the variable, when its endpoint does not answer (a probe
+        with short timeouts, from boto3's own configuration)."""
+        import boto3
+
+        client = boto3.client("dynamodbstreams",
+                              config=client_config(connect_timeout=3, read_timeout=5))
+        try:
+            client.list_streams(Limit=1)
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
+                ConnectionClosedError) as exc:
+            raise PreflightError(STREAMS_UNREACHABLE.format(
+                url=client.meta.endpoint_url, error=type(exc).__name__)) from exc
+        finally:
+            client.close()
 
     def stream_arn(self) -> str:
         table = self._call(lambda: self.recorder.client.describe_table(

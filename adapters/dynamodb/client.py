@@ -19,10 +19,15 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError
 from eventsourcing.persistence import OperationalError, ProgrammingError
 
-if TYPE_CHECKING:  # the stubs are optional; without them the client is Any
+if TYPE_CHECKING:  # the stubs are a dev extra (mypy); at run time the names are Any
+    from boto3.session import Session
     from mypy_boto3_dynamodb.client import DynamoDBClient as DynamoDBClient
+    from mypy_boto3_dynamodbstreams.client import (
+        DynamoDBStreamsClient as DynamoDBStreamsClient,
+    )
 else:
     DynamoDBClient = Any
+    DynamoDBStreamsClient = Any
 
 T = TypeVar("T")
 
@@ -62,7 +67,7 @@ def client_config(**overrides: Any) -> Config:
     return Config(**options)
 
 
-def make_client(*, session: Any = None, **kwargs: Any) -> DynamoDBClient:
+def make_client(*, session: Session | None = None, **kwargs: Any) -> DynamoDBClient:
     """A DynamoDB client with :func:`client_config`.
 
     The endpoint comes from boto3's own ``AWS_ENDPOINT_URL_DYNAMODB`` (or an

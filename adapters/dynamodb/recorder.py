@@ -11,6 +11,7 @@ import heapq
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -192,7 +193,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         per_bucket = [self._head_bucket(b) for b in range(it.HEAD_BUCKETS)]
         return heapq.merge(*per_bucket, key=lambda head: head.stream_id)
 
-    def select_stream_ids(self) -> Iterator[str]:
+    def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
         """A paginated ``Scan`` for every version-1 event item (admin use only)."""
         request: dict[str, Any] = {
             "TableName": self.table_name,
@@ -204,10 +205,11 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         }
         ids: list[str] = []
         while True:
-            page = self._call(lambda r=dict(request): self.client.scan(**r))  # type: ignore[misc]
+            page = self._call(partial(self.client.scan, **request))
             for item in page.get("Items", []):
                 pk = item[it.PK]["S"]
-                if pk.startswith(self.key_prefix) and not pk.startswith(it.RESERVED_PREFIXES):
+                if (pk.startswith(self.key_prefix + prefix)
+                        and not pk.startswith(it.RESERVED_PREFIXES)):
                     ids.append(pk[len(self.key_prefix):])
             if "LastEvaluatedKey" not in page:
                 return iter(sorted(ids))
@@ -253,7 +255,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
                 page_request["Limit"] = limit - returned
             if start is not None:
                 page_request["ExclusiveStartKey"] = start
-            page = self._call(lambda r=page_request: self.client.query(**r))  # type: ignore[misc]
+            page = self._call(partial(self.client.query, **page_request))
             for item in page.get("Items", []):
                 yield item
                 returned += 1

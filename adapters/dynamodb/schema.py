@@ -159,6 +159,7 @@ def describe(client: DynamoDBClient, table_name: str) -> dict[str, Any]:
     """What the table has switched on: streams, SSE, TTL and PITR (for checks)."""
     table = client.describe_table(TableName=table_name)["Table"]
     ttl = client.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
+    pitr: str
     try:
         backups = client.describe_continuous_backups(TableName=table_name)
         pitr = backups["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"][

@@ -17,20 +17,24 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.backend import Lag
-from adapters.dynamodb.client import error_code
+from adapters.dynamodb.client import DynamoDBStreamsClient, error_code
 from adapters.dynamodb.views import DynamoDBViewStore, ShardTracking, shard_tracking_name
 from adapters.streams import attempt_streams_from_records, work_from_records
 from projections.ports import LogBatch
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodbstreams.literals import ShardIteratorTypeType
+    from mypy_boto3_dynamodbstreams.type_defs import RecordTypeDef
 
 logger = logging.getLogger("ledger.streams")
 
 RECORDS_PER_READ = 100
 
 
-def list_shards(client: Any, stream_arn: str) -> list[str]:
+def list_shards(client: DynamoDBStreamsClient, stream_arn: str) -> list[str]:
     """Every shard id of the stream, following ``LastEvaluatedShardId``."""
     shards: list[str] = []
     request: dict[str, Any] = {"StreamArn": stream_arn}
@@ -54,9 +58,9 @@ class DynamoDBStreamFeed:
 
     def __init__(
         self,
-        streams_client: Any,
+        streams_client: DynamoDBStreamsClient,
         stream_arn: str,
-        select: Callable[[list[dict[str, Any]]], list[str]] = work_from_records,
+        select: Callable[[list[RecordTypeDef]], list[str]] = work_from_records,
     ) -> None:
         self.client = streams_client
         self.stream_arn = stream_arn
@@ -85,13 +89,13 @@ class DynamoDBStreamFeed:
             shard_id = shard["ShardId"]
             if shard_id in self.iterators:
                 continue
-            kind = "LATEST" if initial else "TRIM_HORIZON"
+            kind: ShardIteratorTypeType = "LATEST" if initial else "TRIM_HORIZON"
             self.iterators[shard_id] = self.client.get_shard_iterator(
                 StreamArn=self.stream_arn, ShardId=shard_id, ShardIteratorType=kind
             )["ShardIterator"]
 
     def poll(self, wait_seconds: float) -> list[str]:
-        records: list[dict[str, Any]] = []
+        records: list[RecordTypeDef] = []
         for shard_id, iterator in list(self.iterators.items()):
             if iterator is None:
                 continue
@@ -118,9 +122,9 @@ class DynamoDBStreamFeed:
 class StreamSubscription:
     """One subscriber's tracked reading of every shard (``LogSubscription``)."""
 
-    def __init__(self, name: str, streams_client: Any, stream_arn: str,
+    def __init__(self, name: str, streams_client: DynamoDBStreamsClient, stream_arn: str,
                  views: DynamoDBViewStore,
-                 select: Callable[[list[dict[str, Any]]], list[str]] = (
+                 select: Callable[[list[RecordTypeDef]], list[str]] = (
                      attempt_streams_from_records)) -> None:
         self.name = name
         self.client = streams_client
@@ -165,7 +169,7 @@ class StreamSubscription:
         return str(answer["ShardIterator"])
 
     def poll(self) -> LogBatch | None:
-        records: list[dict[str, Any]] = []
+        records: list[RecordTypeDef] = []
         tracking: list[ShardTracking] = []
         for shard_id, iterator in list(self.iterators.items()):
             if iterator is None:
@@ -210,7 +214,7 @@ class StreamSubscription:
         return Lag(self.pending, age, exact=self.caught_up)
 
 
-def _moment(value: Any) -> datetime:
+def _moment(value: datetime | float) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     return datetime.fromtimestamp(float(value), UTC)

@@ -12,9 +12,9 @@ import base64
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 from eventsourcing.persistence import StoredEvent
@@ -32,6 +32,9 @@ from adapters.dynamodb.client import (
 from adapters.recorder import LookupConflictError, StreamConflictError
 from domain.errors import CommitTooLarge
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import PutTypeDef, TransactWriteItemTypeDef
 
 MAX_TRANSACTION_ITEMS = 100
 TOKEN_LENGTH = 36  # DynamoDB's limit for ClientRequestToken
@@ -63,17 +66,16 @@ class CommitPlan:
     (events, read set, lookups, due work), and their targets."""
 
     table_name: str
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[TransactWriteItemTypeDef] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
     has_events: bool = False
     recorded_at: str = ""
 
     @property
-    def single_put(self) -> dict[str, Any] | None:
+    def single_put(self) -> PutTypeDef | None:
         """The one event item, when the commit is a single event and nothing else."""
         if len(self.actions) == 1 and self.has_events:
-            put: dict[str, Any] = self.actions[0]["Put"]
-            return put
+            return self.actions[0].get("Put")
         return None
 
     @property
@@ -180,6 +182,7 @@ def plan_commit(
         latest.pop(entry.attempt_id, None)
         latest[entry.attempt_id] = entry
     for entry in latest.values():
+        action: TransactWriteItemTypeDef
         if entry.next_action_at is None:
             action = {"Delete": {"TableName": table_name, "Key": it.due_key(entry.attempt_id)}}
         else:
@@ -223,7 +226,7 @@ class CommitWriter:
 
     # -- one event: a conditional PutItem ----------------------------------------
 
-    def _put_item(self, plan: CommitPlan, put: Mapping[str, Any]) -> None:
+    def _put_item(self, plan: CommitPlan, put: PutTypeDef) -> None:
         maybe_applied = False
 
         def remember(exc: BaseException) -> None:
@@ -233,7 +236,11 @@ class CommitWriter:
         try:
             self.retrier.call(
                 lambda: self.client.put_item(
-                    **put, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+                    TableName=put["TableName"],
+                    Item=put["Item"],
+                    ConditionExpression=put["ConditionExpression"],
+                    ExpressionAttributeNames=put["ExpressionAttributeNames"],
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 ),
                 on_retry=remember,
             )
@@ -248,7 +255,7 @@ class CommitWriter:
                 return
             raise StreamConflictError(plan.targets[0].name) from exc
 
-    def _stored_item(self, put: Mapping[str, Any], exc: ClientError) -> Any:
+    def _stored_item(self, put: PutTypeDef, exc: ClientError) -> Any:
         old = exc.response.get("Item")
         if old is not None:
             return old

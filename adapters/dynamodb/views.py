@@ -16,13 +16,15 @@ import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 from eventsourcing.persistence import IntegrityError, Tracking
 
 from adapters.dynamodb import items as it
 from adapters.dynamodb.client import (
+    DynamoDBClient,
     DynamoDBUnavailableError,
     Retrier,
     error_code,
@@ -31,6 +33,13 @@ from adapters.dynamodb.client import (
 )
 from domain.errors import StoreUnavailable
 from projections.ports import ViewRecord
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.type_defs import (
+        AttributeValueTypeDef,
+        PutTypeDef,
+        TransactWriteItemTypeDef,
+    )
 
 T = TypeVar("T")
 
@@ -54,10 +63,19 @@ def shard_tracking_name(subscriber: str, shard_id: str) -> str:
     return f"{subscriber}@{shard_id}"
 
 
+class _Condition(TypedDict):
+    """The condition part of a write that must not replace a newer row."""
+
+    ConditionExpression: str
+    ExpressionAttributeNames: dict[str, str]
+    ExpressionAttributeValues: dict[str, AttributeValueTypeDef]
+
+
 class DynamoDBViewStore:
     """Implements ``projections.ports.ViewStore`` on the ledger table."""
 
-    def __init__(self, client: Any, table_name: str, *, retrier: Retrier | None = None) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str, *,
+                 retrier: Retrier | None = None) -> None:
         self.client = client
         self.table_name = table_name
         self.retrier = retrier or Retrier()
@@ -112,7 +130,7 @@ class DynamoDBViewStore:
         return True
 
     @staticmethod
-    def _newer_than_stored(record: ViewRecord) -> dict[str, Any]:
+    def _newer_than_stored(record: ViewRecord) -> _Condition:
         return {
             "ConditionExpression": "attribute_not_exists(#pk) OR #v < :v",
             "ExpressionAttributeNames": {"#pk": it.PK, "#v": "view_version"},
@@ -137,17 +155,16 @@ class DynamoDBViewStore:
 
     def _transact(self, rows: list[ViewRecord], tracking: list[Tracking]) -> int:
         for _ in range(MAX_CONFLICT_ROUNDS):
-            actions: list[dict[str, Any]] = [
-                {"Put": {"TableName": self.table_name, "Item": self._view_item(r),
-                         **self._newer_than_stored(r)}} for r in rows]
+            actions: list[TransactWriteItemTypeDef] = [
+                {"Put": self._newer_view_put(r)} for r in rows]
             actions += [{"Put": self._tracking_put(t)} for t in tracking]
             if not actions:
                 return 0
             token = hashlib.sha256(json.dumps(actions, sort_keys=True).encode()).hexdigest()[:36]
             try:
                 self.retrier.call(
-                    lambda a=actions, t=token: self.client.transact_write_items(  # type: ignore[misc]
-                        TransactItems=a, ClientRequestToken=t),
+                    partial(self.client.transact_write_items,
+                            TransactItems=actions, ClientRequestToken=token),
                     retry_if=_only_transaction_conflicts)
                 return len(rows)
             except (ClientError, BotoCoreError, DynamoDBUnavailableError) as exc:
@@ -168,7 +185,17 @@ class DynamoDBViewStore:
         mapped = request_error(exc)
         return StoreUnavailable() if isinstance(mapped, DynamoDBUnavailableError) else mapped
 
-    def _tracking_put(self, tracking: Tracking) -> dict[str, Any]:
+    def _newer_view_put(self, record: ViewRecord) -> PutTypeDef:
+        condition = self._newer_than_stored(record)
+        return {
+            "TableName": self.table_name,
+            "Item": self._view_item(record),
+            "ConditionExpression": condition["ConditionExpression"],
+            "ExpressionAttributeNames": condition["ExpressionAttributeNames"],
+            "ExpressionAttributeValues": condition["ExpressionAttributeValues"],
+        }
+
+    def _tracking_put(self, tracking: Tracking) -> PutTypeDef:
         position = f"{tracking.notification_id:0{POSITION_DIGITS}d}"
         sequence = getattr(tracking, "sequence_number", "") or str(tracking.notification_id)
         return {

@@ -124,9 +124,9 @@ def make_client(*, verify: bool = True) -> httpx.Client:
     transport = httpx.HTTPTransport(verify=verify, retries=0, trust_env=False)
     pool = getattr(transport, "_pool", None)
     backend = getattr(pool, "_network_backend", None)
-    if backend is None:  # pragma: no cover - guarded by a unit test on the pinned httpx
+    if pool is None or backend is None:  # pragma: no cover - a unit test pins the layout
         raise RuntimeError("httpx transport layout changed: cannot enforce deadlines")
-    pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+    pool._network_backend = _DeadlineBackend(backend)
     return httpx.Client(transport=transport, follow_redirects=False, trust_env=False,
                         headers={"User-Agent": USER_AGENT})
 

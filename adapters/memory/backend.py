@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from eventsourcing.persistence import ApplicationRecorder
+
 from adapters.backend import NotificationLogBackend, NotificationLogSubscription
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.memory.views import MemoryViewStore
 from adapters.store import make_mapper
+
+if TYPE_CHECKING:
+    from adapters.settings import Settings
 
 
 class MemoryBackend(NotificationLogBackend):
@@ -19,6 +26,16 @@ class MemoryBackend(NotificationLogBackend):
         self.views: MemoryViewStore = views or MemoryViewStore()
         self._mapper = make_mapper()
         self._subscriptions: dict[str, NotificationLogSubscription] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **_clients: object) -> MemoryBackend:
+        return cls()
+
+    def describe(self) -> str:
+        return "memory (nothing is kept after exit)"
+
+    def _log(self) -> ApplicationRecorder:
+        return self.recorder
 
     def reopen(self) -> MemoryBackend:
         return MemoryBackend(self.recorder, self.views)

@@ -69,20 +69,15 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
                 self._heads[head.stream_id] = head
             return result
 
-    def stream_ids(self, prefix: str) -> list[str]:
-        """Every stream id starting with ``prefix``, sorted (rebuild enumeration)."""
-        with self._database_lock:
-            return sorted(k for k, v in self._stored_events_index.items()
-                          if v and k.startswith(prefix))
-
     def make_backend(self) -> Backend:
         from adapters.memory.backend import MemoryBackend
 
         return MemoryBackend(self)
 
-    def select_stream_ids(self) -> Iterator[str]:
+    def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
         with self._database_lock:
-            ids = sorted(k for k, v in self._stored_events_index.items() if v)
+            ids = sorted(k for k, v in self._stored_events_index.items()
+                         if v and k.startswith(prefix))
         return iter(ids)
 
     def insert_head_if_absent(self, head: StreamHead) -> bool:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eventsourcing.persistence import ApplicationRecorder
 
 from adapters.backend import NotificationLogBackend, NotificationLogSubscription
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.sqlite.views import SQLiteViewStore
 from adapters.store import make_mapper
+
+if TYPE_CHECKING:
+    from adapters.settings import Settings
 
 
 class SQLiteBackend(NotificationLogBackend):
@@ -31,6 +37,16 @@ class SQLiteBackend(NotificationLogBackend):
         recorder = SQLiteLedgerRecorder(open_datastore(path))
         recorder.create_table()
         return cls(recorder)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **_clients: object) -> SQLiteBackend:
+        return cls.open(settings.sqlite_path)
+
+    def describe(self) -> str:
+        return f"sqlite {self.recorder.datastore.pool.db_name}"
+
+    def _log(self) -> ApplicationRecorder:
+        return self.recorder
 
     def reopen(self) -> SQLiteBackend:
         return SQLiteBackend(self.recorder)

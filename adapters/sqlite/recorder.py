@@ -149,25 +149,18 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             )
         return result
 
-    def stream_ids(self, prefix: str) -> list[str]:
-        """Every stream id starting with ``prefix``, sorted (rebuild enumeration)."""
-        escaped = prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_")
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                f"SELECT originator_id FROM {self.events_table_name} "
-                "WHERE originator_version = 1 AND originator_id LIKE ? ESCAPE '!' "
-                "ORDER BY originator_id", (escaped + "%",))
-            return [row["originator_id"] for row in c.fetchall()]
-
     def make_backend(self) -> Backend:
         from adapters.sqlite.backend import SQLiteBackend
 
         return SQLiteBackend(self)
 
-    def select_stream_ids(self) -> Iterator[str]:
+    def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
+        # substr, not LIKE: a prefix is matched exactly (LIKE ignores ASCII case).
         with self.datastore.transaction(commit=False) as c:
-            c.execute(f"SELECT originator_id FROM {self.events_table_name} "
-                      "WHERE originator_version = 1 ORDER BY originator_id")
+            c.execute(
+                f"SELECT originator_id FROM {self.events_table_name} "
+                "WHERE originator_version = 1 AND substr(originator_id, 1, ?) = ? "
+                "ORDER BY originator_id", (len(prefix), prefix))
             rows = [row["originator_id"] for row in c.fetchall()]
         return iter(rows)
 

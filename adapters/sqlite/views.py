@@ -4,6 +4,7 @@ library's ``tracking`` table for the positions of the log's subscribers."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 
 from eventsourcing.persistence import Tracking
@@ -77,9 +78,9 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
         return page, (page[-1].list_sk if len(rows) > limit and page else None)
 
 
-def _record(row: object) -> ViewRecord:
-    r = dict(row)  # type: ignore[call-overload]
+def _record(row: sqlite3.Row) -> ViewRecord:
+    """A view row; the library's connections make ``sqlite3.Row`` rows."""
     return ViewRecord(
-        name=r["name"], key=r["key"], version=r["version"], data=json.loads(r["data"]),
-        list_pk=r["list_pk"], list_sk=r["list_sk"],
+        name=row["name"], key=row["key"], version=row["version"],
+        data=json.loads(row["data"]), list_pk=row["list_pk"], list_sk=row["list_sk"],
     )

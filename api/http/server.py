@@ -73,6 +73,7 @@ class GuardedH11Protocol(H11Protocol):
         self._reading_body = False
         self.last_start = 0.0
 
+    # uvicorn's own H11Protocol narrows asyncio's BaseTransport to Transport the same way.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.limits.max_connections:
             self._evict_one()

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.recorder import LedgerRecorder
@@ -487,3 +488,23 @@ def test_after_a_failed_commit_the_same_writes_succeed_once_the_condition_holds(
     assert store.version_of(fresh.id) == 1
     assert store.get_lookup(new_key) == {"owner": "new"}
     assert all_due(store, ms(1)) == [DueWork(attempt, ms(1))]
+
+
+# -- stream enumeration (rebuilds, head-index repair) -------------------------------------
+
+
+def test_stream_ids_are_listed_in_order_whole_or_by_prefix(
+    ledger_recorder: LedgerRecorder,
+) -> None:
+    base = new_stream_id()
+    # "%" and "_" are wildcards to SQL LIKE: a prefix must match them literally.
+    ids = [f"{base}_b", f"{base}_a", f"{base}%c", f"{base}xd"]
+    other_case = f"{base.upper()}_e"  # a prefix is matched exactly, case included
+    for stream_id in [*ids, other_case]:
+        ledger_recorder.insert_events([StoredEvent(stream_id, 1, "topic", b"{}")])
+
+    assert list(ledger_recorder.select_stream_ids(f"{base}_")) == [f"{base}_a", f"{base}_b"]
+    assert list(ledger_recorder.select_stream_ids(base)) == sorted(ids)
+    everything = list(ledger_recorder.select_stream_ids())
+    assert everything == sorted(everything)
+    assert {*ids, other_case} <= set(everything)

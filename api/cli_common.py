@@ -1,0 +1,42 @@
+"""What every ``ledger`` command shares: one line on stderr and exit 1 for any failure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from adapters.settings import SettingsError
+from domain.errors import LedgerError
+
+
+def fail(message: str) -> NoReturn:
+    """Print one line on stderr and exit 1."""
+    line = Text("error: ", style="bold red")
+    line.append(" ".join(message.split()))
+    Console(stderr=True, soft_wrap=True, highlight=False).print(line)
+    raise typer.Exit(1)
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Turn every failure into one line on stderr (secrets never reach messages)."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except SettingsError as exc:
+        fail(str(exc))
+    except LedgerError as exc:
+        fail(f"{exc.code}: {exc.detail}")
+    except (ConnectionError, TimeoutError) as exc:
+        fail(f"cannot connect: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        origin = type(exc).__module__.split(".")[0]
+        if origin in {"botocore", "boto3"}:
+            fail(f"AWS: {type(exc).__name__}: {exc}")
+        fail(f"{type(exc).__name__}: {exc}")

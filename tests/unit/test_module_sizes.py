@@ -1,0 +1,28 @@
+"""House rule: modules over ~400 lines are split (the CLI by command group)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_LINES = 400
+
+
+def test_no_module_of_api_is_over_the_limit() -> None:
+    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+             for path in sorted(ROOT.joinpath("api").rglob("*.py"))}
+    assert "api/cli.py" in sizes
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_each_command_group_has_its_own_module() -> None:
+    from api.cli_audit import audit_app
+    from api.cli_dynamodb import dynamodb_app
+    from api.cli_executors import executors_app
+    from api.cli_projections import projections_app
+
+    groups = {"audit": audit_app, "dynamodb": dynamodb_app, "executors": executors_app,
+              "projections": projections_app}
+    from api.cli import app
+
+    assert {info.name: info.typer_instance for info in app.registered_groups} == groups
