@@ -1,0 +1,167 @@
+"""The emulator for the deployed stack: a ministack process with every service,
+a clean environment and its own temporary folder, and proof that it and
+every process it started (the Lambda functions' workers) are gone at the end.
+
+The Lambda workers inherit the emulator's environment, so it is built from
+scratch (no ``LEDGER_*``, ``AWS_*`` or virtual environment of the caller can
+leak into a function) and carries a marker variable naming this run. At the
+end every process carrying the marker is killed by its pid, and a scan of the
+process table proves none is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.ministack import HOST, find_executable, free_port
+
+MARKER = "LEDGER_E2E_AWS_RUN"
+# Passed through from the caller: what a process needs to run, nothing of ours.
+KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def marked_processes(marker: str, *also: str) -> dict[int, str]:
+    """pid -> command line of every process whose environment carries ``marker``
+    (and every ``NAME=value`` of ``also``)."""
+    found: dict[int, str] = {}
+    needles = [f"{MARKER}={marker}".encode(), *(a.encode() for a in also)]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            variables = environ.split(b"\0")
+            if any(needle not in variables for needle in needles):
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        found[int(entry.name)] = cmdline.strip()[:160]
+    return found
+
+
+def clean_environment(marker: str, tmpdir: Path, port: int) -> dict[str, str]:
+    env = {name: os.environ[name] for name in KEPT if name in os.environ}
+    # No virtual environment of ours on the path: the functions must run from
+    # their package alone (the emulator runs them with its own interpreter).
+    env["PATH"] = os.pathsep.join(
+        part for part in env.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+        if not part.startswith(str(Path(sys.prefix)))
+    )
+    env.update({
+        MARKER: marker,
+        "TMPDIR": str(tmpdir),
+        "BIND_HOST": HOST,
+        "GATEWAY_PORT": str(port),
+        "LOG_LEVEL": "WARNING",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    })
+    return env
+
+
+@dataclass
+class Emulator:
+    """A running ministack with every service, on loopback."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    port: int
+    marker: str
+    tmpdir: Path
+    log_path: Path
+    killed: dict[int, str] = field(default_factory=dict)
+
+    def answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/_ministack/health", timeout=1) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> dict[int, str]:
+        """Stop the emulator, then kill by pid every process of this run that is left.
+
+        Returns what was killed after the emulator exited (its orphaned children:
+        the processes of this run that inherited its temporary folder).
+        """
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while True:
+            left = marked_processes(self.marker, f"TMPDIR={self.tmpdir}")
+            if not left:
+                break
+            self.killed.update(left)
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"processes of this run are still alive: {left}")
+            time.sleep(0.1)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        return self.killed
+
+
+def scratch_root() -> str | None:
+    """Where a run keeps its files: memory-backed where Linux offers it, since the
+    emulator unpacks the functions' package once per function (tens of thousands
+    of small files to write and remove); otherwise the default temporary folder."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
+def start(marker: str, tmpdir: Path, timeout: float = 60.0) -> Emulator:
+    """Start ministack (all services) on a free loopback port; wait until it answers.
+
+    ``tmpdir`` (created here, removed by ``stop``) holds its log and the functions'
+    unpacked code.
+    """
+    binary = find_executable()
+    tmpdir.mkdir()
+    port = free_port()
+    log_path = tmpdir / "emulator.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [binary], env=clean_environment(marker, tmpdir, port), cwd=tmpdir,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+    emulator = Emulator(process, f"http://{HOST}:{port}", port, marker, tmpdir, log_path)
+    deadline = time.monotonic() + timeout
+    while not emulator.answers():
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = emulator.log_tail()
+            emulator.stop()
+            raise RuntimeError(f"the emulator did not start on port {port}:\n{tail}")
+        time.sleep(0.1)
+    return emulator

@@ -1,0 +1,153 @@
+"""Package the functions, translate the SAM template, deploy and delete the stack.
+
+The package is built by ``infra/lambda/Makefile`` (what ``sam build`` runs) with
+the wheels of the machine the emulator runs on: the emulator runs each Python
+function as a local process with its own interpreter, not on Lambda's arm64.
+The template is translated here with the SAM translator (as ``sam deploy``
+does before CloudFormation sees it), so the emulator deploys plain
+CloudFormation.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from tests.infra.template import NoManagedPolicies, load_template
+from tests.support.ministack import REPO_ROOT
+
+CODE_KEY = "ledger-functions.zip"
+TERMINAL = {"CREATE_COMPLETE", "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED",
+            "DELETE_COMPLETE", "DELETE_FAILED"}
+
+
+class DeployFailed(RuntimeError):
+    """The stack did not reach the state wanted; the message says which resource failed."""
+
+
+def host_platform() -> str:
+    """The wheel platform of this machine (where the emulator runs the functions)."""
+    machine = platform.machine()
+    return f"manylinux2014_{'aarch64' if machine in ('aarch64', 'arm64') else machine}"
+
+
+def package(build_dir: Path, executors_file: Path) -> Path:
+    """``make -C infra/lambda package`` into ``build_dir``, zipped; the zip's path."""
+    subprocess.run(
+        ["make", "--no-print-directory", "-s", "-C", str(REPO_ROOT / "infra" / "lambda"),
+         "package", f"ARTIFACTS_DIR={build_dir}", f"PLATFORM={host_platform()}",
+         f"PYTHON={sys.executable}", f"EXECUTORS_FILE={executors_file}"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    archive = build_dir.with_suffix(".zip")
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+        for path in sorted(build_dir.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                out.write(path, path.relative_to(build_dir).as_posix())
+    return archive
+
+
+def translate(code_uri: str, parameters: Mapping[str, str]) -> dict[str, Any]:
+    """The CloudFormation template ``sam deploy`` would send, code at ``code_uri``."""
+    from samtranslator.translator.transform import transform
+
+    template = load_template()
+    template["Globals"]["Function"]["CodeUri"] = code_uri
+    with mock.patch.dict(os.environ, {"AWS_DEFAULT_REGION": "us-east-1"}):
+        result = transform(template, dict(parameters), NoManagedPolicies())
+    plain: dict[str, Any] = json.loads(json.dumps(result))
+    return plain
+
+
+def explicit_http_routes(template: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The emulator ignores an HTTP API's OpenAPI ``Body`` (it makes no routes), so
+    each route of the body becomes an explicit Integration and Route resource
+    with the same target. AWS builds exactly these from the body; nothing else
+    of the template changes. Returns the template and the routes added.
+    """
+    out = copy.deepcopy(dict(template))
+    added: list[str] = []
+    resources = out["Resources"]
+    for name, resource in list(resources.items()):
+        if resource["Type"] != "AWS::ApiGatewayV2::Api":
+            continue
+        body = resource["Properties"].get("Body") or {}
+        for n, (path, methods) in enumerate(sorted(body.get("paths", {}).items())):
+            for method, operation in sorted(methods.items()):
+                integration = operation.get("x-amazon-apigateway-integration")
+                if integration is None:
+                    continue
+                verb = "ANY" if method == "x-amazon-apigateway-any-method" else method.upper()
+                route_key = "$default" if path == "$default" else f"{verb} {path}"
+                logical = f"{name}EmulatorRoute{n}{verb.title()}"
+                resources[logical + "Integration"] = {
+                    "Type": "AWS::ApiGatewayV2::Integration",
+                    "Properties": {
+                        "ApiId": {"Ref": name}, "IntegrationType": "AWS_PROXY",
+                        "IntegrationUri": integration["uri"],
+                        "PayloadFormatVersion": integration.get("payloadFormatVersion", "2.0"),
+                    },
+                }
+                resources[logical] = {
+                    "Type": "AWS::ApiGatewayV2::Route",
+                    "Properties": {
+                        "ApiId": {"Ref": name}, "RouteKey": route_key,
+                        "Target": {"Fn::Sub": f"integrations/${{{logical}Integration}}"},
+                    },
+                }
+                added.append(route_key)
+    return out, added
+
+
+def wait_for_stack(cloudformation: Any, name: str, wanted: str, seconds: float,
+                   progress: Callable[[str], None]) -> None:
+    """Poll the stack until it is ``wanted``; any other final state fails with the
+    first failed resource and its reason."""
+    deadline = time.monotonic() + seconds
+    seen = ""
+    while True:
+        try:
+            status = cloudformation.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
+        except cloudformation.exceptions.ClientError as exc:
+            if wanted == "DELETE_COMPLETE" and "does not exist" in str(exc):
+                progress(f"stack {name} no longer exists")
+                return
+            raise
+        if status != seen:
+            progress(f"stack {status}")
+            seen = status
+        if status == wanted:
+            return
+        if status in TERMINAL or status.endswith("_FAILED"):
+            failed = failed_resources(cloudformation, name)
+            raise DeployFailed(f"stack {name} ended {status}: {failed}")
+        if time.monotonic() > deadline:
+            raise DeployFailed(f"stack {name} still {status} after {seconds:.0f} s")
+        time.sleep(0.5)
+
+
+def failed_resources(cloudformation: Any, name: str) -> str:
+    events = cloudformation.describe_stack_events(StackName=name)["StackEvents"]
+    failed = [f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason', '')}"
+              for e in events if str(e.get("ResourceStatus", "")).endswith("_FAILED")]
+    return "; ".join(failed[:5]) or "no resource reported a failure"
+
+
+def outputs(cloudformation: Any, name: str) -> dict[str, str]:
+    stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def physical_ids(cloudformation: Any, name: str) -> dict[str, str]:
+    found = cloudformation.describe_stack_resources(StackName=name)["StackResources"]
+    return {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in found}
