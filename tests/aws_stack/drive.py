@@ -5,6 +5,7 @@ proposal taken to an approval.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,8 +56,10 @@ class DeployedApi:
     key: Any
 
     @classmethod
-    def open(cls, emulator_url: str, api_id: str, port: int, key: Any) -> DeployedApi:
+    def open(cls, emulator_url: str, api_id: str, port: int, ca_file: str,
+             key: Any) -> DeployedApi:
         client = httpx.Client(base_url=emulator_url + API, timeout=60,
+                              verify=ssl.create_default_context(cafile=ca_file),
                               headers={"Host": f"{api_id}.execute-api.localhost:{port}"})
         return cls(client, key)
 

@@ -12,9 +12,11 @@ process table proves none is left.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -59,7 +61,39 @@ def marked_processes(marker: str, *also: str) -> dict[int, str]:
     return found
 
 
-def clean_environment(marker: str, tmpdir: Path, port: int) -> dict[str, str]:
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and localhost (and its key), valid for a day."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ledger-e2e-emulator")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([
+            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    folder.mkdir()
+    cert_path, key_path = folder / "server.crt", folder / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+def clean_environment(marker: str, tmpdir: Path, port: int,
+                      tls: tuple[Path, Path]) -> dict[str, str]:
     env = {name: os.environ[name] for name in KEPT if name in os.environ}
     # No virtual environment of ours on the path: the functions must run from
     # their package alone (the emulator runs them with its own interpreter).
@@ -73,6 +107,13 @@ def clean_environment(marker: str, tmpdir: Path, port: int) -> dict[str, str]:
         "BIND_HOST": HOST,
         "GATEWAY_PORT": str(port),
         "LOG_LEVEL": "WARNING",
+        # IAM on: every call a function makes is evaluated against its role.
+        "AUTH": "true",
+        # HTTPS, as on AWS: the checkpoint bucket denies every request without TLS.
+        # The functions are given a CA bundle that trusts this certificate.
+        "USE_SSL": "1",
+        "MINISTACK_SSL_CERT": str(tls[0]),
+        "MINISTACK_SSL_KEY": str(tls[1]),
         "AWS_DEFAULT_REGION": "us-east-1",
     })
     return env
@@ -88,11 +129,14 @@ class Emulator:
     marker: str
     tmpdir: Path
     log_path: Path
+    ca_file: str
     killed: dict[int, str] = field(default_factory=dict)
 
     def answers(self) -> bool:
         try:
-            with urllib.request.urlopen(self.url + "/_ministack/health", timeout=1) as reply:
+            context = ssl.create_default_context(cafile=self.ca_file)
+            with urllib.request.urlopen(self.url + "/_ministack/health", timeout=1,
+                                        context=context) as reply:
                 return bool(reply.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -150,13 +194,15 @@ def start(marker: str, tmpdir: Path, timeout: float = 60.0) -> Emulator:
     tmpdir.mkdir()
     port = free_port()
     log_path = tmpdir / "emulator.log"
+    tls = self_signed_certificate(tmpdir / "tls")
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [binary], env=clean_environment(marker, tmpdir, port), cwd=tmpdir,
+            [binary], env=clean_environment(marker, tmpdir, port, tls), cwd=tmpdir,
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
-    emulator = Emulator(process, f"http://{HOST}:{port}", port, marker, tmpdir, log_path)
+    emulator = Emulator(process, f"https://{HOST}:{port}", port, marker, tmpdir, log_path,
+                        str(tls[0]))
     deadline = time.monotonic() + timeout
     while not emulator.answers():
         if process.poll() is not None or time.monotonic() > deadline:

@@ -24,6 +24,9 @@ STACK = "ledger-e2e"
 CODE_BUCKET = "ledger-e2e-code"
 SECRET = "ledger/e2e-executors"
 SECRET_KEY = "tasks_token"
+# The emulator's account root (the operator deploying and checking); the functions
+# get sessions of their own roles.
+ROOT_KEY = "test"
 # Bounds of the waits. The stream: two cold starts (worker, projector), seconds
 # each on an idle machine. The schedule: rate(1 minute) counts from the rule's
 # creation and the emulator looks at its rules every 10 s, so a tick that came
@@ -84,8 +87,9 @@ class Run:
             self.start_emulator()
         with self.phases.phase("deploy the stack"):
             self.deploy(archive)
-        api = DeployedApi.open(self.emulator_url, self.resources["LedgerHttpApi"],
-                               self.emulator_port, self.signing_key)
+        assert self.emulator is not None
+        api = DeployedApi.open(self.emulator.url, self.resources["LedgerHttpApi"],
+                               self.emulator.port, self.emulator.ca_file, self.signing_key)
         self.on_teardown(api.client.close)
         with self.phases.phase("seed the directory through the deployed API"):
             self.say(f"   {api.seed_directory(build)} directory records (admin PUTs)")
@@ -136,21 +140,12 @@ class Run:
         self.say(f"   ministack pid {self.emulator.process.pid} at {self.emulator.url}")
         import boto3
 
-        session = boto3.session.Session(aws_access_key_id="e2e", aws_secret_access_key="e2e",
+        session = boto3.session.Session(aws_access_key_id=ROOT_KEY, aws_secret_access_key=ROOT_KEY,
                                         region_name="us-east-1")
         for service in ("cloudformation", "s3", "secretsmanager", "lambda", "events",
-                        "dynamodb", "logs", "cloudwatch"):
-            self.aws[service] = session.client(service, endpoint_url=self.emulator.url)
-
-    @property
-    def emulator_url(self) -> str:
-        assert self.emulator is not None
-        return self.emulator.url
-
-    @property
-    def emulator_port(self) -> int:
-        assert self.emulator is not None
-        return self.emulator.port
+                        "dynamodb", "logs", "cloudwatch", "iam"):
+            self.aws[service] = session.client(service, endpoint_url=self.emulator.url,
+                                               verify=self.emulator.ca_file)
 
     def deploy(self, archive: Path) -> None:
         assert self.provider is not None
@@ -181,9 +176,37 @@ class Run:
         st.wait_for_stack(cloudformation, STACK, "CREATE_COMPLETE", 120, self.say)
         self.resources = st.physical_ids(cloudformation, STACK)
         self.table = st.outputs(cloudformation, STACK)["TableName"]
+        self.prove_iam_is_enforced()
         # The recovery rule waits for its phase, so that the stream phase proves the
         # stream alone (its first tick comes a minute after its creation).
         self.aws["events"].disable_rule(Name=self.resources["WorkerFunctionRecovery"])
+
+    def prove_iam_is_enforced(self) -> None:
+        """The emulator evaluates IAM (AUTH=true): a user without a policy is refused.
+
+        The functions call with sessions of their own roles, so a role that
+        lacked an action the ledger uses would fail this run.
+        """
+        import boto3
+        from botocore.exceptions import ClientError
+
+        assert self.emulator is not None
+        iam = self.aws["iam"]
+        iam.create_user(UserName="e2e-no-policy")
+        keys = iam.create_access_key(UserName="e2e-no-policy")["AccessKey"]
+        stranger = boto3.client(
+            "dynamodb", endpoint_url=self.emulator.url, verify=self.emulator.ca_file,
+            region_name="us-east-1", aws_access_key_id=keys["AccessKeyId"],
+            aws_secret_access_key=keys["SecretAccessKey"])
+        try:
+            stranger.get_item(TableName=self.table, Key={"pk": {"S": "x"}, "sk": {"N": "0"}})
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code != "AccessDeniedException":
+                raise
+            self.say(f"   IAM is enforced: a user without a policy gets {code} on GetItem")
+            return
+        raise AssertionError("the emulator let a user without a policy read the table")
 
     # -- waiting for the deployed functions ---------------------------------------------
 
@@ -306,10 +329,11 @@ class Run:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("LEDGER_", "AWS_")) or k == emu.MARKER}
         env.update({"LEDGER_STORE": "dynamodb", "LEDGER_DYNAMODB_TABLE": self.table or "unused",
-                    "AWS_ACCESS_KEY_ID": "e2e", "AWS_SECRET_ACCESS_KEY": "e2e",
+                    "AWS_ACCESS_KEY_ID": ROOT_KEY, "AWS_SECRET_ACCESS_KEY": ROOT_KEY,
                     "AWS_DEFAULT_REGION": "us-east-1"})
         if self.emulator is not None:
             env["AWS_ENDPOINT_URL"] = self.emulator.url
+            env["AWS_CA_BUNDLE"] = self.emulator.ca_file
         return env
 
     def diagnose(self) -> None:
