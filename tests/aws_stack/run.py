@@ -14,6 +14,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from botocore.config import Config
+
 from tests.aws_stack import emulator as emu
 from tests.aws_stack import stack as st
 from tests.aws_stack.drive import TOKEN_VARIABLE, DeployedApi, executors_toml, rsa_key_pair
@@ -27,10 +29,14 @@ SECRET_KEY = "tasks_token"
 # The emulator's account root (the operator deploying and checking); the functions
 # get sessions of their own roles.
 ROOT_KEY = "test"
+# Nothing is retried behind the run's back: one attempt per call, and long enough
+# for a function's cold start on a busy machine.
+NO_RETRIES = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=300)
+
 # Bounds of the waits. The stream: two cold starts (worker, projector), seconds
-# each on an idle machine. The schedule: rate(1 minute) counts from the rule's
-# creation and the emulator looks at its rules every 10 s, so a tick that came
-# just before the approval means up to 70 s more; plus a cold start.
+# each on an idle machine. The schedule: the emulator looks at its rules every
+# 10 s and fires rate(1 minute) a minute after the first look that finds the
+# rule enabled (the phase enables it): up to 70 s, plus the worker's work.
 STREAM_SECONDS = 120
 SCHEDULE_SECONDS = 130
 
@@ -145,7 +151,7 @@ class Run:
         for service in ("cloudformation", "s3", "secretsmanager", "lambda", "events",
                         "dynamodb", "logs", "cloudwatch", "iam"):
             self.aws[service] = session.client(service, endpoint_url=self.emulator.url,
-                                               verify=self.emulator.ca_file)
+                                               verify=self.emulator.ca_file, config=NO_RETRIES)
 
     def deploy(self, archive: Path) -> None:
         assert self.provider is not None
@@ -197,7 +203,7 @@ class Run:
         stranger = boto3.client(
             "dynamodb", endpoint_url=self.emulator.url, verify=self.emulator.ca_file,
             region_name="us-east-1", aws_access_key_id=keys["AccessKeyId"],
-            aws_secret_access_key=keys["SecretAccessKey"])
+            aws_secret_access_key=keys["SecretAccessKey"], config=NO_RETRIES)
         try:
             stranger.get_item(TableName=self.table, Key={"pk": {"S": "x"}, "sk": {"N": "0"}})
         except ClientError as exc:

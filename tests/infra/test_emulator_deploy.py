@@ -49,3 +49,27 @@ def test_a_route_with_a_method_and_a_path_keeps_both_in_its_route_key() -> None:
                   if r["Type"] == "AWS::ApiGatewayV2::Route")
     assert keys == ["$default", "POST /hooks/{id}"]
     assert len(shimmed["Resources"]) == 5
+
+
+def test_the_leftover_scan_finds_a_process_of_the_run_by_its_marker_and_nothing_else(
+    tmp_path: Any,
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.aws_stack.emulator import MARKER, marked_processes
+
+    marker = os.urandom(8).hex()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen(sleeper, env={**os.environ, MARKER: marker, "TMPDIR": str(tmp_path)})
+    other = subprocess.Popen(sleeper, env={**os.environ, MARKER: "another-run"})
+    try:
+        assert set(marked_processes(marker)) == {ours.pid}
+        assert set(marked_processes(marker, f"TMPDIR={tmp_path}")) == {ours.pid}
+        assert marked_processes(marker, "TMPDIR=/elsewhere") == {}
+    finally:
+        for process in (ours, other):
+            process.kill()
+            process.wait()
+    assert marked_processes(marker) == {}
