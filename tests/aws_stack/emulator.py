@@ -147,24 +147,17 @@ class Emulator:
         except OSError:
             return ""
 
-    def stop(self) -> dict[int, str]:
-        """Stop the emulator, then kill by pid every process of this run that is left.
+    def functions(self) -> dict[int, str]:
+        """The processes the emulator started (its functions' workers): the marked
+        ones that inherited its temporary folder, the emulator itself excepted."""
+        found = marked_processes(self.marker, f"TMPDIR={self.tmpdir}")
+        found.pop(self.process.pid, None)
+        return found
 
-        Returns what was killed after the emulator exited (its orphaned children:
-        the processes of this run that inherited its temporary folder).
-        """
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while True:
-            left = marked_processes(self.marker, f"TMPDIR={self.tmpdir}")
-            if not left:
-                break
+    def kill_functions(self, seconds: float = 10) -> None:
+        """SIGKILL every process of ``functions`` by pid until none is left."""
+        deadline = time.monotonic() + seconds
+        while left := self.functions():
             self.killed.update(left)
             for pid in left:
                 with contextlib.suppress(ProcessLookupError):
@@ -172,6 +165,22 @@ class Emulator:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"processes of this run are still alive: {left}")
             time.sleep(0.1)
+
+    def stop(self) -> dict[int, str]:
+        """Kill the functions' workers by pid (the emulator leaves them running when
+        it stops, and waits on them), stop the emulator, then kill by pid anything
+        of it that is still left. Returns what was killed."""
+        self.kill_functions()
+        if self.process.poll() is None:
+            # A few seconds' grace: it keeps nothing on disk, and on a busy machine
+            # its own shutdown can take longer than the rest of the teardown.
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.kill_functions()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
         return self.killed
 

@@ -120,6 +120,7 @@ class Run:
 
     def package(self) -> tuple[Path, str]:
         assert self.provider is not None
+        st.check_runtime_python()
         executors = self.scratch / "executors.toml"
         executors.write_text(executors_toml(self.provider.url))
         archive = st.package(self.scratch / "functions", executors)
@@ -182,37 +183,19 @@ class Run:
         st.wait_for_stack(cloudformation, STACK, "CREATE_COMPLETE", 120, self.say)
         self.resources = st.physical_ids(cloudformation, STACK)
         self.table = st.outputs(cloudformation, STACK)["TableName"]
-        self.prove_iam_is_enforced()
         # The recovery rule waits for its phase, so that the stream phase proves the
         # stream alone (its first tick comes a minute after its creation).
         self.aws["events"].disable_rule(Name=self.resources["WorkerFunctionRecovery"])
+        self.prove_iam_is_enforced()
 
     def prove_iam_is_enforced(self) -> None:
         """The emulator evaluates IAM (AUTH=true): a user without a policy is refused.
-
-        The functions call with sessions of their own roles, so a role that
-        lacked an action the ledger uses would fail this run.
-        """
-        import boto3
-        from botocore.exceptions import ClientError
-
+        The functions call with sessions of their own roles, so a role that lacked
+        an action the ledger uses would fail this run."""
         assert self.emulator is not None
-        iam = self.aws["iam"]
-        iam.create_user(UserName="e2e-no-policy")
-        keys = iam.create_access_key(UserName="e2e-no-policy")["AccessKey"]
-        stranger = boto3.client(
-            "dynamodb", endpoint_url=self.emulator.url, verify=self.emulator.ca_file,
-            region_name="us-east-1", aws_access_key_id=keys["AccessKeyId"],
-            aws_secret_access_key=keys["SecretAccessKey"], config=NO_RETRIES)
-        try:
-            stranger.get_item(TableName=self.table, Key={"pk": {"S": "x"}, "sk": {"N": "0"}})
-        except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code != "AccessDeniedException":
-                raise
-            self.say(f"   IAM is enforced: a user without a policy gets {code} on GetItem")
-            return
-        raise AssertionError("the emulator let a user without a policy read the table")
+        code = st.refused_without_a_policy(self.aws["iam"], self.emulator.url,
+                                           self.emulator.ca_file, self.table, NO_RETRIES)
+        self.say(f"   IAM is enforced: a user without a policy gets {code} on GetItem")
 
     # -- waiting for the deployed functions ---------------------------------------------
 
@@ -363,6 +346,9 @@ class Run:
         cloudformation = self.aws["cloudformation"]
         cloudformation.delete_stack(StackName=STACK)
         st.wait_for_stack(cloudformation, STACK, "DELETE_COMPLETE", 60, self.say)
+        if self.table:  # DeletionPolicy: Retain; the emulator's memory goes with it
+            tables = self.aws["dynamodb"].list_tables()["TableNames"]
+            self.say(f"   the table was {'retained' if self.table in tables else 'deleted'}")
 
     def remove_scratch(self) -> None:
         if self.keep_build:
@@ -374,7 +360,7 @@ class Run:
     def stop_emulator(self) -> None:
         assert self.emulator is not None
         killed = self.emulator.stop()
-        self.say(f"   emulator stopped; {len(killed)} function processes it left were "
+        self.say(f"   emulator stopped, and {len(killed)} processes of its functions "
                  f"killed by pid: {sorted(killed)}")
 
     def prove_nothing_left(self) -> None:

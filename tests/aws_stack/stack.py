@@ -41,14 +41,64 @@ def host_platform() -> str:
     return f"manylinux2014_{'aarch64' if machine in ('aarch64', 'arm64') else machine}"
 
 
+def runtime_python(template: Mapping[str, Any]) -> str:
+    """``3.11`` for the template's ``python3.11`` runtime."""
+    runtime = str(template["Globals"]["Function"]["Runtime"])
+    return runtime.removeprefix("python")
+
+
+def emulator_python(ministack: str) -> str:
+    """The Python version the emulator runs the functions with: its own interpreter's."""
+    first = Path(ministack).read_text(errors="replace").splitlines()[0]
+    interpreter = first.removeprefix("#!").split()[0] if first.startswith("#!") else sys.executable
+    found = subprocess.run([interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                           check=True, capture_output=True, text=True)
+    return found.stdout.strip()
+
+
+def check_runtime_python() -> None:
+    """Fail with one line unless the emulator runs the template's Python version."""
+    from tests.support.ministack import find_executable
+
+    wanted, emulated = runtime_python(load_template()), emulator_python(find_executable())
+    if wanted != emulated:
+        raise AssertionError(f"the template's runtime is Python {wanted} but the emulator "
+                             f"runs functions with Python {emulated}: recreate "
+                             f".venv-ministack with Python {wanted}")
+
+
+def refused_without_a_policy(iam: Any, url: str, ca_file: str, table: str, config: Any) -> str:
+    """The error code a user without any policy gets for a read of ``table``;
+    AssertionError if the read is allowed (IAM is not enforced)."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    iam.create_user(UserName="e2e-no-policy")
+    keys = iam.create_access_key(UserName="e2e-no-policy")["AccessKey"]
+    stranger = boto3.client(
+        "dynamodb", endpoint_url=url, verify=ca_file, region_name="us-east-1",
+        aws_access_key_id=keys["AccessKeyId"], aws_secret_access_key=keys["SecretAccessKey"],
+        config=config)
+    try:
+        stranger.get_item(TableName=table, Key={"pk": {"S": "x"}, "sk": {"N": "0"}})
+    except ClientError as exc:
+        code: str = exc.response["Error"]["Code"]
+        if code == "AccessDeniedException":
+            return code
+        raise
+    raise AssertionError("the emulator let a user without a policy read the table")
+
+
 def package(build_dir: Path, executors_file: Path) -> Path:
     """``make -C infra/lambda package`` into ``build_dir``, zipped; the zip's path."""
-    subprocess.run(
+    built = subprocess.run(
         ["make", "--no-print-directory", "-s", "-C", str(REPO_ROOT / "infra" / "lambda"),
          "package", f"ARTIFACTS_DIR={build_dir}", f"PLATFORM={host_platform()}",
          f"PYTHON={sys.executable}", f"EXECUTORS_FILE={executors_file}"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
+    if built.returncode != 0:
+        raise RuntimeError(f"packaging the functions failed:\n{built.stderr[-2000:]}")
     archive = build_dir.with_suffix(".zip")
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out:
         for path in sorted(build_dir.rglob("*")):
