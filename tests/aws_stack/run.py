@@ -150,7 +150,7 @@ class Run:
         session = boto3.session.Session(aws_access_key_id=ROOT_KEY, aws_secret_access_key=ROOT_KEY,
                                         region_name="us-east-1")
         for service in ("cloudformation", "s3", "secretsmanager", "lambda", "events",
-                        "dynamodb", "logs", "cloudwatch", "iam"):
+                        "dynamodb", "logs", "cloudwatch", "iam", "sts"):
             self.aws[service] = session.client(service, endpoint_url=self.emulator.url,
                                                verify=self.emulator.ca_file, config=NO_RETRIES)
 
@@ -196,6 +196,10 @@ class Run:
         code = st.refused_without_a_policy(self.aws["iam"], self.emulator.url,
                                            self.emulator.ca_file, self.table, NO_RETRIES)
         self.say(f"   IAM is enforced: a user without a policy gets {code} on GetItem")
+        for line in st.probe_roles(self.aws["iam"], self.aws["sts"], self.emulator.url,
+                                   self.emulator.ca_file, self.table, self.resources,
+                                   NO_RETRIES):
+            self.say(f"   {line}")
 
     # -- waiting for the deployed functions ---------------------------------------------
 

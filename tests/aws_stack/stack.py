@@ -89,6 +89,52 @@ def refused_without_a_policy(iam: Any, url: str, ca_file: str, table: str, confi
     raise AssertionError("the emulator let a user without a policy read the table")
 
 
+KEY = {"pk": {"S": "att_e2e"}, "sk": {"N": "0"}}
+# Per deployed role: a read it is granted, and one it is not (IAM sees actions and
+# resources here; the emulator does not evaluate dynamodb:LeadingKeys).
+ROLE_PROBES: dict[str, tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {
+    "WorkerRole": (("get_item", {"Key": KEY}), ("scan", {})),
+    "ProjectorRole": (
+        ("query", {"KeyConditionExpression": "pk = :pk",
+                   "ExpressionAttributeValues": {":pk": {"S": "att_e2e"}}}),
+        ("get_item", {"Key": KEY})),
+    "ApiRole": (("get_item", {"Key": KEY}), ("scan", {})),
+    "CheckpointRole": (
+        ("query", {"IndexName": "list", "KeyConditionExpression": "list_pk = :pk",
+                   "ExpressionAttributeValues": {":pk": {"S": "heads#0"}}}),
+        ("get_item", {"Key": KEY})),
+}
+
+
+def probe_roles(iam: Any, sts: Any, url: str, ca_file: str, table: str,
+                roles: Mapping[str, str], config: Any) -> list[str]:
+    """Assume each deployed role (the emulator lets the account root assume a role
+    trusted by a service) and check that it may make its granted read and is
+    refused the other. Returns one line per role."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    lines = []
+    for logical, (granted, refused) in ROLE_PROBES.items():
+        arn = iam.get_role(RoleName=roles[logical])["Role"]["Arn"]
+        credentials = sts.assume_role(RoleArn=arn, RoleSessionName="e2e-probe")["Credentials"]
+        client = boto3.client(
+            "dynamodb", endpoint_url=url, verify=ca_file, region_name="us-east-1",
+            aws_access_key_id=credentials["AccessKeyId"],
+            aws_secret_access_key=credentials["SecretAccessKey"],
+            aws_session_token=credentials["SessionToken"], config=config)
+        getattr(client, granted[0])(TableName=table, **granted[1])
+        try:
+            getattr(client, refused[0])(TableName=table, **refused[1])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "AccessDeniedException":
+                raise
+        else:
+            raise AssertionError(f"{logical} may {refused[0]}, which its policy does not grant")
+        lines.append(f"{logical}: {granted[0]} allowed, {refused[0]} refused")
+    return lines
+
+
 def package(build_dir: Path, executors_file: Path) -> Path:
     """``make -C infra/lambda package`` into ``build_dir``, zipped; the zip's path."""
     built = subprocess.run(
