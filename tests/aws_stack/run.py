@@ -205,13 +205,16 @@ class Run:
 
     def view_status(self, attempt_id: str) -> str | None:
         """The status view as the projector wrote it in the table (not through the API,
-        whose status read would project a missing view itself)."""
-        from adapters.dynamodb.views import DynamoDBViewStore
+        whose status read would project a missing view itself). One plain read, so a
+        failed read ends the wait instead of being retried."""
+        from adapters.dynamodb.views import VIEW_PREFIX
         from projections.status import STATUS_VIEW
 
-        record = DynamoDBViewStore(self.aws["dynamodb"], self.table).get_view(
-            STATUS_VIEW, attempt_id)
-        return None if record is None else str(record.data.get("status"))
+        item = self.aws["dynamodb"].get_item(
+            TableName=self.table, ConsistentRead=True,
+            Key={"pk": {"S": f"{VIEW_PREFIX}{STATUS_VIEW}#{attempt_id}"}, "sk": {"N": "0"}},
+        ).get("Item")
+        return None if item is None else str(json.loads(item["data"]["S"]).get("status"))
 
     def await_succeeded(self, attempt_id: str, path: str, seconds: float) -> None:
         """Wait for the provider's effect, then for the projector's view to say succeeded.
