@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
 PYTEST_ARGS ?= -n auto
 
-.PHONY: install run test test-fast test-containers emulator-image lint bench chaos clean help
+.PHONY: install run test test-fast test-containers emulator-image e2e-aws lint bench chaos clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -64,6 +64,14 @@ test-containers: $(STAMP) ## the DynamoDB suite on the emulator in a container (
 
 emulator-image: ## build the emulator's image locally (root, Docker; no image registry)
 	MINISTACK_VERSION=$(MINISTACK_VERSION) PYTHON=$(PYTHON) tests/support/build_emulator_image.sh
+
+# The SAM stack packaged (wheels for this machine), translated, deployed into
+# ministack with CloudFormation and driven end to end: the HTTP API, the stream,
+# the worker with the http executor, the projector, the recovery schedule, the
+# audit checkpoint. Needs the package registry for the functions' wheels.
+# See docs/aws-emulator.md.
+e2e-aws: $(STAMP) $(MINISTACK) ## deploy the SAM stack into the emulator and drive it end to end
+	$(BIN)/python -m tests.aws_stack
 
 test-fast: $(STAMP) $(MINISTACK) ## the inner loop: every test not marked slow, in parallel
 	$(BIN)/pytest -n auto -m "not slow"
