@@ -58,6 +58,9 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_projection_rebuilds_total": (
         "Rebuilds run because part of the log was lost before a subscriber read it.",
         ("subscriber",)),
+    "ledger_webhook_deliveries_total": (
+        "Webhook sends by outcome (delivered, failed); failures are retried with backoff.",
+        ("outcome",)),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_http_request_duration_seconds": (

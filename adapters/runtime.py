@@ -21,6 +21,7 @@ from eventsourcing.persistence import IntegrityError
 from adapters.backend import LogSubscription, WorkFeed
 from adapters.bootstrap import Ledger, policy_from_settings
 from adapters.rebuild import rebuild
+from adapters.webhooks.deliverer import Deliverer
 from domain.errors import LedgerError
 from domain.services.execution import Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
@@ -60,10 +61,13 @@ class Runtime:
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     on_recovery: Callable[[RecoveryReport], None] | None = None
+    deliverer: Deliverer | None = None
 
     def start(self) -> None:
         if self.feed is not None:
             self._spawn("ledger-worker", self._worker_loop)
+        if self.deliverer is not None:
+            self._spawn("ledger-webhooks", self._deliver_loop)
         for run in self.subscribers:
             self._spawn(f"ledger-{run.subscriber.name}",
                         lambda run=run: self._subscriber_loop(run))  # type: ignore[misc]
@@ -74,6 +78,18 @@ class Runtime:
         self.stop_event.set()
         for thread in self.threads:
             thread.join(timeout)
+        if self.deliverer is not None:
+            self.deliverer.close()
+
+    def _deliver_loop(self) -> None:
+        assert self.deliverer is not None
+        while not self.stop_event.is_set():
+            try:
+                if not self.deliverer.run_once():
+                    self.stop_event.wait(self.poll_seconds)
+            except Exception as exc:  # the store was unavailable: try again later
+                logger.error("webhook delivery pass failed: %s", type(exc).__name__)
+                self.stop_event.wait(self.poll_seconds)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -186,4 +202,5 @@ def build_runtime(ledger: Ledger, *, worker: bool = True) -> Runtime:
     executing = worker and ledger.settings.execution_enabled
     feed = ledger.backend.work_feed() if executing else None
     return Runtime(ledger, feed, recovery_interval=ledger.settings.recovery_interval_seconds,
-                   subscribers=subscriber_runs(ledger), recovery=executing)
+                   subscribers=subscriber_runs(ledger), recovery=executing,
+                   deliverer=ledger.make_deliverer() if ledger.webhooks else None)

@@ -5,6 +5,7 @@ provider. The search is proven to catch a leak when the receipt rules are switch
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -38,7 +39,8 @@ CANARIES = {
     "authorization": f"Bearer {PROVIDER_SECRET}",
     "provider_secret": PROVIDER_SECRET,
     "api_key": f"ghp_APIKEY{RUN}abcdefghijklmnop",
-    "webhook_secret": f"whsec_{RUN}sk_live_WEBHOOK",
+    # a valid Standard Webhooks secret: whsec_ and the base64 of the key
+    "webhook_secret": "whsec_" + base64.b64encode(f"{RUN}sk_live_WEBHOOK".encode()).decode(),
 }
 SECRET_ENV = {"TASKS_TOKEN": CANARIES["authorization"], "TASKS_API_KEY": CANARIES["api_key"],
               "LEDGER_WEBHOOK_SECRET": CANARIES["webhook_secret"]}

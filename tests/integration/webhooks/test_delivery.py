@@ -1,0 +1,189 @@
+"""Signed webhooks against a real receiver process on loopback, on memory, SQLite
+and DynamoDB: one delivery per event and subscription when healthy; every one
+eventually after the receiver was down, answered 500 or stalled past the
+timeout (time driven by the injected clock); nothing of another actor; nothing
+lost or repeated (once acknowledged) across a restart."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adapters.bootstrap import Ledger
+from adapters.store import LedgerStore
+from adapters.webhooks.deliverer import BACKOFF_MAX_SECONDS, Deliverer
+from domain.notifications import NotificationType, notification_id
+from domain.services.decisions import decline
+from projections.ports import ViewRecord
+from projections.webhooks import delivery_list_key, outstanding
+from tests.support.webhook_receiver import Receiver
+
+from ..execution.crash import ExecutionWorld
+from .conftest import drain, restarted, subscription, webhook_ledger
+
+
+def records(ledger: Ledger, status: str) -> list[ViewRecord]:
+    assert ledger.views is not None
+    rows, _ = ledger.views.list_views(delivery_list_key(status), 500)
+    return list(rows)
+
+
+def deliver_all(ledger: Ledger, deliverer: Deliverer, rounds: int = 40) -> int:
+    """Run passes, moving the clock past the longest backoff, until nothing is outstanding."""
+    assert ledger.views is not None
+    passes = 0
+    while outstanding(ledger.views):
+        passes += 1
+        assert passes <= rounds, [r.data for r in outstanding(ledger.views)]
+        if not deliverer.run_once():
+            ledger.clock.advance(BACKOFF_MAX_SECONDS + 1)  # type: ignore[attr-defined]
+    return passes
+
+
+def facts(pworld: ExecutionWorld, count: int) -> dict[str, str]:
+    """``count`` succeeded attempts and one declined proposal of alice:
+    notification id -> type."""
+    expected: dict[str, str] = {}
+    for _ in range(count):
+        attempt_id = pworld.approved("provider_idempotency")
+        pworld.worker().process(attempt_id)
+        attempt = pworld.attempt(attempt_id)
+        assert attempt.status == "succeeded"
+        kind = NotificationType.ATTEMPT_SUCCEEDED
+        expected[notification_id(kind, attempt_id, attempt.version)] = kind.value
+    proposal_id = pworld.propose()
+    token = pworld.present(proposal_id).token
+    decline(pworld.ctx, token=token, provenance=pworld.who)
+    kind = NotificationType.PROPOSAL_DECLINED
+    expected[notification_id(kind, proposal_id, 1)] = kind.value
+    return expected
+
+
+def test_one_signed_delivery_per_event_and_subscription_and_none_of_another_actor(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    ledger = webhook_ledger(store, pworld, request, [
+        subscription(f"{receiver.url}/all", "all"),
+        subscription(f"{receiver.url}/alice", "alice", actor_id="alice"),
+        subscription(f"{receiver.url}/bob", "bob", actor_id="bob"),
+        subscription(f"{receiver.url}/declines", "declines",
+                     events=frozenset({NotificationType.PROPOSAL_DECLINED})),
+    ])
+    expected = facts(pworld, 3)
+    drain(ledger)
+    drain(ledger)  # caught up: nothing more is recorded
+    assert len(records(ledger, "pending")) == 4 + 4 + 0 + 1
+
+    deliver_all(ledger, ledger.make_deliverer(random=lambda: 0.5))
+
+    assert receiver.acknowledged("/all") == {i: 1 for i in expected}
+    assert receiver.acknowledged("/alice") == {i: 1 for i in expected}
+    assert receiver.acknowledged("/bob") == {}
+    declined = {i for i, kind in expected.items() if kind == "proposal.declined"}
+    assert receiver.acknowledged("/declines") == {i: 1 for i in declined}
+    assert all(e["valid"] for e in receiver.entries())
+    for body in receiver.bodies():
+        assert body["type"] in ("attempt.succeeded", "proposal.declined")
+        assert body.get("status") in ("succeeded", "declined")
+    delivered = records(ledger, "delivered")
+    assert len(delivered) == 9
+    assert all(r.data["attempts"] == 1 and r.data["response_status"] == 204 for r in delivered)
+    assert ledger.metrics.value("ledger_webhook_deliveries_total", outcome="delivered") == 9
+    lag = ledger.projection_lag()
+    assert set(lag) >= {"status"}
+    if "webhook-all" in lag:
+        assert lag["webhook-all"].events_behind == 0
+
+
+def test_everything_arrives_once_after_an_outage_500s_and_timeouts(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
+    expected = facts(pworld, 3)
+    drain(ledger)
+    deliverer = ledger.make_deliverer(random=lambda: 1.0)
+
+    receiver.stop()  # down
+    assert deliverer.run_once() == 4
+    failing = records(ledger, "failing")
+    assert {r.data["last_error"] for r in failing} == {"connect"}
+    assert {r.data["response_status"] for r in failing} == {None}
+    assert deliverer.run_once() == 0  # nothing is due before its backoff ends
+
+    receiver.start()
+    receiver.set_mode("500")
+    ledger.clock.advance(BACKOFF_MAX_SECONDS + 1)  # type: ignore[attr-defined]
+    assert deliverer.run_once() == 4
+    failing = records(ledger, "failing")
+    assert {(r.data["last_error"], r.data["response_status"]) for r in failing} == {
+        ("http_status", 500)}
+
+    receiver.set_mode("stall")
+    ledger.clock.advance(BACKOFF_MAX_SECONDS + 1)  # type: ignore[attr-defined]
+    assert deliverer.run_once() == 4
+    assert {r.data["last_error"] for r in records(ledger, "failing")} == {"timeout"}
+
+    receiver.set_mode("ok")
+    deliver_all(ledger, deliverer)
+    assert receiver.acknowledged() == {i: 1 for i in expected}
+    assert all(r.data["attempts"] == 4 for r in records(ledger, "delivered"))
+    assert ledger.metrics.value("ledger_webhook_deliveries_total", outcome="failed") == 12
+
+
+def test_a_restart_loses_no_delivery_and_repeats_only_unacknowledged_ones(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
+    expected = facts(pworld, 2)
+    drain(ledger)
+    first = ledger.make_deliverer(random=lambda: 0.5)
+    (head, *_) = outstanding(ledger.views)  # type: ignore[arg-type]
+    assert first.deliver(head, ledger.webhooks[0])
+
+    more = facts(pworld, 2)  # written while "down"
+    again = restarted(ledger)
+    drain(again)
+    drain(again)
+    deliver_all(again, again.make_deliverer(random=lambda: 0.5))
+    assert receiver.acknowledged() == {i: 1 for i in {**expected, **more}}
+
+
+def test_a_send_whose_answer_was_lost_is_repeated_and_the_next_one_waits(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    """In order per attempt: an attempt's ``manually_resolved`` is not sent until
+    its ``outcome_unknown`` was acknowledged."""
+    from domain.services.execution import CrashPoint
+    from domain.services.execution import SimulatedCrash as ExecutionCrash
+    from domain.services.resolution import resolve
+
+    from ..execution.crash import CrashAt
+
+    ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
+    attempt_id = pworld.approved("operator_reconciliation_only")
+    with pytest.raises(ExecutionCrash):
+        pworld.worker(CrashAt(CrashPoint.AFTER_DISPATCH_MARKER)).process(attempt_id)
+    pworld.recover_after_lease()
+    attempt = pworld.attempt(attempt_id)
+    assert attempt.status == "outcome_unknown"
+    resolve(pworld.ctx, attempt_id=attempt_id, expected_revision=attempt.revision,
+            outcome="effect_applied", reason="checked the provider", resolved_by="admin-1")
+    drain(ledger)
+    kinds = sorted(r.data["type"] for r in records(ledger, "pending"))
+    assert kinds == ["attempt.manually_resolved", "attempt.outcome_unknown"]
+
+    receiver.set_mode("500")
+    deliverer = ledger.make_deliverer(random=lambda: 0.0)
+    for _ in range(3):
+        deliverer.run_once()
+    sent = [json.loads(e["body"])["type"] for e in receiver.entries()]
+    assert set(sent) == {"attempt.outcome_unknown"}
+    receiver.set_mode("ok")
+    deliver_all(ledger, deliverer)
+    order = [json.loads(e["body"])["type"] for e in receiver.entries() if e["status"] == 204]
+    assert order == ["attempt.outcome_unknown", "attempt.manually_resolved"]
