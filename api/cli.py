@@ -16,6 +16,7 @@ from rich.text import Text
 
 from adapters.settings import Environment, Settings, SettingsError, StoreKind, load_settings
 from api.cli_audit import SHOW, audit_app
+from api.cli_webhooks import webhooks_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from domain.errors import LedgerError
 from domain.spec import ATTEMPT_ID_PREFIX
@@ -39,6 +40,7 @@ executors_app = typer.Typer(
     invoke_without_command=True)
 app.add_typer(executors_app, name="executors")
 app.add_typer(audit_app, name="audit")
+app.add_typer(webhooks_app, name="webhooks")
 
 
 def _fail(message: str) -> NoReturn:
