@@ -26,7 +26,7 @@ from projections.audit import audit_attempt
 from tests.e2e.helpers import DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts
 from tests.e2e.test_cli import invoke
 from tests.e2e.test_lifecycle_http import API, spec
-from tests.hardening.test_canaries import run_loops
+from tests.hardening.test_canaries import CapturingTransport, run_loops
 from tests.support.clocks import FixedClock
 from tests.support.http_executors import HTTP_MODES, executors_toml
 from tests.support.provider_fixtures import Provider, start_provider, stop_provider
@@ -136,6 +136,16 @@ def run_life(ledger: Ledger, settings: Any, path: Path, caplog: pytest.LogCaptur
         ledger.clock.advance(3600)
         run_loops(ledger, recover=True)
         run_loops(ledger, project=list(attempts.values()))
+        # the [[webhook]] of the file: every delivery's headers and body as sent
+        assert [w.secret_env for w in ledger.webhooks] == ["LEDGER_WEBHOOK_SECRET"]
+        sent = CapturingTransport()
+        deliverer = ledger.make_deliverer(transport=sent, random=lambda: 0.0)
+        while deliverer.run_once():
+            pass
+        assert len(sent.requests) >= 2  # the succeeded attempts
+        outputs += [json.dumps(headers) + body.decode() for headers, body in sent.requests]
+        call("GET", f"{API}/webhook-deliveries", headers=auth["admin"],
+             params={"status": "delivered"})
         for attempt_id in attempts.values():
             view = call("GET", f"{API}/execution-attempts/{attempt_id}", headers=auth["admin"])
             call("GET", f"{API}/execution-attempts/{attempt_id}", headers=auth["actor"])
