@@ -84,12 +84,17 @@ def test_worker_filter_delivers_only_queued_and_requeued_attempt_inserts(
         (_record("INSERT", "att_1", QUEUED), True),
         (_record("INSERT", "att_1", OTHER_ATTEMPT_TOPIC), True),
         (_record("MODIFY", "att_1", OTHER_ATTEMPT_TOPIC), False),
-        (_record("INSERT", "prop_1", "domain.proposal:Proposal.Claimed"), False),
+        (_record("INSERT", "prop_1", "domain.proposal:Proposal.Claimed"), True),
+        (_record("INSERT", "prop_1", "domain.proposal:Proposal.Declined"), True),
+        (_record("MODIFY", "prop_1", "domain.proposal:Proposal.Claimed"), False),
         (_record("INSERT", "due#att_1"), False),
+        (_record("INSERT", "head#prop_1"), False),
+        (_record("INSERT", "lookup#token:x"), False),
         (_record("INSERT", "view#attempt_status#att_1"), False),
+        (_record("INSERT", "view#proposal_inbox#prop_1"), False),
     ],
 )
-def test_projector_filter_delivers_only_attempt_event_inserts(
+def test_projector_filter_delivers_attempt_and_proposal_event_inserts(
     template: dict[str, Any], record: dict[str, Any], delivered: bool
 ) -> None:
     patterns = filter_patterns(_function(template, "ProjectorFunction"), "AttemptEvents")

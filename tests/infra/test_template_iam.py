@@ -68,7 +68,7 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
     },
     "ProjectorRole": _stream_consumer("ProjectorLogGroup", "ProjectorFailureQueue") | {
-        ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS})),
+        ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
         ("dynamodb:PutItem", TABLE_ARN, frozenset({VIEWS})),
     },
     "ApiRole": {
