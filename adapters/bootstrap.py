@@ -115,7 +115,7 @@ class Ledger:
         then one webhook notifier per subscription (SPEC 12)."""
         return [self.projector, *self.webhook_notifiers()]
 
-    def webhook_notifiers(self) -> list[Subscriber]:
+    def webhook_notifiers(self) -> list[WebhookNotifier]:
         """One tracked subscriber per ``[[webhook]]`` subscription: it writes the
         delivery records with its position."""
         assert self.views is not None

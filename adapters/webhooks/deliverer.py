@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -105,11 +105,17 @@ class Deliverer:
     base_seconds: float = BACKOFF_BASE_SECONDS
     max_seconds: float = BACKOFF_MAX_SECONDS
 
-    def run_once(self) -> int:
-        """One pass; returns how many sends were made."""
+    def run_once(self, *, subjects: Collection[str] | None = None,
+                 stop: Callable[[], bool] | None = None) -> int:
+        """One pass; returns how many sends were made. ``subjects`` limits it to
+        those attempts and proposals; ``stop`` ends it early (a Lambda's time)."""
         now = self.clock.now()
         sent = 0
         for row in heads(outstanding(self.views)):
+            if subjects is not None and row.data["subject_id"] not in subjects:
+                continue
+            if stop is not None and stop():
+                break
             subscription = self.subscriptions.get(row.data["subscription_id"])
             if subscription is None:
                 continue  # its subscription left the file: kept, listed, not sent
