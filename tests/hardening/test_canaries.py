@@ -425,7 +425,9 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
             "queued", "executing", "succeeded", "failed_safe", "outcome_unknown",
             "manually_resolved")], *[f"/console/attempts/{a}" for a in attempts.values()],
             *[f"/console/inbox?actor_id=alice&status={state}" for state in (
-                "presented", "claimed", "declined", "canceled", "expired")]]
+                "presented", "claimed", "declined", "canceled", "expired")],
+            *[f"/console/webhooks?status={state}" for state in (
+                "pending", "failing", "delivered")]]
         for page in console_pages:
             shown_page = call("GET", page)
             assert shown_page.status_code == 200, (page, shown_page.status_code)
