@@ -28,6 +28,7 @@ from domain.services.recovery import RecoveryReport, run_recovery
 from projections.ports import Subscriber
 
 logger = logging.getLogger("ledger.runtime")
+DELIVER_IDLE_SECONDS = 1.0
 
 
 def worker_policy(ledger: Ledger) -> WorkerPolicy:
@@ -86,7 +87,9 @@ class Runtime:
         while not self.stop_event.is_set():
             try:
                 if not self.deliverer.run_once():
-                    self.stop_event.wait(self.poll_seconds)
+                    # Each pass lists the outstanding deliveries: when nothing was
+                    # due, wait longer than the subscribers do (a store query a second).
+                    self.stop_event.wait(max(self.poll_seconds, DELIVER_IDLE_SECONDS))
             except Exception as exc:  # the store was unavailable: try again later
                 logger.error("webhook delivery pass failed: %s", type(exc).__name__)
                 self.stop_event.wait(self.poll_seconds)

@@ -48,13 +48,13 @@ def serve(port: int, log: Path, mode_file: Path, stall_seconds: float, secret: s
             except OSError:
                 mode = "ok"
             status = 500 if mode == "500" else (204 if valid else 401)
-            if mode == "stall":
-                time.sleep(stall_seconds)
             entry = {"path": self.path, "id": headers.get("webhook-id"), "valid": valid,
                      "status": status, "mode": mode, "headers": headers,
                      "body": body.decode("utf-8", "replace")}
-            with lock, log.open("a") as out:
+            with lock, log.open("a") as out:  # logged when received, before any stall
                 out.write(json.dumps(entry) + "\n")
+            if mode == "stall":
+                time.sleep(stall_seconds)
             try:
                 self.send_response(status)
                 self.send_header("content-length", "0")

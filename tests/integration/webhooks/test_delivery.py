@@ -23,6 +23,11 @@ from ..execution.crash import ExecutionWorld
 from .conftest import drain, restarted, subscription, webhook_ledger
 
 
+def backend_kind(ledger: Ledger) -> str:
+    assert ledger.backend is not None
+    return ledger.backend.kind
+
+
 def records(ledger: Ledger, status: str) -> list[ViewRecord]:
     assert ledger.views is not None
     rows, _ = ledger.views.list_views(delivery_list_key(status), 500)
@@ -83,6 +88,11 @@ def test_one_signed_delivery_per_event_and_subscription_and_none_of_another_acto
     assert receiver.acknowledged("/all") == {i: 1 for i in expected}
     assert receiver.acknowledged("/alice") == {i: 1 for i in expected}
     assert receiver.acknowledged("/bob") == {}
+    per = [sum(receiver.acknowledged(p).values()) for p in ("/all", "/alice", "/bob",
+                                                             "/declines")]
+    print(f"webhook healthy ({backend_kind(ledger)}): {len(expected)} facts x 4 subscriptions "
+          f"(one filtered to another actor, one to declines): "
+          f"{len(receiver.entries())} requests, acknowledged per subscription: {per}")
     declined = {i for i, kind in expected.items() if kind == "proposal.declined"}
     assert receiver.acknowledged("/declines") == {i: 1 for i in declined}
     assert all(e["valid"] for e in receiver.entries())
@@ -135,6 +145,12 @@ def test_everything_arrives_once_after_an_outage_500s_and_timeouts(
     receiver.set_mode("ok")
     deliver_all(ledger, deliverer)
     assert receiver.acknowledged() == {i: 1 for i in expected}
+    received = receiver.entries()
+    print(f"webhook outage ({backend_kind(ledger)}): {len(expected)} facts; receiver down, "
+          f"then 500, then stalled past the timeout, then healthy: {len(received)} requests "
+          f"reached it ({sum(e['status'] == 500 for e in received)} answered 500, "
+          f"{sum(e['mode'] == 'stall' for e in received)} stalled), every fact acknowledged "
+          f"exactly {set(receiver.acknowledged().values())} time(s)")
     assert all(r.data["attempts"] == 4 for r in records(ledger, "delivered"))
     assert ledger.metrics.value("ledger_webhook_deliveries_total", outcome="failed") == 12
 
