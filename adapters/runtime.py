@@ -86,6 +86,8 @@ class Runtime:
         assert self.deliverer is not None
         while not self.stop_event.is_set():
             try:
+                for notifier in self.ledger.webhook_notifiers():
+                    notifier.sweep_expired()  # proposal.expired comes from the clock
                 if not self.deliverer.run_once():
                     # Each pass lists the outstanding deliveries: when nothing was
                     # due, wait longer than the subscribers do (a store query a second).

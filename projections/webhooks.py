@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -37,7 +37,7 @@ from domain.notifications import (
     proposal_notifications,
 )
 from domain.ports import EventStore
-from domain.proposal import Proposal
+from domain.proposal import Proposal, ProposalStatus
 from domain.spec import ATTEMPT_ID_PREFIX
 from domain.timeutil import format_utc
 from projections.inbox import PROPOSAL_PREFIX, proposal_view, sort_time
@@ -45,6 +45,7 @@ from projections.ports import LogBatch, TrackedViewStore, ViewRecord, ViewStore
 from projections.status import attempt_status_view
 
 DELIVERY_VIEW = "webhook_delivery"
+EXPIRY_WATCH_VIEW = "webhook_expiry"
 DELIVERY_ID_PREFIX = "whd_"
 # what the admin list shows (the body is sent, not listed)
 LISTED_FIELDS = ("delivery_id", "subscription_id", "notification_id", "type", "subject_id",
@@ -69,6 +70,11 @@ def delivery_id(subscription_id: str, notification_id: str) -> str:
 
 def delivery_list_key(status: str) -> str:
     return f"webhook#{status}"
+
+
+def watch_list_key(subscription_id: str) -> str:
+    """Presented proposal versions a subscription waits to see expire, by expiry."""
+    return f"webhook-expiry#{subscription_id}"
 
 
 def delivery_row(data: Mapping[str, Any], version: int) -> ViewRecord:
@@ -141,25 +147,80 @@ class WebhookNotifier:
         return []
 
     def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
+        """The delivery records (and expiry watches) the named streams imply."""
         rows: list[ViewRecord] = []
-        stamp = format_utc(self.now())
         for stream_id in dict.fromkeys(stream_ids):
-            for fact in self.facts(stream_id):
-                n = fact.notification
-                if n.type not in self.events:
-                    continue
-                if self.actor_id is not None and fact.actor_id != self.actor_id:
-                    continue
-                ident = delivery_id(self.subscription_id, n.id)
-                rows.append(delivery_row({
-                    "delivery_id": ident, "subscription_id": self.subscription_id,
-                    "notification_id": n.id, "type": n.type.value, "subject_id": n.subject_id,
-                    "subject_version": n.version, "status": DeliveryStatus.PENDING.value,
-                    "attempts": 0, "next_try_at": stamp, "last_error": None,
-                    "response_status": None, "created_at": n.at or stamp, "updated_at": stamp,
-                    "delivered_at": None, "body": fact.view,
-                }, version=1))
+            if stream_id.startswith(PROPOSAL_PREFIX):
+                proposal = self.store.get(Proposal, stream_id)
+                if proposal is not None:
+                    rows += self._deliveries(proposal_facts(proposal, self.now()))
+                    rows += self._watch(proposal)
+            else:
+                rows += self._deliveries(self.facts(stream_id))
         return rows
+
+    def _wanted(self, kind: NotificationType, actor_id: str) -> bool:
+        return kind in self.events and self.actor_id in (None, actor_id)
+
+    def _deliveries(self, facts: Iterable[Fact]) -> list[ViewRecord]:
+        stamp = format_utc(self.now())
+        rows: list[ViewRecord] = []
+        for fact in facts:
+            n = fact.notification
+            if not self._wanted(n.type, fact.actor_id):
+                continue
+            rows.append(delivery_row({
+                "delivery_id": delivery_id(self.subscription_id, n.id),
+                "subscription_id": self.subscription_id,
+                "notification_id": n.id, "type": n.type.value, "subject_id": n.subject_id,
+                "subject_version": n.version, "status": DeliveryStatus.PENDING.value,
+                "attempts": 0, "next_try_at": stamp, "last_error": None,
+                "response_status": None, "created_at": n.at or stamp, "updated_at": stamp,
+                "delivered_at": None, "body": fact.view,
+            }, version=1))
+        return rows
+
+    # -- proposal.expired: derived from time, so a watch row says when to look ----
+
+    def _watch(self, proposal: Proposal, version: int = 1) -> list[ViewRecord]:
+        """A watch on the current version while it is presented: the sweep looks
+        at the proposal again once its expiry has passed (nothing is written then)."""
+        if not self._wanted(NotificationType.PROPOSAL_EXPIRED, proposal.actor_id):
+            return []
+        number = proposal.current_version
+        if proposal.effective_status(number, self.now()) is not ProposalStatus.PRESENTED:
+            return []
+        expires_at = proposal.expiry_of(number)
+        return [ViewRecord(
+            name=EXPIRY_WATCH_VIEW, key=f"{self.subscription_id}#{proposal.id}#{number}",
+            version=version, data={"proposal_id": proposal.id, "version": number,
+                                   "expires_at": expires_at},
+            list_pk=watch_list_key(self.subscription_id),
+            list_sk=f"{sort_time(expires_at)}#{proposal.id}#{number}")]
+
+    def sweep_expired(self, limit: int = 200) -> int:
+        """Record ``proposal.expired`` for every watched version whose expiry has
+        passed; returns how many deliveries were recorded. Each watch is retired
+        (or moved to a later expiry) only after its deliveries are written, so a
+        crash in between repeats the sweep, never loses it."""
+        now = self.now()
+        rows, _ = self.views.list_views(watch_list_key(self.subscription_id), limit,
+                                        None)
+        recorded = 0
+        for watch in rows:
+            if (watch.list_sk or "") >= sort_time(now):
+                break
+            proposal = self.store.get(Proposal, watch.data["proposal_id"])
+            later: list[ViewRecord] = []
+            if proposal is not None:
+                for row in self._deliveries(proposal_facts(proposal, now)):
+                    recorded += self.views.put_view(row)
+                if proposal.current_version == watch.data["version"]:
+                    later = self._watch(proposal, version=watch.version + 1)
+            if not later:  # expired or decided: the watch leaves the list
+                later = [replace(watch, version=watch.version + 1, list_pk=None, list_sk=None)]
+            self.views.put_view(later[0])
+        return recorded
 
     def apply(self, batch: LogBatch) -> int:
         """New delivery records and the batch's positions, in one atomic write."""

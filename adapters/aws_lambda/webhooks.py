@@ -13,6 +13,8 @@ Then it sends what is outstanding for the streams of the batch (in order per
 attempt, as ``ledger serve`` does). A receiver that is down or slow never fails
 the batch: the delivery is recorded ``failing`` with its backoff, and the
 scheduled invocation (``{"mode": "deliver"}``) sends every due delivery again.
+The scheduled pass also records ``proposal.expired`` for watched proposal
+versions whose expiry has passed (expiry is derived from time: no event says it).
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     ledger = get_ledger()
     ledger.metrics.forward = emf_forwarder(SERVICE)
     if isinstance(event, Mapping) and event.get("mode") == DELIVER_MODE:
+        for notifier in ledger.webhook_notifiers():  # proposal.expired comes from the clock
+            notifier.sweep_expired()
         sent = _deliver(ledger, context, None) if ledger.webhooks else 0
         metrics.add_metric(name="WebhookSends", unit=MetricUnit.Count, value=sent)
         logger.info("delivery pass done", extra={"sent": sent})

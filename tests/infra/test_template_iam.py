@@ -14,7 +14,7 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
 from domain.spec import ATTEMPT_ID_PREFIX
-from projections.webhooks import DELIVERY_VIEW
+from projections.webhooks import DELIVERY_VIEW, EXPIRY_WATCH_VIEW
 from tests.infra.template import (
     CHECKPOINT_OBJECTS_ARN,
     DUE_INDEX_ARN,
@@ -35,6 +35,7 @@ VIEWS = f"{VIEW_PREFIX}*"
 LOOKUPS = f"{it.LOOKUP_PREFIX}*"
 PROPOSALS = "prop_*"
 DELIVERIES = f"{VIEW_PREFIX}{DELIVERY_VIEW}#*"
+WATCHES = f"{VIEW_PREFIX}{EXPIRY_WATCH_VIEW}#*"
 DIRECTORY = frozenset(f"{kind.value}:*" for kind in DirectoryKind)
 
 
@@ -89,8 +90,8 @@ EXPECTED: dict[str, set[Grant]] = {
     "WebhookRole": _stream_consumer("WebhookLogGroup", "WebhookFailureQueue") | {
         ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
         ("dynamodb:Query", LIST_INDEX_ARN, None),
-        ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES})),
-        ("dynamodb:PutItem", TABLE_ARN, frozenset({DELIVERIES})),
+        ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
     },
     "CheckpointRole": {
         ("logs:CreateLogStream", get_att("CheckpointLogGroup", "Arn"), None),

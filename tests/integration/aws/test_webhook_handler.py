@@ -142,3 +142,21 @@ def test_without_subscriptions_the_function_records_nothing(
     assert webhooks.handler({"Records": records}, context) == {"batchItemFailures": []}
     assert webhooks.handler({"mode": "deliver"}, context)["sent"] == 0
     assert count(ledger, "pending") == count(ledger, "delivered") == 0
+
+
+def test_the_scheduled_pass_records_and_sends_proposal_expired(
+    hooked: Ledger, world: ExecutionWorld, stream: StreamTap, receiver: Receiver,
+    webhook_filter: list[dict[str, Any]], context: FakeLambdaContext,
+) -> None:
+    proposal_id = world.propose()
+    world.present(proposal_id)
+    records = [r for r in stream.records() if passes(webhook_filter, r)]
+    assert webhooks.handler({"Records": records}, context) == {"batchItemFailures": []}
+    assert webhooks.handler({"mode": "deliver"}, context)["sent"] == 0
+
+    hooked.clock.advance(2 * 86400)  # type: ignore[attr-defined]
+    assert webhooks.handler({"mode": "deliver"}, context)["sent"] == 1
+    assert webhooks.handler({"mode": "deliver"}, context)["sent"] == 0
+    (body,) = receiver.bodies()
+    assert (body["type"], body["proposal_id"], body["status"]) == (
+        "proposal.expired", proposal_id, "expired")

@@ -209,3 +209,33 @@ def test_a_send_whose_answer_was_lost_is_repeated_and_the_next_one_waits(
     deliver_all(ledger, deliverer)
     order = [json.loads(e["body"])["type"] for e in receiver.entries() if e["status"] == 204]
     assert order == ["attempt.outcome_unknown", "attempt.manually_resolved"]
+
+
+def test_proposal_expired_is_recorded_from_the_clock_once_and_never_after_a_decision(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    """Expiry writes no event: the watch the notifier leaves on a presented
+    version makes the sweep record ``proposal.expired`` once its time has come."""
+    ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
+    lapsing = pworld.propose()
+    pworld.present(lapsing)
+    decided = pworld.propose()
+    decline(pworld.ctx, token=pworld.present(decided).token, provenance=pworld.who)
+    drain(ledger)
+    (notifier,) = ledger.webhook_notifiers()
+    assert notifier.sweep_expired() == 0  # nothing has expired yet
+    assert [r.data["type"] for r in records(ledger, "pending")] == ["proposal.declined"]
+
+    pworld.clock.advance(2 * 86400)  # past every expiry; nothing is written to the log
+    drain(ledger)
+    assert notifier.sweep_expired() == 1
+    assert notifier.sweep_expired() == 0  # the watch is retired: once only
+    deliver_all(ledger, ledger.make_deliverer(random=lambda: 0.5))
+    kinds = sorted(json.loads(e["body"])["type"] for e in receiver.entries())
+    assert kinds == ["proposal.declined", "proposal.expired"]
+    expired = next(b for b in receiver.bodies() if b["type"] == "proposal.expired")
+    assert (expired["proposal_id"], expired["status"]) == (lapsing, "expired")
+    assert receiver.acknowledged() == {
+        notification_id(NotificationType.PROPOSAL_EXPIRED, lapsing, 1): 1,
+        notification_id(NotificationType.PROPOSAL_DECLINED, decided, 1): 1}
