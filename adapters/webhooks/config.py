@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,6 +28,7 @@ from adapters.executors.http_config import ENV_REFERENCE, LOOPBACK_HOSTS
 from adapters.webhooks.standard import signing_key
 from domain.errors import InvalidInput
 from domain.notifications import NotificationType
+from domain.redaction import looks_secret, secret_shaped_key
 
 SUBSCRIPTION_ID = r"^[a-z0-9][a-z0-9_-]{0,39}$"
 
@@ -94,6 +95,10 @@ def check_webhook(raw: Any, position: int, environ: Mapping[str, str], *,
         raise WebhookConfigError(f"{label}: url: needs an http:// or https:// scheme and a host")
     if parts.username or parts.password:
         raise WebhookConfigError(f"{label}: url: no credentials in the URL")
+    query_keys = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    if looks_secret(entry.url) or any(secret_shaped_key(k) for k in query_keys):
+        raise WebhookConfigError(f"{label}: url: no secrets in the URL (it is logged); the "
+                                 "receiver checks the signature instead")
     if production and parts.scheme != "https" and parts.hostname not in LOOPBACK_HOSTS:
         raise WebhookConfigError(f"{label}: url: LEDGER_ENV=production needs https://")
     reference = ENV_REFERENCE.match(entry.secret)

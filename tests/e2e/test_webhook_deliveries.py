@@ -120,3 +120,17 @@ def test_the_cli_lists_and_redelivers(sqlite_env: dict[str, str]) -> None:
 def test_the_webhook_commands_have_help(args: list[str]) -> None:
     result = invoke(args)
     assert result.exit_code == 0 and "Usage: ledger webhooks" in result.stdout
+
+
+def test_executors_check_refuses_a_bad_webhook_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "hooks.toml"
+    path.write_text('[[webhook]]\nid = "chat"\nurl = "https://chat.example/hooks"\n'
+                    'secret = "env:HOOK_SECRET"\nevents = ["attempt.exploded"]\n')
+    env = {"LEDGER_STORE": "memory", "LEDGER_EXECUTORS_FILE": str(path),
+           "HOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+    assert_one_line_failure(invoke(["executors", "check"], **env),
+                            "[[webhook]] #1 (chat): events.0")
+    path.write_text(path.read_text().replace("attempt.exploded", "attempt.succeeded"))
+    assert invoke(["executors", "check"], **env).exit_code == 0
+    assert_one_line_failure(invoke(["executors", "check"], **{**env, "HOOK_SECRET": ""}),
+                            "environment variable HOOK_SECRET is not set")

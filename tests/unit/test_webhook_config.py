@@ -45,6 +45,8 @@ def test_an_entry_becomes_a_subscription_with_its_secret_resolved() -> None:
     ({"events": []}, "events"),
     ({"url": "chat.example/hooks"}, "url: needs an http:// or https:// scheme"),
     ({"url": "https://user:pw@chat.example/"}, "url: no credentials"),
+    ({"url": "https://chat.example/hooks?token=abc"}, "url: no secrets in the URL"),
+    ({"url": "https://chat.example/hooks/sk_live_abcdef"}, "url: no secrets in the URL"),
     ({"colour": "red"}, "colour: unknown key"),
     ({"id": "Not Valid"}, "id:"),
     ({"timeout_seconds": 600}, "timeout_seconds"),
