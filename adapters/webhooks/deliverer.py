@@ -38,6 +38,9 @@ logger = logging.getLogger("ledger.webhooks")
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 300.0
+# A claim outlasts the longest send: httpx's timeout bounds each of connect, write,
+# read and pool wait, so four of them, and a margin.
+CLAIM_MARGIN_SECONDS = 5.0
 ERROR_CLASSES = frozenset({"timeout", "connect", "transport", "http_status", "redirect",
                            "error"})
 
@@ -121,13 +124,26 @@ class Deliverer:
                 continue  # its subscription left the file: kept, listed, not sent
             if parse_utc(row.data["next_try_at"]) > now:
                 continue
-            self.deliver(row, subscription)
-            sent += 1
+            if self.deliver(row, subscription) is not None:
+                sent += 1
         return sent
 
-    def deliver(self, row: ViewRecord, subscription: WebhookSubscription) -> bool:
-        """Send one record and record the result; True when acknowledged."""
+    def deliver(self, row: ViewRecord, subscription: WebhookSubscription) -> bool | None:
+        """Claim one record, send it and record the result; True when acknowledged,
+        None when another deliverer had claimed it.
+
+        The claim is a version-guarded write that moves ``next_try_at`` past the
+        send's timeout: a second deliverer (another process, a concurrent Lambda)
+        sees the record as not due, or loses the claim, and does not send it too.
+        A process that dies after its claim leaves the record due again once the
+        claim has lapsed."""
         data = dict(row.data)
+        claimed_until = self.clock.now() + timedelta(
+            seconds=4 * subscription.timeout_seconds + CLAIM_MARGIN_SECONDS)
+        claim = {**data, "next_try_at": format_utc(claimed_until)}
+        if not self.views.put_view(delivery_row(claim, row.version + 1)):
+            return None  # another deliverer moved it first
+        version = row.version + 2
         body = standard.body(data["type"], data["body"])
         signed = standard.headers(subscription.secret, data["notification_id"],
                                   int(self.wall()), body)
@@ -154,7 +170,7 @@ class Deliverer:
                                    cap=self.max_seconds)
             data.update(status=DeliveryStatus.FAILING.value, last_error=error,
                         next_try_at=format_utc(now + timedelta(seconds=wait)))
-        moved = self.views.put_view(delivery_row(data, row.version + 1))
+        moved = self.views.put_view(delivery_row(data, version))
         outcome = "delivered" if error is None else "failed"
         if moved:
             logger.info("webhook delivery=%s subscription=%s outcome=%s error=%s",

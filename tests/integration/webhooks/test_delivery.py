@@ -7,6 +7,7 @@ lost or repeated (once acknowledged) across a restart."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -239,3 +240,33 @@ def test_proposal_expired_is_recorded_from_the_clock_once_and_never_after_a_deci
     assert receiver.acknowledged() == {
         notification_id(NotificationType.PROPOSAL_EXPIRED, lapsing, 1): 1,
         notification_id(NotificationType.PROPOSAL_DECLINED, decided, 1): 1}
+
+
+def test_two_deliverers_on_one_store_send_each_delivery_once(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    """Two processes (or concurrent Lambdas) deliver at once from the same listing:
+    the version-guarded claim before each send lets only one of them send it."""
+    from adapters.webhooks.deliverer import HttpxTransport
+
+    ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
+    expected = facts(pworld, 2)
+    drain(ledger)
+    other = restarted(ledger).make_deliverer(random=lambda: 0.5)
+    nested: list[int] = []
+
+    class RacingTransport(HttpxTransport):
+        """The first deliverer's sends: the other deliverer runs a whole pass
+        in the middle of each one."""
+
+        def post(self, url: str, headers: Any, body: bytes, timeout: float) -> int:
+            nested.append(other.run_once())
+            return super().post(url, headers, body, timeout)
+
+    first = ledger.make_deliverer(random=lambda: 0.5, transport=RacingTransport())
+    # the first sends one; in its middle the other sends the two it could claim; the
+    # first's stale listing then loses both claims and sends nothing more
+    assert (first.run_once(), nested) == (1, [2])
+    assert receiver.acknowledged() == {i: 1 for i in expected}
+    assert len(records(ledger, "delivered")) == 3
