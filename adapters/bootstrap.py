@@ -16,7 +16,7 @@ from adapters.executors.fake import EffectLedger, FileEffectLedger
 from adapters.executors.loader import load_executors
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.instrumentation import InstrumentedRegistry, TracedStore
-from adapters.metrics import Metrics, lag_gauges, view_gauges
+from adapters.metrics import Metrics, lag_gauges, view_gauges, webhook_gauges
 from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
@@ -214,4 +214,5 @@ def build_ledger(
     ledger.metrics.add_gauge_source(view_gauges(
         ledger.views, ledger.store, ledger.clock, statuses=[s.value for s in AttemptStatus]))
     ledger.metrics.add_gauge_source(lag_gauges(ledger.projection_lag))
+    ledger.metrics.add_gauge_source(webhook_gauges(ledger.views, lambda: bool(ledger.webhooks)))
     return ledger

@@ -125,6 +125,9 @@ def test_everything_arrives_once_after_an_outage_500s_and_timeouts(
 
     receiver.stop()  # down
     assert deliverer.run_once() == 4
+    scraped = ledger.metrics.render()
+    assert 'ledger_webhook_deliveries{status="failing"} 4.0' in scraped
+    assert 'ledger_webhook_deliveries{status="pending"} 0.0' in scraped
     failing = records(ledger, "failing")
     assert {r.data["last_error"] for r in failing} == {"connect"}
     assert {r.data["response_status"] for r in failing} == {None}
