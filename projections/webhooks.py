@@ -138,14 +138,6 @@ class WebhookNotifier:
     def __post_init__(self) -> None:
         self.name = self.name or f"webhook-{self.subscription_id}"
 
-    def facts(self, stream_id: str) -> list[Fact]:
-        if stream_id.startswith(ATTEMPT_ID_PREFIX):
-            return attempt_facts(self.store.audit_events(stream_id)[0])
-        if stream_id.startswith(PROPOSAL_PREFIX):
-            proposal = self.store.get(Proposal, stream_id)
-            return proposal_facts(proposal, self.now()) if proposal is not None else []
-        return []
-
     def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
         """The delivery records (and expiry watches) the named streams imply."""
         rows: list[ViewRecord] = []
@@ -155,8 +147,8 @@ class WebhookNotifier:
                 if proposal is not None:
                     rows += self._deliveries(proposal_facts(proposal, self.now()))
                     rows += self._watch(proposal)
-            else:
-                rows += self._deliveries(self.facts(stream_id))
+            elif stream_id.startswith(ATTEMPT_ID_PREFIX):
+                rows += self._deliveries(attempt_facts(self.store.audit_events(stream_id)[0]))
         return rows
 
     def _wanted(self, kind: NotificationType, actor_id: str) -> bool:
