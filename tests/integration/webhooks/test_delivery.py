@@ -7,6 +7,7 @@ lost or repeated (once acknowledged) across a restart."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -273,3 +274,42 @@ def test_two_deliverers_on_one_store_send_each_delivery_once(
     assert (first.run_once(), nested) == (1, [2])
     assert receiver.acknowledged() == {i: 1 for i in expected}
     assert len(records(ledger, "delivered")) == 3
+
+
+def test_a_notifier_killed_after_its_write_or_failing_to_write_loses_and_doubles_nothing(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    """The delivery records and the notifier's position are one write: a crash right
+    after it repeats the batch (refused by the version guard), a failed write
+    records nothing, and either way every fact is delivered exactly once."""
+    from adapters.runtime import Runtime, SubscriberRun, subscriber_runs
+    from tests.integration.projections.test_tracked_subscriber import (
+        CrashAfterApply,
+        FailingWrites,
+        SimulatedCrash,
+    )
+
+    ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
+    expected = facts(pworld, 2)
+    runtime = Runtime(ledger, None, recovery_interval=3600, recovery=False, poll_seconds=0)
+    _status, hook = subscriber_runs(ledger)
+    assert hook.subscriber.name == "webhook-chat"
+    failing = SubscriberRun(replace(hook.subscriber, views=FailingWrites(ledger.views)),
+                            hook.subscription)
+    def until_crash(run: SubscriberRun) -> None:
+        with pytest.raises(SimulatedCrash):  # a stream reader may need a few polls
+            for _ in range(50):
+                runtime.run_subscriber_once(run)
+
+    until_crash(failing)
+    assert records(ledger, "pending") == []  # nothing recorded, position unmoved
+    hook.subscription.reset()
+    until_crash(SubscriberRun(hook.subscriber, CrashAfterApply(hook.subscription)))
+    assert len(records(ledger, "pending")) == 3  # the write itself happened
+
+    again = restarted(ledger)  # reads the position written with the records
+    drain(again)
+    assert len(records(again, "pending")) == 3
+    deliver_all(again, again.make_deliverer(random=lambda: 0.5))
+    assert receiver.acknowledged() == {i: 1 for i in expected}
