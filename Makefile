@@ -71,7 +71,7 @@ emulator-image: ## build the emulator's image locally (root, Docker; no image re
 # audit checkpoint. Needs the package registry for the functions' wheels.
 # See docs/aws-emulator.md.
 e2e-aws: $(STAMP) $(MINISTACK) ## deploy the SAM stack into the emulator and drive it end to end
-	$(BIN)/python -m tests.aws_stack
+	$(BIN)/python -m tests.support.aws_stack
 
 test-fast: $(STAMP) $(MINISTACK) ## the inner loop: every test not marked slow, in parallel
 	$(BIN)/pytest -n auto -m "not slow"

@@ -9,19 +9,20 @@ are two drivers of the same :class:`Ledger`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapters.backend import Backend, Lag
 from adapters.executors.fake import EffectLedger, FileEffectLedger
 from adapters.executors.loader import load_executors
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.instrumentation import InstrumentedRegistry, TracedStore
-from adapters.metrics import Metrics, lag_gauges, view_gauges
+from adapters.metrics import Metrics, lag_gauges, view_gauges, webhook_gauges
 from adapters.recorder import LedgerRecorder
 from adapters.settings import Settings, StoreKind
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource, SystemClock
 from adapters.view_changes import NotifyingViewStore
+from adapters.webhooks.config import WebhookSubscription
 from domain.attempt import AttemptStatus
 from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
@@ -30,9 +31,11 @@ from domain.services.execution import Worker, WorkerPolicy
 from domain.tracing import NullTracer, Tracer
 from projections.ports import Subscriber, TrackedViewStore
 from projections.projector import Projector
+from projections.webhooks import WebhookNotifier
 
 if TYPE_CHECKING:
     from adapters.dynamodb.client import DynamoDBClient, DynamoDBStreamsClient
+    from adapters.webhooks.deliverer import Deliverer
 
 
 def backend_type(settings: Settings) -> type[Backend]:
@@ -105,6 +108,7 @@ class Ledger:
     views: TrackedViewStore | None = None
     metrics: Metrics = field(default_factory=Metrics)
     backend: Backend | None = None
+    webhooks: list[WebhookSubscription] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.backend is None:
@@ -120,9 +124,29 @@ class Ledger:
         return Projector(self.store, self.views)
 
     def subscribers(self) -> list[Subscriber]:
-        """Every subscriber of the log this ledger keeps (issue-specific read
-        models and notifiers are added here)."""
-        return [self.projector]
+        """Every subscriber of the log this ledger keeps: the status projector,
+        then one webhook notifier per subscription (SPEC 12)."""
+        return [self.projector, *self.webhook_notifiers()]
+
+    def webhook_notifiers(self) -> list[WebhookNotifier]:
+        """One tracked subscriber per ``[[webhook]]`` subscription: it writes the
+        delivery records with its position."""
+        assert self.views is not None
+        return [WebhookNotifier(self.store, self.views, w.id, w.events, w.actor_id,
+                                now=self.clock.now, name=w.subscriber_name)
+                for w in self.webhooks]
+
+    def make_deliverer(self, **overrides: Any) -> Deliverer:
+        """The sender of the pending deliveries (tests inject transport, random)."""
+        from adapters.webhooks.deliverer import Deliverer
+
+        assert self.views is not None
+
+        def counted(outcome: str) -> None:
+            self.metrics.inc("ledger_webhook_deliveries_total", outcome=outcome)
+
+        return Deliverer(self.views, {w.id: w for w in self.webhooks}, self.clock,
+                         on_result=counted, **overrides)
 
     def projection_lag(self) -> dict[str, Lag]:
         """Each subscriber's lag that this process can know (for /readyz and /metrics)."""
@@ -198,8 +222,10 @@ def build_ledger(
         effects=effects,
         views=NotifyingViewStore(backend.views),  # wakes long polls after a write
         backend=backend,
+        webhooks=list(executors.webhooks),
     )
     ledger.metrics.add_gauge_source(view_gauges(
         ledger.views, ledger.store, ledger.clock, statuses=[s.value for s in AttemptStatus]))
     ledger.metrics.add_gauge_source(lag_gauges(ledger.projection_lag))
+    ledger.metrics.add_gauge_source(webhook_gauges(ledger.views, lambda: bool(ledger.webhooks)))
     return ledger

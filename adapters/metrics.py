@@ -58,6 +58,9 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_projection_rebuilds_total": (
         "Rebuilds run because part of the log was lost before a subscriber read it.",
         ("subscriber",)),
+    "ledger_webhook_deliveries_total": (
+        "Webhook sends by outcome (delivered, failed); failures are retried with backoff.",
+        ("outcome",)),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_http_request_duration_seconds": (
@@ -80,6 +83,8 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Events written and not yet applied, by subscriber of the log.", ("subscriber",)),
     "ledger_projection_oldest_unprocessed_age_seconds": (
         "Age of the oldest event not yet applied, by subscriber of the log.", ("subscriber",)),
+    "ledger_webhook_deliveries": (
+        "Webhook delivery records by status (pending, failing), at scrape time.", ("status",)),
 }
 METRIC_NAMES = (*COUNTERS, *HISTOGRAMS, *GAUGES)
 
@@ -246,6 +251,32 @@ def view_gauges(views: Any, store: Any, clock: Any, *, statuses: Sequence[str],
                                      help_by["ledger_due_work_backlog"], backlog))
         readings.append(GaugeReading("ledger_due_work_oldest_age_seconds",
                                      help_by["ledger_due_work_oldest_age_seconds"], age))
+        return readings
+
+    return read
+
+
+def webhook_gauges(views: Any, subscribed: Callable[[], bool], *,
+                   cap: int = 10_000) -> GaugeSource:
+    """Deliveries not yet acknowledged, by status, while there are subscriptions
+    (a count at ``cap`` means "at least")."""
+    from projections.webhooks import OUTSTANDING, delivery_list_key
+
+    def read() -> list[GaugeReading]:
+        readings: list[GaugeReading] = []
+        if not subscribed():
+            return readings
+        for status in OUTSTANDING:
+            total, cursor = 0, None
+            while total < cap:
+                page, cursor = views.list_views(delivery_list_key(status.value),
+                                                min(500, cap - total), cursor)
+                total += len(page)
+                if cursor is None:
+                    break
+            readings.append(GaugeReading(
+                "ledger_webhook_deliveries", GAUGES["ledger_webhook_deliveries"][0], total,
+                (("status", status.value),)))
         return readings
 
     return read

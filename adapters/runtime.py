@@ -22,12 +22,14 @@ from eventsourcing.persistence import IntegrityError
 from adapters.backend import LogSubscription, WorkFeed
 from adapters.bootstrap import Ledger, policy_from_settings
 from adapters.rebuild import rebuild
+from adapters.webhooks.deliverer import Deliverer
 from domain.errors import LedgerError
 from domain.services.execution import Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
 from projections.ports import Subscriber
 
 logger = logging.getLogger("ledger.runtime")
+DELIVER_IDLE_SECONDS = 1.0
 
 
 def worker_policy(ledger: Ledger) -> WorkerPolicy:
@@ -61,10 +63,13 @@ class Runtime:
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     on_recovery: Callable[[RecoveryReport], None] | None = None
+    deliverer: Deliverer | None = None
 
     def start(self) -> None:
         if self.feed is not None:
             self._spawn("ledger-worker", self._worker_loop)
+        if self.deliverer is not None:
+            self._spawn("ledger-webhooks", self._deliver_loop)
         for run in self.subscribers:
             self._spawn(f"ledger-{run.subscriber.name}", partial(self._subscriber_loop, run))
         if self.recovery:
@@ -74,6 +79,22 @@ class Runtime:
         self.stop_event.set()
         for thread in self.threads:
             thread.join(timeout)
+        if self.deliverer is not None:
+            self.deliverer.close()
+
+    def _deliver_loop(self) -> None:
+        assert self.deliverer is not None
+        while not self.stop_event.is_set():
+            try:
+                for notifier in self.ledger.webhook_notifiers():
+                    notifier.sweep_expired()  # proposal.expired comes from the clock
+                if not self.deliverer.run_once():
+                    # Each pass lists the outstanding deliveries: when nothing was
+                    # due, wait longer than the subscribers do (a store query a second).
+                    self.stop_event.wait(max(self.poll_seconds, DELIVER_IDLE_SECONDS))
+            except Exception as exc:  # the store was unavailable: try again later
+                logger.error("webhook delivery pass failed: %s", type(exc).__name__)
+                self.stop_event.wait(self.poll_seconds)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -186,4 +207,5 @@ def build_runtime(ledger: Ledger, *, worker: bool = True) -> Runtime:
     executing = worker and ledger.settings.execution_enabled
     feed = ledger.backend.work_feed() if executing else None
     return Runtime(ledger, feed, recovery_interval=ledger.settings.recovery_interval_seconds,
-                   subscribers=subscriber_runs(ledger), recovery=executing)
+                   subscribers=subscriber_runs(ledger), recovery=executing,
+                   deliverer=ledger.make_deliverer() if ledger.webhooks else None)

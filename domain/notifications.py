@@ -91,3 +91,21 @@ def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notificati
             found.append(Notification(notification_id(kind, proposal.id, number), kind,
                                       proposal.id, number, moment))
     return found
+
+
+ATTEMPT_NOTIFICATIONS: dict[str, NotificationType] = {
+    "succeeded": NotificationType.ATTEMPT_SUCCEEDED,
+    "failed_safe": NotificationType.ATTEMPT_FAILED_SAFE,
+    "outcome_unknown": NotificationType.ATTEMPT_OUTCOME_UNKNOWN,
+    "manually_resolved": NotificationType.ATTEMPT_MANUALLY_RESOLVED,
+}
+
+
+def attempt_notification(attempt_id: str, status: str, previous: str | None, version: int,
+                         at: str) -> Notification | None:
+    """The notification of an attempt reaching ``status`` at stream ``version``
+    (None when the status did not change or is not one anyone is told of)."""
+    kind = ATTEMPT_NOTIFICATIONS.get(status)
+    if kind is None or status == previous:
+        return None
+    return Notification(notification_id(kind, attempt_id, version), kind, attempt_id, version, at)

@@ -40,6 +40,7 @@ SECRET_VALUE_PATTERNS = [
         r"\beyJ[a-zA-Z0-9_\-]{8,}\.[a-zA-Z0-9_\-]{8,}",  # JWT
         r"\bgh[pousr]_[A-Za-z0-9]{20,}",
         r"\bxox[abpr]-[A-Za-z0-9\-]{10,}",
+        r"\bwhsec_[A-Za-z0-9+/=]{16,}",  # a Standard Webhooks signing secret
         r"(password|passwd|secret|api[_-]?key|token)\s*[:=]",
     )
 ]

@@ -1,7 +1,9 @@
-"""The projector Lambda: keeps the status views current from the table's stream.
+"""The projector Lambda: keeps the status views and the inbox current from the
+table's stream.
 
-Its event source mapping delivers INSERTs of attempt events (``pk`` begins
-with ``att_``); the handler applies the local stream reader's rule again. A
+Its event source mapping delivers INSERTs of attempt and proposal events
+(``pk`` begins with ``att_`` or ``prop_``); the handler applies the local
+stream reader's rule again. A
 record only names the stream that changed: the projector re-reads that stream
 with a consistent read and writes the folded view with a version guard
 (``Projector.project_streams``), so duplicates, retries and reordering can
@@ -41,7 +43,7 @@ metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 
 def stream_id_from_record(record: Any) -> str | None:
-    """The attempt stream a record changed, or None for anything else.
+    """The attempt or proposal stream a record changed, or None for anything else.
 
     The choice is the local stream reader's (``attempt_streams_from_records``);
     a record without a table key to name raises MalformedRecord.
@@ -62,7 +64,8 @@ def stream_id_from_record(record: Any) -> str | None:
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    """Project every attempt stream named in a stream batch (partial batch response)."""
+    """Project every attempt and proposal stream named in a stream batch (partial
+    batch response)."""
     if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
         raise ValueError("unrecognised event: expected DynamoDB stream records")
     projector = get_ledger().projector

@@ -27,13 +27,14 @@ from adapters.executors.fake import EffectLedger, FileEffectLedger, effect_ledge
 from adapters.executors.http_config import HttpConfigError, HttpExecutorConfig, check_entry
 from adapters.executors.registry import DuplicateExecutor, StaticExecutorRegistry
 from adapters.settings import Environment, Settings, SettingsError
+from adapters.webhooks.config import WebhookConfigError, WebhookSubscription, check_webhooks
 from domain.directory import DeliveryMode
 from domain.ports import Clock, Executor, Reconciler
 from domain.redaction import looks_secret
 from domain.spec import DIGEST_PATTERN, NAME_PATTERN
 
 ENTRY_POINT_GROUP = "execution_ledger.executors"
-FILE_KINDS = frozenset({"http", "webhook"})  # [[webhook]] belongs to the webhook feature
+FILE_KINDS = frozenset({"http", "webhook"})
 MAX_FILE_BYTES = 1024 * 1024
 
 
@@ -57,6 +58,7 @@ class LoadedExecutors:
     registry: StaticExecutorRegistry
     effects: EffectLedger | FileEffectLedger | None = None
     http: list[HttpExecutorConfig] = field(default_factory=list)
+    webhooks: list[WebhookSubscription] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ def load_executors(
     for point in plugins if plugins is not None else entry_points(group=ENTRY_POINT_GROUP):
         pending.extend(_from_plugin(point, settings))
     configs = read_executors_file(settings, environ)
+    webhooks = read_webhooks(settings, environ)
     if configs:
         from adapters.executors.http import build_http
 
@@ -105,15 +108,24 @@ def load_executors(
             raise ExecutorConfigError(
                 f"{item.source} registers {item.executor.capability} "
                 f"{item.executor.build_digest}, which is already registered") from None
-    return LoadedExecutors(registry, effects, configs)
+    return LoadedExecutors(registry, effects, configs, webhooks)
 
 
-def read_executors_file(settings: Settings, environ: Mapping[str, str]
-                        ) -> list[HttpExecutorConfig]:
-    """Parse and check ``LEDGER_EXECUTORS_FILE`` (empty list when unset)."""
+def read_webhooks(settings: Settings, environ: Mapping[str, str]
+                  ) -> list[WebhookSubscription]:
+    """The ``[[webhook]]`` subscriptions of ``LEDGER_EXECUTORS_FILE`` (SPEC 12)."""
     if not settings.executors_file:
         return []
-    path = Path(settings.executors_file)
+    name, document = _read_document(settings.executors_file)
+    try:
+        return check_webhooks(document.get("webhook", []), name, environ,
+                              production=settings.env is Environment.PRODUCTION)
+    except WebhookConfigError as exc:
+        raise ExecutorConfigError(str(exc)) from None
+
+
+def _read_document(file: str) -> tuple[str, dict[str, Any]]:
+    path = Path(file)
     name = f"LEDGER_EXECUTORS_FILE {path.name}"
     try:
         data = path.read_bytes()
@@ -127,10 +139,19 @@ def read_executors_file(settings: Settings, environ: Mapping[str, str]
         raise ExecutorConfigError(f"{name}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExecutorConfigError(f"{name}: not valid TOML ({exc})") from None
+    return name, document
+
+
+def read_executors_file(settings: Settings, environ: Mapping[str, str]
+                        ) -> list[HttpExecutorConfig]:
+    """Parse and check ``LEDGER_EXECUTORS_FILE`` (empty list when unset)."""
+    if not settings.executors_file:
+        return []
+    name, document = _read_document(settings.executors_file)
     unknown = sorted(set(document) - FILE_KINDS)
     if unknown:
         raise ExecutorConfigError(f"{name}: unknown key {unknown[0]!r} "
-                                  "(expected [[http]] tables)")
+                                  "(expected [[http]] or [[webhook]] tables)")
     entries = document.get("http", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ExecutorConfigError(f"{name}: 'http' must be an array of tables ([[http]])")

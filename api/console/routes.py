@@ -348,3 +348,6 @@ def install_console(app: Any) -> None:
 
     app.add_exception_handler(SignInRequired, to_signin)
     app.include_router(router)
+    from api.console.webhooks import router as webhooks_router
+
+    app.include_router(webhooks_router)

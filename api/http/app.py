@@ -25,7 +25,16 @@ from api.http.middleware import (
     ErrorBoundaryMiddleware,
     ObservabilityMiddleware,
 )
-from api.http.routers import approvals, attempts, audit, declines, directory, health, proposals
+from api.http.routers import (
+    approvals,
+    attempts,
+    audit,
+    declines,
+    directory,
+    health,
+    proposals,
+    webhooks,
+)
 
 API_PREFIX = "/api/conversational"
 
@@ -76,5 +85,6 @@ def create_app(
     app.include_router(declines.router, prefix=API_PREFIX)
     app.include_router(attempts.router, prefix=API_PREFIX)
     app.include_router(audit.router, prefix=API_PREFIX)
+    app.include_router(webhooks.router, prefix=API_PREFIX)
     install_console(app)
     return app

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from adapters.settings import load_settings
 from api.http.app import create_app
-from tests.support.cli import invoke
+from tests.support.cli import assert_one_line_failure, invoke
 from tests.support.http_helpers import DIRECTORY, PROVENANCE
 
 CUSTOM_SECRET = "a-custom-secret-of-more-than-thirty-two-characters"
@@ -23,17 +23,6 @@ CHANNEL_FLAGS = [
     "--channel-binding-id", PROVENANCE.channel_binding_id,
     "--conversation-key", PROVENANCE.conversation_key,
 ]
-
-
-def assert_one_line_failure(result: Any, *fragments: str) -> None:
-    assert result.exit_code != 0
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.mark.parametrize("args", [

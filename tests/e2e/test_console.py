@@ -3,7 +3,7 @@ the pending-approval inbox."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from fastapi.testclient import TestClient
@@ -13,24 +13,12 @@ from adapters.executors.fake import fake_build_digest
 from adapters.settings import Settings
 from api.http.app import create_app
 from api.http.auth import mint_token
-from tests.support.console import hidden_fields, sign_in
+from tests.support.console import admin_session, hidden_fields, sign_in
 from tests.support.http_helpers import API, PROVENANCE, Headers, propose_and_present, run_worker
 
 PAGES = ["/console", "/console/attempts", "/console/attempts?status=failed_safe",
          "/console/attempts/att_missing", "/console/inbox",
          "/console/inbox?actor_id=alice&status=claimed"]
-
-
-@pytest.fixture
-def browser(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
-    """A client on a loopback base URL (the console's development cookies are not Secure)."""
-    with TestClient(create_app(settings, ledger=ledger), base_url="http://127.0.0.1") as c:
-        yield c
-
-
-def admin_session(browser: TestClient, settings: Settings) -> None:
-    answer = sign_in(browser, mint_token(settings, subject="ops", role="admin"))
-    assert answer.status_code == 303 and answer.headers["location"] == "/console"
 
 
 def unknown_attempt(client: TestClient, bearer: Callable[..., Headers], ledger: Ledger) -> str:

@@ -117,6 +117,23 @@ def _attempt(suffix: str = "", which: str = "queued") -> Build:
     return build
 
 
+def _redeliver(w: HttpWorld, rel: str) -> Request:
+    """A delivery record written straight into the views (no subscription needed)."""
+    from projections.webhooks import delivery_id, delivery_row
+
+    ident = delivery_id("matrix", "msg_" + "0" * 40)
+    if rel != "missing" and w.ledger.views is not None:
+        w.ledger.views.put_view(delivery_row({
+            "delivery_id": ident, "subscription_id": "matrix", "notification_id": "msg_x",
+            "type": "attempt.succeeded", "subject_id": w.queued, "subject_version": 1,
+            "status": "failing", "attempts": 1, "next_try_at": "2030-01-01T00:00:00Z",
+            "last_error": "connect", "response_status": None,
+            "created_at": "2030-01-01T00:00:00Z", "updated_at": "2030-01-01T00:00:00Z",
+            "delivered_at": None, "body": {}}, version=1))
+    target = delivery_id("matrix", "msg_missing") if rel == "missing" else ident
+    return f"{API}/webhook-deliveries/{target}/redeliver", None, None
+
+
 RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/openapi.json"): Rule(EVERYONE, lambda w, r: ("/openapi.json", None, None), OK_200),
     ("GET", "/docs"): Rule(EVERYONE, lambda w, r: ("/docs", None, None), OK_200),
@@ -196,6 +213,11 @@ RULES: dict[tuple[str, str], Rule] = {
         ADMIN, _attempt("/reconcile", "reconcilable"), FOUND),
     ("POST", "/api/conversational/execution-attempts/{attempt_id}/resolve"): Rule(
         ADMIN, _attempt("/resolve", "resolvable"), FOUND),
+    ("GET", "/api/conversational/webhook-deliveries"): Rule(
+        ADMIN, lambda w, rel: (f"{API}/webhook-deliveries", None, {"status": "failing"}),
+        OK_200),
+    ("POST", "/api/conversational/webhook-deliveries/{delivery_id}/redeliver"): Rule(
+        ADMIN, _redeliver, FOUND),
     ("GET", "/api/conversational/audit/digest"): Rule(
         ADMIN, lambda w, rel: (f"{API}/audit/digest", None, None), OK_200),
 }

@@ -7,8 +7,9 @@ bodies and stream records. Then the whole life runs (HTTP, the runtime's
 worker / projector / recovery loops, admin reconcile and resolve, the audit
 CLI, a projection rebuild, the Lambda worker). Every response, every log
 record of every logger at DEBUG (tracebacks included), every stored view,
-every audit output, every console page (HTML), the metrics and the Lambda's failure payloads and
-output are searched: zero occurrences.
+every audit output, every console page (HTML), the metrics, the Lambda's failure payloads and
+output, and every webhook (headers and body as sent, the delivery records and their
+list) are searched: zero occurrences.
 
 Two answers carry caller input back by design and are left out: the
 proposer's own preview (POST /proposals) and the one response that shows a
@@ -34,9 +35,11 @@ from fastapi.testclient import TestClient
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.executors.fake import fake_build_digest
 from adapters.settings import Settings, load_settings
+from adapters.webhooks.config import WebhookSubscription
 from api.http.app import create_app
 from api.http.auth import mint_token
 from domain.errors import ExecutorNoEffect
+from domain.notifications import NotificationType
 from domain.ports import ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 from domain.redaction import looks_secret
 from projections.audit import audit_attempt, mermaid_state_diagram
@@ -45,6 +48,7 @@ from tests.support.clocks import FixedClock
 from tests.support.console import sign_in
 from tests.support.http_helpers import API, DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts, spec
 from tests.support.runtime_loops import run_loops
+from tests.support.webhook_capture import CapturingTransport
 
 RUN = uuid.uuid4().hex[:12].upper()
 CANARIES = {
@@ -66,6 +70,7 @@ CANARIES = {
     "unknown_token": f"sk_live_UNKNOWNTOKEN{RUN}",
     "stream_record": f"sk_live_STREAM{RUN}",
     "idempotency_key": f"sk_live_IDEMKEY{RUN}",
+    "webhook_secret": "whsec_" + base64.b64encode(f"WEBHOOK{RUN}".encode()).decode(),
 }
 SECRET_SHAPED = [name for name in CANARIES if name not in ("content_plain", "receipt_key")]
 
@@ -172,6 +177,9 @@ def canary_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[t
     key = ("fake.correlation_lookup", fake_build_digest("fake.correlation_lookup"))
     ledger.registry._reconcilers[key] = PlantingReconciler(ledger.registry._reconcilers[key])
     ledger.renderer = ExplodingRenderer(ledger.renderer)
+    ledger.webhooks = [WebhookSubscription(  # every notification, signed with a canary
+        id="canary", url="https://chat.example/hooks", secret_env="LEDGER_WEBHOOK_SECRET",
+        events=frozenset(NotificationType), secret=CANARIES["webhook_secret"])]
     yield ledger, settings
     ledger.close()
 
@@ -352,6 +360,19 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
             for role in ("channel", "admin"):
                 call("GET", f"{API}/proposals", headers=auth[role],
                      params={"actor_id": "alice", "status": state})
+        # the signed webhooks: every notification's headers and body as sent, and the
+        # delivery records as admins see them
+        run_loops(ledger, project=[])
+        sent = CapturingTransport()
+        deliverer = ledger.make_deliverer(transport=sent, random=lambda: 0.0)
+        while deliverer.run_once():
+            pass
+        kinds = {json.loads(body)["type"] for _, body in sent.requests}
+        assert {"attempt.succeeded", "attempt.outcome_unknown", "proposal.declined"} <= kinds
+        outputs += [json.dumps(headers) + body.decode() for headers, body in sent.requests]
+        for state in ("pending", "failing", "delivered"):
+            call("GET", f"{API}/webhook-deliveries", headers=auth["admin"],
+                 params={"status": state})
         # the console's pages: every list and every attempt page, signed in as an admin
         signed_in = sign_in(client, admin_token)
         assert signed_in.status_code == 303, signed_in.text
@@ -360,7 +381,9 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
             "queued", "executing", "succeeded", "failed_safe", "outcome_unknown",
             "manually_resolved")], *[f"/console/attempts/{a}" for a in attempts.values()],
             *[f"/console/inbox?actor_id=alice&status={state}" for state in (
-                "presented", "claimed", "declined", "canceled", "expired")]]
+                "presented", "claimed", "declined", "canceled", "expired")],
+            *[f"/console/webhooks?status={state}" for state in (
+                "pending", "failing", "delivered")]]
         for page in console_pages:
             shown_page = call("GET", page)
             assert shown_page.status_code == 200, (page, shown_page.status_code)
@@ -388,6 +411,11 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
                      ["audit", attempt_id, "--format", "mermaid"]):
             result = invoke(args, LEDGER_SQLITE_PATH=db, LEDGER_STORE="sqlite")
             outputs += [result.stdout, result.stderr]
+    for args in (["webhooks", "list", "--status", "delivered"],
+                 ["webhooks", "list", "--status", "delivered", "--json"]):
+        listed = invoke(args, LEDGER_SQLITE_PATH=db, LEDGER_STORE="sqlite")
+        assert listed.exit_code == 0 and "whd_" in listed.stdout, listed.stderr
+        outputs += [listed.stdout, listed.stderr]
     rebuilt = invoke(["projections", "rebuild", "--check"], LEDGER_SQLITE_PATH=db,
                      LEDGER_STORE="sqlite")
     outputs += [rebuilt.stdout, rebuilt.stderr]

@@ -5,6 +5,7 @@ provider. The search is proven to catch a leak when the receipt rules are switch
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from tests.support.http_executors import HTTP_MODES, executors_toml
 from tests.support.http_helpers import API, DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts, spec
 from tests.support.provider_fixtures import Provider, start_provider, stop_provider
 from tests.support.runtime_loops import run_loops
+from tests.support.webhook_capture import CapturingTransport
 
 pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 
@@ -37,7 +39,8 @@ CANARIES = {
     "authorization": f"Bearer {PROVIDER_SECRET}",
     "provider_secret": PROVIDER_SECRET,
     "api_key": f"ghp_APIKEY{RUN}abcdefghijklmnop",
-    "webhook_secret": f"whsec_{RUN}sk_live_WEBHOOK",
+    # a valid Standard Webhooks secret: whsec_ and the base64 of the key
+    "webhook_secret": "whsec_" + base64.b64encode(f"{RUN}sk_live_WEBHOOK".encode()).decode(),
 }
 SECRET_ENV = {"TASKS_TOKEN": CANARIES["authorization"], "TASKS_API_KEY": CANARIES["api_key"],
               "LEDGER_WEBHOOK_SECRET": CANARIES["webhook_secret"]}
@@ -133,6 +136,16 @@ def run_life(ledger: Ledger, settings: Any, path: Path, caplog: pytest.LogCaptur
         ledger.clock.advance(3600)
         run_loops(ledger, recover=True)
         run_loops(ledger, project=list(attempts.values()))
+        # the [[webhook]] of the file: every delivery's headers and body as sent
+        assert [w.secret_env for w in ledger.webhooks] == ["LEDGER_WEBHOOK_SECRET"]
+        sent = CapturingTransport()
+        deliverer = ledger.make_deliverer(transport=sent, random=lambda: 0.0)
+        while deliverer.run_once():
+            pass
+        assert len(sent.requests) >= 2  # the succeeded attempts
+        outputs += [json.dumps(headers) + body.decode() for headers, body in sent.requests]
+        call("GET", f"{API}/webhook-deliveries", headers=auth["admin"],
+             params={"status": "delivered"})
         for attempt_id in attempts.values():
             view = call("GET", f"{API}/execution-attempts/{attempt_id}", headers=auth["admin"])
             call("GET", f"{API}/execution-attempts/{attempt_id}", headers=auth["actor"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.aws_stack.stack import explicit_http_routes
+from tests.support.aws_stack.stack import explicit_http_routes
 
 
 def test_each_route_of_the_body_becomes_an_integration_and_a_route_and_nothing_else_changes(
@@ -58,7 +58,7 @@ def test_the_leftover_scan_finds_a_process_of_the_run_by_its_marker_and_nothing_
     import subprocess
     import sys
 
-    from tests.aws_stack.emulator import MARKER, marked_processes
+    from tests.support.aws_stack.emulator import MARKER, marked_processes
 
     marker = os.urandom(8).hex()
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]

@@ -20,7 +20,7 @@ def test_the_executors_file_reaches_every_function_when_given(template: dict[str
     pattern = re.compile(declared["AllowedPattern"])
     assert pattern.fullmatch("executors.toml") and pattern.fullmatch("conf/tasks.toml")
     assert not pattern.fullmatch("/etc/passwd") and not pattern.fullmatch("x.toml; rm -rf")
-    for function in ("WorkerFunction", "ProjectorFunction", "ApiFunction"):
+    for function in ("WorkerFunction", "ProjectorFunction", "ApiFunction", "WebhookFunction"):
         own = template["Resources"][function]["Properties"]["Environment"]["Variables"]
         assert not set(own) & {"LEDGER_EXECUTORS_FILE", *SLOTS}  # nobody overrides it
 

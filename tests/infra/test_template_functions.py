@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from adapters.aws_lambda import projector as projector_module
+from adapters.aws_lambda import webhooks as webhooks_module
 from adapters.aws_lambda import worker as worker_module
 from adapters.aws_lambda.common import NAMESPACE
 from adapters.settings import Settings
@@ -42,7 +43,8 @@ OTHER_ATTEMPT_TOPIC = "domain.attempt:ExecutionAttempt.ResultRecorded"
 
 
 @pytest.mark.parametrize(("function", "event"), [("WorkerFunction", "QueuedAttempts"),
-                                                  ("ProjectorFunction", "AttemptEvents")])
+                                                  ("ProjectorFunction", "AttemptEvents"),
+                                                  ("WebhookFunction", "LedgerEvents")])
 def test_filter_patterns_are_one_line_of_json(
     template: dict[str, Any], function: str, event: str
 ) -> None:
@@ -84,16 +86,42 @@ def test_worker_filter_delivers_only_queued_and_requeued_attempt_inserts(
         (_record("INSERT", "att_1", QUEUED), True),
         (_record("INSERT", "att_1", OTHER_ATTEMPT_TOPIC), True),
         (_record("MODIFY", "att_1", OTHER_ATTEMPT_TOPIC), False),
-        (_record("INSERT", "prop_1", "domain.proposal:Proposal.Claimed"), False),
+        (_record("INSERT", "prop_1", "domain.proposal:Proposal.Claimed"), True),
+        (_record("INSERT", "prop_1", "domain.proposal:Proposal.Declined"), True),
+        (_record("MODIFY", "prop_1", "domain.proposal:Proposal.Claimed"), False),
         (_record("INSERT", "due#att_1"), False),
+        (_record("INSERT", "head#prop_1"), False),
+        (_record("INSERT", "lookup#token:x"), False),
         (_record("INSERT", "view#attempt_status#att_1"), False),
+        (_record("INSERT", "view#proposal_inbox#prop_1"), False),
     ],
 )
-def test_projector_filter_delivers_only_attempt_event_inserts(
+def test_projector_filter_delivers_attempt_and_proposal_event_inserts(
     template: dict[str, Any], record: dict[str, Any], delivered: bool
 ) -> None:
     patterns = filter_patterns(_function(template, "ProjectorFunction"), "AttemptEvents")
     assert passes(patterns, record) is delivered
+
+
+def test_the_webhook_function_reads_what_the_projector_reads(template: dict[str, Any]) -> None:
+    assert filter_patterns(_function(template, "WebhookFunction"), "LedgerEvents") == (
+        filter_patterns(_function(template, "ProjectorFunction"), "AttemptEvents"))
+    assert _function(template, "WebhookFunction")["Properties"]["Handler"] == (
+        "adapters.aws_lambda.webhooks.handler")
+    env = _function(template, "WebhookFunction")["Properties"]["Environment"]["Variables"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == webhooks_module.SERVICE
+
+
+def test_a_schedule_sends_the_due_webhook_deliveries_again(
+    template: dict[str, Any], transformed: dict[str, Any]
+) -> None:
+    schedule = _function(template, "WebhookFunction")["Properties"]["Events"]["Retries"]
+    assert schedule["Type"] == "Schedule"
+    assert json.loads(schedule["Properties"]["Input"]) == {"mode": webhooks_module.DELIVER_MODE}
+    assert schedule["Properties"]["Schedule"] == {"Ref": "WebhookRetrySchedule"}
+    rule = resources_of(transformed, "AWS::Events::Rule")["WebhookFunctionRetries"]
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["WebhookFunction", "Arn"]}
 
 
 @pytest.mark.parametrize(
@@ -101,6 +129,7 @@ def test_projector_filter_delivers_only_attempt_event_inserts(
     [
         ("WorkerFunction", "QueuedAttempts", "WorkerFailureQueue"),
         ("ProjectorFunction", "AttemptEvents", "ProjectorFailureQueue"),
+        ("WebhookFunction", "LedgerEvents", "WebhookFailureQueue"),
     ],
 )
 def test_stream_sources_report_partial_failures_bisect_bound_retries_and_keep_metadata(
@@ -119,7 +148,8 @@ def test_stream_sources_report_partial_failures_bisect_bound_retries_and_keep_me
         "Type": "SQS", "Destination": {"Fn::GetAtt": [queue, "Arn"]}}
 
 
-@pytest.mark.parametrize("queue", ["WorkerFailureQueue", "ProjectorFailureQueue"])
+@pytest.mark.parametrize("queue", ["WorkerFailureQueue", "ProjectorFailureQueue",
+                                   "WebhookFailureQueue"])
 def test_failure_queues_are_encrypted_and_keep_messages_fourteen_days(
     template: dict[str, Any], queue: str
 ) -> None:
@@ -201,7 +231,8 @@ def _alarm(template: dict[str, Any], name: str) -> dict[str, Any]:
     return properties
 
 
-@pytest.mark.parametrize("queue", ["WorkerFailureQueue", "ProjectorFailureQueue"])
+@pytest.mark.parametrize("queue", ["WorkerFailureQueue", "ProjectorFailureQueue",
+                                   "WebhookFailureQueue"])
 def test_alarm_on_failure_queue_depth(template: dict[str, Any], queue: str) -> None:
     alarm = _alarm(template, f"{queue}Alarm")
     assert (alarm["Namespace"], alarm["MetricName"]) == (
@@ -211,7 +242,7 @@ def test_alarm_on_failure_queue_depth(template: dict[str, Any], queue: str) -> N
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
 
 
-@pytest.mark.parametrize("function", ["WorkerFunction", "ProjectorFunction"])
+@pytest.mark.parametrize("function", ["WorkerFunction", "ProjectorFunction", "WebhookFunction"])
 def test_alarm_on_function_errors(template: dict[str, Any], function: str) -> None:
     alarm = _alarm(template, function.replace("Function", "ErrorsAlarm"))
     assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/Lambda", "Errors")
@@ -238,7 +269,7 @@ def test_alarms_on_handler_metrics_use_the_names_the_handler_emits(
 
 def test_every_alarm_notifies_the_optional_topic(template: dict[str, Any]) -> None:
     alarms = resources_of(template, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 6
+    assert len(alarms) == 8
     for name, alarm in alarms.items():
         assert alarm["Properties"]["AlarmActions"] == {
             "Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]

@@ -14,6 +14,7 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
 from domain.spec import ATTEMPT_ID_PREFIX
+from projections.webhooks import DELIVERY_VIEW, EXPIRY_WATCH_VIEW
 from tests.support.sam_template import (
     CHECKPOINT_OBJECTS_ARN,
     DUE_INDEX_ARN,
@@ -33,6 +34,8 @@ DUE = f"{it.DUE_PREFIX}{ATTEMPT_ID_PREFIX}*"
 VIEWS = f"{VIEW_PREFIX}*"
 LOOKUPS = f"{it.LOOKUP_PREFIX}*"
 PROPOSALS = "prop_*"
+DELIVERIES = f"{VIEW_PREFIX}{DELIVERY_VIEW}#*"
+WATCHES = f"{VIEW_PREFIX}{EXPIRY_WATCH_VIEW}#*"
 DIRECTORY = frozenset(f"{kind.value}:*" for kind in DirectoryKind)
 
 
@@ -68,7 +71,7 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
     },
     "ProjectorRole": _stream_consumer("ProjectorLogGroup", "ProjectorFailureQueue") | {
-        ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS})),
+        ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
         ("dynamodb:PutItem", TABLE_ARN, frozenset({VIEWS})),
     },
     "ApiRole": {
@@ -83,6 +86,13 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
     },
+    # reads attempt and proposal streams; reads and writes delivery records only
+    "WebhookRole": _stream_consumer("WebhookLogGroup", "WebhookFailureQueue") | {
+        ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
+        ("dynamodb:Query", LIST_INDEX_ARN, None),
+        ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
+    },
     "CheckpointRole": {
         ("logs:CreateLogStream", get_att("CheckpointLogGroup", "Arn"), None),
         ("logs:PutLogEvents", get_att("CheckpointLogGroup", "Arn"), None),
@@ -91,7 +101,8 @@ EXPECTED: dict[str, set[Grant]] = {
     },
 }
 ROLE_OF = {"WorkerFunction": "WorkerRole", "ProjectorFunction": "ProjectorRole",
-           "ApiFunction": "ApiRole", "CheckpointFunction": "CheckpointRole"}
+           "ApiFunction": "ApiRole", "CheckpointFunction": "CheckpointRole",
+           "WebhookFunction": "WebhookRole"}
 
 
 @pytest.mark.parametrize("role", sorted(EXPECTED))
@@ -167,14 +178,14 @@ def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> Non
     forbidden = {"dynamodb:Scan", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem",
                  "dynamodb:BatchGetItem", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
                  "dynamodb:CreateTable", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLInsert"}
-    for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole"):
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole", "WebhookRole"):
         assert not set(_actions(template["Resources"][role])) & forbidden, role
 
 
 def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(
     template: dict[str, Any]
 ) -> None:
-    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole", "WebhookRole"):
         assert not any(a.startswith("s3:") for a in _actions(template["Resources"][role])), role
     s3_actions = {a for a in _actions(template["Resources"]["CheckpointRole"])
                   if a.startswith("s3:")}
@@ -182,7 +193,7 @@ def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(
 
 
 def test_every_item_write_is_limited_to_key_prefixes(template: dict[str, Any]) -> None:
-    for role in ("WorkerRole", "ProjectorRole", "ApiRole"):
+    for role in ("WorkerRole", "ProjectorRole", "ApiRole", "WebhookRole"):
         for action, _, keys in grants(template["Resources"][role]):
             if action in {"dynamodb:PutItem", "dynamodb:DeleteItem",
                           "dynamodb:ConditionCheckItem"}:

@@ -69,3 +69,10 @@ def directory(client: TestClient, admin: Headers) -> None:
     for path, body in directory_puts():
         response = client.put(DIRECTORY + path, json=body, headers=admin)
         assert response.status_code == 200, response.text
+
+
+@pytest.fixture
+def browser(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
+    """A client on a loopback base URL (the console's development cookies are not Secure)."""
+    with TestClient(create_app(settings, ledger=ledger), base_url="http://127.0.0.1") as c:
+        yield c

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from adapters.settings import Settings
+from api.http.auth import mint_token
+
 _FIELD = re.compile(r'<input type="hidden" name="(\w+)" value="([^"]*)">')
 
 
@@ -22,3 +25,9 @@ def sign_in(client: Any, token: str) -> Any:
     assert form.status_code == 200, form.text
     return client.post("/console/signin", data={"token": token, **hidden_fields(form.text)},
                        follow_redirects=False)
+
+
+def admin_session(browser: Any, settings: Settings) -> None:
+    """Sign the console client in as an admin."""
+    answer = sign_in(browser, mint_token(settings, subject="ops", role="admin"))
+    assert answer.status_code == 303 and answer.headers["location"] == "/console"

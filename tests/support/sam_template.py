@@ -16,7 +16,8 @@ PARAMETERS = {
     "AuthRs256PublicKey": "-----BEGIN PUBLIC KEY-----\\nMIIB\\n-----END PUBLIC KEY-----",
 }
 PACKAGED_CODE = "s3://example-bucket/ledger.zip"  # what `sam package` puts in CodeUri
-FUNCTIONS = ("WorkerFunction", "ProjectorFunction", "ApiFunction", "CheckpointFunction")
+FUNCTIONS = ("WorkerFunction", "ProjectorFunction", "ApiFunction", "CheckpointFunction",
+             "WebhookFunction")
 
 
 def load_template() -> dict[str, Any]:

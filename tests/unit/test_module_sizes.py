@@ -20,9 +20,10 @@ def test_each_command_group_has_its_own_module() -> None:
     from api.cli_dynamodb import dynamodb_app
     from api.cli_executors import executors_app
     from api.cli_projections import projections_app
+    from api.cli_webhooks import webhooks_app
 
     groups = {"audit": audit_app, "dynamodb": dynamodb_app, "executors": executors_app,
-              "projections": projections_app}
+              "projections": projections_app, "webhooks": webhooks_app}
     from api.cli import app
 
     assert {info.name: info.typer_instance for info in app.registered_groups} == groups

@@ -34,7 +34,8 @@ def test_projector_writes_the_status_view_from_real_records_and_ignores_replays(
 ) -> None:
     attempt_id = world.approved("provider_idempotency")
     assert worker.handler({"mode": "recovery"}, context)["outcomes"] == {"succeeded": 1}
-    records = [r for r in stream.records() if passes(projector_filter, r)]
+    records = [r for r in stream.records() if passes(projector_filter, r)
+               and r["dynamodb"]["Keys"]["pk"]["S"].startswith("att_")]
     assert len(records) >= 4  # queued, leased, dispatch started, result
     capsys.readouterr()
 
@@ -56,7 +57,8 @@ def test_projector_reports_a_record_without_keys_as_a_batch_item_failure(
     projector_filter: list[dict[str, Any]], context: FakeLambdaContext,
 ) -> None:
     attempt_id = world.approved("provider_idempotency")
-    (queued,) = [r for r in stream.records() if passes(projector_filter, r)]
+    (queued,) = [r for r in stream.records() if passes(projector_filter, r)
+                 and r["dynamodb"]["Keys"]["pk"]["S"] == attempt_id]
     broken = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "42"}}
 
     response = projector.handler({"Records": [queued, broken]}, context)
@@ -70,7 +72,26 @@ def test_projector_skips_records_of_other_streams(
 ) -> None:
     world.approved("provider_idempotency")
     others = [r for r in stream.records()
-              if not r["dynamodb"]["Keys"]["pk"]["S"].startswith("att_")]
+              if not r["dynamodb"]["Keys"]["pk"]["S"].startswith(("att_", "prop_"))]
     assert others
 
     assert projector.handler({"Records": others}, context) == {"batchItemFailures": []}
+
+
+def test_projector_folds_proposal_records_into_the_inbox(
+    ledger: Ledger, world: ExecutionWorld, stream: StreamTap,
+    projector_filter: list[dict[str, Any]], context: FakeLambdaContext,
+) -> None:
+    """A decline writes no attempt: only its proposal records tell the projector."""
+    from domain.services.decisions import decline
+    from projections.inbox import INBOX_VIEW
+
+    proposal_id = world.propose()
+    decline(world.ctx, token=world.present(proposal_id).token, provenance=world.who)
+    records = [r for r in stream.records() if passes(projector_filter, r)]
+    assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in records} == {proposal_id}
+
+    assert projector.handler({"Records": records}, context) == {"batchItemFailures": []}
+    assert ledger.views is not None
+    row = ledger.views.get_view(INBOX_VIEW, proposal_id)
+    assert row is not None and row.data["status"] == "declined"

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import Tracking
 
 from adapters.bootstrap import Ledger, backend_for, build_ledger
 from adapters.rebuild import rebuild
@@ -19,32 +18,17 @@ from adapters.settings import load_settings
 from adapters.store import LedgerStore
 from domain.services.execution import CrashPoint
 from domain.services.execution import SimulatedCrash as ExecutionCrash
-from projections.ports import LogBatch, TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW, status_list_key
 from tests.support.clocks import FixedClock
+from tests.support.subscribers import (
+    CrashAfterApply,
+    FailingWrites,
+    SimulatedCrash,
+    drain,
+    restarted,
+    streams_client,
+)
 from tests.support.worlds.execution import CrashAt, ExecutionWorld
-
-
-class SimulatedCrash(Exception):
-    """The process died here."""
-
-
-def restarted(ledger: Ledger) -> Ledger:
-    """The same store seen by a new process: a new backend on the same data
-    whose subscriptions read their positions from the store."""
-    assert ledger.backend is not None
-    return build_ledger(ledger.settings, backend=ledger.backend.reopen(), clock=ledger.clock)
-
-
-def drain(ledger: Ledger) -> int:
-    """Run every subscriber until it is caught up (what its thread does); steps taken."""
-    runtime = Runtime(ledger, None, recovery_interval=3600, recovery=False, poll_seconds=0)
-    steps = 0
-    for run in subscriber_runs(ledger):
-        while runtime.run_subscriber_once(run):
-            steps += 1
-            assert steps < 1000
-    return steps
 
 
 def assert_views_equal_rebuild(ledger: Ledger, attempts: Sequence[str]) -> None:
@@ -64,13 +48,6 @@ def ledger(store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRe
                                   streams_client=streams_client(endpoint))
     return build_ledger(load_settings(store="memory", env="test"), backend=backend,
                         clock=pworld.clock)
-
-
-def streams_client(endpoint: str) -> Any:
-    import boto3
-
-    return boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
 
 
 def test_events_written_while_no_projector_ran_reach_the_views_and_lists(
@@ -174,32 +151,6 @@ def test_outcome_unknown_reaches_the_attention_list_after_a_restart(
     listed, _ = again.views.list_views(status_list_key("outcome_unknown"), 50)
     assert attempt_id in {r.key for r in listed}
     assert_views_equal_rebuild(again, [attempt_id])
-
-
-class CrashAfterApply:
-    """A subscription whose process dies right after the subscriber's write."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def advance(self, batch: LogBatch) -> None:
-        raise SimulatedCrash()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
-class FailingWrites:
-    """A tracked view store whose tracked writes fail."""
-
-    def __init__(self, inner: TrackedViewStore) -> None:
-        self.inner = inner
-
-    def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
-        raise SimulatedCrash()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 def test_lag_counts_the_events_not_yet_applied_and_the_age_of_the_oldest(

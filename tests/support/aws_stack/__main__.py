@@ -1,4 +1,4 @@
-"""``python -m tests.aws_stack`` (``make e2e-aws``): the SAM stack deployed into
+"""``python -m tests.support.aws_stack`` (``make e2e-aws``): the SAM stack deployed into
 the emulator and driven end to end; exit 0 only when every check passed and
 nothing of the run is left running. See docs/aws-emulator.md.
 
@@ -27,14 +27,14 @@ from contextlib import ExitStack
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.aws_stack",
+        prog="python -m tests.support.aws_stack",
         description="Deploy the SAM stack into the emulator and drive one proposal end to end.")
     parser.add_argument("--keep-build", action="store_true",
                         help="keep the function package and the checkpoint (the path is printed)")
     args = parser.parse_args(argv)
 
-    from tests.aws_stack.run import Run
-    from tests.aws_stack.timing import Phases
+    from tests.support.aws_stack.run import Run
+    from tests.support.aws_stack.timing import Phases
 
     phases = Phases()
     passed = False

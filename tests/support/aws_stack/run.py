@@ -16,10 +16,10 @@ from typing import Any
 
 from botocore.config import Config
 
-from tests.aws_stack import emulator as emu
-from tests.aws_stack import stack as st
-from tests.aws_stack.drive import TOKEN_VARIABLE, DeployedApi, executors_toml, rsa_key_pair
-from tests.aws_stack.timing import Phases, wait_until
+from tests.support.aws_stack import emulator as emu
+from tests.support.aws_stack import stack as st
+from tests.support.aws_stack.drive import TOKEN_VARIABLE, DeployedApi, executors_toml, rsa_key_pair
+from tests.support.aws_stack.timing import Phases, wait_until
 from tests.support.provider_fixtures import Provider, start_provider, stop_provider
 
 STACK = "ledger-e2e"

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from tests.infra.template import NoManagedPolicies, load_template
 from tests.support.ministack import REPO_ROOT
+from tests.support.sam_template import NoManagedPolicies, load_template
 
 CODE_KEY = "ledger-functions.zip"
 TERMINAL = {"CREATE_COMPLETE", "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED",

@@ -1,0 +1,134 @@
+"""The webhook Lambda: records and sends the signed webhooks of SPEC 12 on AWS.
+
+Its event source mapping delivers INSERTs of attempt and proposal events, the
+same records the projector reads. For every stream a batch names, each
+``[[webhook]]`` subscription's notifier folds the stream and writes the
+delivery records it implies (one per fact and subscription, version-guarded,
+so a retried or replayed batch adds nothing). A record that cannot be written
+is a batch item failure: Lambda retries it, bisects the batch, and finally
+sends the batch's metadata to the failure queue, so the stream position never
+moves past a fact whose delivery is not recorded.
+
+Then it sends what is outstanding for the streams of the batch (in order per
+attempt, as ``ledger serve`` does). A receiver that is down or slow never fails
+the batch: the delivery is recorded ``failing`` with its backoff, and the
+scheduled invocation (``{"mode": "deliver"}``) sends every due delivery again.
+The scheduled pass also records ``proposal.expired`` for watched proposal
+versions whose expiry has passed (expiry is derived from time: no event says it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import process_partial_response
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+
+from adapters.aws_lambda.common import (
+    NAMESPACE,
+    RecordFailed,
+    StreamBatchProcessor,
+    emf_forwarder,
+    get_ledger,
+    make_logger,
+    reason_code,
+    record_keys,
+    set_ledger_for_tests,
+)
+from adapters.aws_lambda.projector import stream_id_from_record
+from adapters.bootstrap import Ledger
+from adapters.streams import MalformedRecord
+
+__all__ = ["DELIVER_MODE", "handler", "set_ledger_for_tests"]
+
+SERVICE = "ledger-webhooks"
+DELIVER_MODE = "deliver"
+# Stop starting new sends this long before the function's own timeout.
+RESERVE_MILLIS = 15_000
+
+logger = make_logger(SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+
+def _deliver(ledger: Ledger, context: Any, subjects: set[str] | None) -> int:
+    """One delivery pass (never raises: what is not sent now is sent later)."""
+    started = time.monotonic()
+
+    def out_of_time() -> bool:
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        if callable(remaining):
+            return int(remaining()) < RESERVE_MILLIS
+        return time.monotonic() - started > 60
+
+    deliverer = ledger.make_deliverer()
+    try:
+        return deliverer.run_once(subjects=subjects, stop=out_of_time)
+    except Exception as exc:
+        logger.warning("delivery pass failed", extra={"reason": reason_code(exc)})
+        return 0
+    finally:
+        deliverer.close()
+
+
+def _record_batch(ledger: Ledger, event: Mapping[str, Any], context: Any
+                  ) -> tuple[dict[str, Any], set[str], int]:
+    notifiers = ledger.webhook_notifiers()
+    assert ledger.views is not None
+    views = ledger.views
+    done: set[str] = set()
+    written = 0
+
+    def handle(record: DynamoDBRecord) -> str:
+        nonlocal written
+        raw = record.raw_event
+        try:
+            stream_id = stream_id_from_record(raw)
+            if stream_id is None:
+                return "not_an_event"
+            if stream_id in done:
+                return "already_recorded"
+            for notifier in notifiers:
+                for row in notifier.records([stream_id]):
+                    written += views.put_view(row)
+        except Exception as exc:
+            code = "malformed_record" if isinstance(exc, MalformedRecord) else reason_code(exc)
+            logger.warning("stream record failed", extra={"reason": code, **record_keys(raw)})
+            raise RecordFailed(code) from exc
+        done.add(stream_id)
+        return "recorded"
+
+    response = process_partial_response(event=dict(event), record_handler=handle,
+                                        processor=StreamBatchProcessor(), context=context)
+    return dict(response), done, written
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False, clear_state=True)
+def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """A stream batch (partial batch response), or the scheduled delivery pass."""
+    ledger = get_ledger()
+    ledger.metrics.forward = emf_forwarder(SERVICE)
+    if isinstance(event, Mapping) and event.get("mode") == DELIVER_MODE:
+        for notifier in ledger.webhook_notifiers():  # proposal.expired comes from the clock
+            notifier.sweep_expired()
+        sent = _deliver(ledger, context, None) if ledger.webhooks else 0
+        metrics.add_metric(name="WebhookSends", unit=MetricUnit.Count, value=sent)
+        logger.info("delivery pass done", extra={"sent": sent})
+        return {"mode": DELIVER_MODE, "subscriptions": len(ledger.webhooks), "sent": sent}
+    if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
+        raise ValueError("unrecognised event: expected DynamoDB stream records or "
+                         f'{{"mode": "{DELIVER_MODE}"}}')
+    response, streams, written = _record_batch(ledger, event, context)
+    sent = _deliver(ledger, context, streams) if streams and ledger.webhooks else 0
+    failed = len(response.get("batchItemFailures", []))
+    metrics.add_metric(name="DeliveriesRecorded", unit=MetricUnit.Count, value=written)
+    metrics.add_metric(name="WebhookSends", unit=MetricUnit.Count, value=sent)
+    metrics.add_metric(name="RecordFailures", unit=MetricUnit.Count, value=failed)
+    logger.info("webhook batch done", extra={
+        "record_count": len(event["Records"]), "streams": len(streams),
+        "deliveries_recorded": written, "sent": sent, "failed": failed})
+    return response

@@ -1,0 +1,200 @@
+"""Sends the pending webhook deliveries: at least once, in order per attempt.
+
+Each pass reads the outstanding records (``pending`` and ``failing``), takes the
+first one of every (subscription, attempt or proposal) whose time has come, and
+POSTs it signed as Standard Webhooks. A later notification for the same
+attempt waits until the earlier one is acknowledged (any 2xx). A failure is
+classified (``timeout``, ``connect``, ``transport``, ``http_status`` with the
+status code, ``redirect``) without reading the receiver's body, and retried
+after a capped exponential backoff with full jitter. Every move of a record is
+a version-guarded write, so two deliverers never both record a move; what is
+repeated after a crash is only what had not been recorded as acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+from adapters.webhooks import standard
+from adapters.webhooks.config import WebhookSubscription
+from domain.ports import Clock
+from domain.timeutil import format_utc, parse_utc
+from projections.ports import ViewRecord, ViewStore
+from projections.webhooks import (
+    DELIVERY_VIEW,
+    DeliveryStatus,
+    delivery_row,
+    heads,
+    outstanding,
+)
+
+logger = logging.getLogger("ledger.webhooks")
+
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 300.0
+# A claim outlasts the longest send: httpx's timeout bounds each of connect, write,
+# read and pool wait, so four of them, and a margin.
+CLAIM_MARGIN_SECONDS = 5.0
+ERROR_CLASSES = frozenset({"timeout", "connect", "transport", "http_status", "redirect",
+                           "error"})
+
+
+class DeliveryFailed(Exception):
+    """A send that got no acknowledgement; ``kind`` is one of ``ERROR_CLASSES``."""
+
+    def __init__(self, kind: str, status: int | None = None) -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.status = status
+
+
+class Transport(Protocol):
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+        """POST and return the status code without reading the body; raise
+        ``DeliveryFailed`` when no status came back."""
+        ...
+
+
+class HttpxTransport:
+    """One pooled httpx client; no redirects, no proxies from the environment."""
+
+    def __init__(self) -> None:
+        import httpx
+
+        self._httpx = httpx
+        self.client = httpx.Client(follow_redirects=False, trust_env=False)
+
+    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
+        httpx = self._httpx
+        try:
+            with self.client.stream("POST", url, headers=dict(headers), content=body,
+                                    timeout=httpx.Timeout(timeout)) as response:
+                return int(response.status_code)  # the body is never read
+        except httpx.TimeoutException:
+            raise DeliveryFailed("timeout") from None
+        except httpx.ConnectError:
+            raise DeliveryFailed("connect") from None
+        except httpx.TransportError:
+            raise DeliveryFailed("transport") from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def backoff_seconds(attempts: int, draw: float, *, base: float = BACKOFF_BASE_SECONDS,
+                    cap: float = BACKOFF_MAX_SECONDS) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**(attempts-1)))."""
+    ceiling = min(cap, base * (2 ** min(max(attempts - 1, 0), 32)))
+    return float(max(0.0, min(1.0, draw)) * ceiling)
+
+
+@dataclass
+class Deliverer:
+    """Delivers outstanding records; ``random`` and ``clock`` are injected for tests."""
+
+    views: ViewStore
+    subscriptions: Mapping[str, WebhookSubscription]
+    clock: Clock
+    transport: Transport = field(default_factory=HttpxTransport)
+    random: Callable[[], float] = field(default_factory=lambda: random.SystemRandom().random)
+    wall: Callable[[], float] = time.time  # webhook-timestamp: the receiver's clock check
+    on_result: Callable[[str], None] | None = None
+    base_seconds: float = BACKOFF_BASE_SECONDS
+    max_seconds: float = BACKOFF_MAX_SECONDS
+
+    def run_once(self, *, subjects: Collection[str] | None = None,
+                 stop: Callable[[], bool] | None = None) -> int:
+        """One pass; returns how many sends were made. ``subjects`` limits it to
+        those attempts and proposals; ``stop`` ends it early (a Lambda's time)."""
+        now = self.clock.now()
+        sent = 0
+        for row in heads(outstanding(self.views)):
+            if subjects is not None and row.data["subject_id"] not in subjects:
+                continue
+            if stop is not None and stop():
+                break
+            subscription = self.subscriptions.get(row.data["subscription_id"])
+            if subscription is None:
+                continue  # its subscription left the file: kept, listed, not sent
+            if parse_utc(row.data["next_try_at"]) > now:
+                continue
+            if self.deliver(row, subscription) is not None:
+                sent += 1
+        return sent
+
+    def deliver(self, row: ViewRecord, subscription: WebhookSubscription) -> bool | None:
+        """Claim one record, send it and record the result; True when acknowledged,
+        None when another deliverer had claimed it.
+
+        The claim is a version-guarded write that moves ``next_try_at`` past the
+        send's timeout: a second deliverer (another process, a concurrent Lambda)
+        sees the record as not due, or loses the claim, and does not send it too.
+        A process that dies after its claim leaves the record due again once the
+        claim has lapsed."""
+        data = dict(row.data)
+        claimed_until = self.clock.now() + timedelta(
+            seconds=4 * subscription.timeout_seconds + CLAIM_MARGIN_SECONDS)
+        claim = {**data, "next_try_at": format_utc(claimed_until)}
+        if not self.views.put_view(delivery_row(claim, row.version + 1)):
+            return None  # another deliverer moved it first
+        version = row.version + 2
+        body = standard.body(data["type"], data["body"])
+        signed = standard.headers(subscription.secret, data["notification_id"],
+                                  int(self.wall()), body)
+        status: int | None = None
+        try:
+            status = self.transport.post(subscription.url, signed, body,
+                                         subscription.timeout_seconds)
+            error = None if 200 <= status < 300 else (
+                "redirect" if 300 <= status < 400 else "http_status")
+        except DeliveryFailed as exc:
+            error = exc.kind if exc.kind in ERROR_CLASSES else "error"
+        except Exception as exc:  # a transport bug must not stop the loop; never the text
+            logger.error("webhook send failed: %s", type(exc).__name__)
+            error = "error"
+        now = self.clock.now()
+        data["attempts"] = int(data["attempts"]) + 1
+        data["response_status"] = status
+        data["updated_at"] = format_utc(now)
+        if error is None:
+            data.update(status=DeliveryStatus.DELIVERED.value, last_error=None,
+                        delivered_at=format_utc(now))
+        else:
+            wait = backoff_seconds(data["attempts"], self.random(), base=self.base_seconds,
+                                   cap=self.max_seconds)
+            data.update(status=DeliveryStatus.FAILING.value, last_error=error,
+                        next_try_at=format_utc(now + timedelta(seconds=wait)))
+        moved = self.views.put_view(delivery_row(data, version))
+        outcome = "delivered" if error is None else "failed"
+        if moved:
+            logger.info("webhook delivery=%s subscription=%s outcome=%s error=%s",
+                        data["delivery_id"], data["subscription_id"], outcome, error or "-")
+        if self.on_result is not None:
+            self.on_result(outcome)
+        return error is None
+
+    def close(self) -> None:
+        close = getattr(self.transport, "close", None)
+        if callable(close):
+            close()
+
+
+def redeliver(views: ViewStore, delivery_id: str, clock: Clock) -> dict[str, Any] | None:
+    """Make one record pending again, due now (None when there is no such record).
+    A delivered record is sent once more; a failing one is tried at once."""
+    for _ in range(8):
+        row = views.get_view(DELIVERY_VIEW, delivery_id)
+        if row is None:
+            return None
+        data = dict(row.data)
+        now = format_utc(clock.now())
+        data.update(status=DeliveryStatus.PENDING.value, next_try_at=now, updated_at=now)
+        if views.put_view(delivery_row(data, row.version + 1)):
+            return data
+    return None

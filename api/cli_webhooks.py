@@ -1,0 +1,98 @@
+"""``ledger webhooks``: the delivery records of the signed webhooks (SPEC 12).
+
+``list [--status failing]`` prints one line per delivery (oldest fact first);
+``redeliver ID`` makes one pending again, due now: the running server's
+deliverer sends it on its next pass.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from projections.webhooks import DeliveryStatus
+
+webhooks_app = typer.Typer(
+    help="Webhook deliveries: list them by status, send one again.",
+    no_args_is_help=True,
+)
+
+
+def _ledger() -> Any:
+    from adapters.bootstrap import build_ledger
+    from adapters.settings import load_settings
+
+    return build_ledger(load_settings())
+
+
+def _line(row: dict[str, Any]) -> str:
+    parts = [row["delivery_id"], row["status"], row["type"], row["subject_id"],
+             f"subscription={row['subscription_id']}", f"attempts={row['attempts']}"]
+    if row["status"] != DeliveryStatus.DELIVERED.value:
+        parts.append(f"next_try_at={row['next_try_at']}")
+    if row.get("last_error"):
+        parts.append(f"last_error={row['last_error']}")
+    if row.get("response_status") is not None:
+        parts.append(f"response_status={row['response_status']}")
+    return " ".join(parts)
+
+
+@webhooks_app.command("list")
+def list_command(
+    status: Annotated[DeliveryStatus, typer.Option(
+        "--status", help="Which deliveries: pending, failing or delivered.")] = (
+        DeliveryStatus.FAILING),
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List deliveries in one status (default: failing), oldest first.
+
+    One line each: id, status, type, attempt or proposal id, subscription, tries,
+    and for unacknowledged ones the next try, the error class and the receiver's
+    status code.
+    """
+    from api.cli_common import one_line_errors as _one_line_errors
+    from projections.webhooks import delivery_list_key, listed
+
+    with _one_line_errors():
+        ledger = _ledger()
+        try:
+            cursor: str | None = None
+            shown = 0
+            while shown < limit:
+                rows, cursor = ledger.views.list_views(
+                    delivery_list_key(status.value), min(200, limit - shown), cursor)
+                for row in rows:
+                    data = listed(row.data)
+                    typer.echo(json.dumps(data, sort_keys=True) if as_json else _line(data))
+                shown += len(rows)
+                if cursor is None:
+                    break
+        finally:
+            ledger.close()
+
+
+@webhooks_app.command("redeliver")
+def redeliver_command(
+    delivery_id: Annotated[str, typer.Argument(help="The delivery id (whd_...).")],
+) -> None:
+    """Send one delivery again.
+
+    A failing one goes at the next pass instead of after its backoff; a delivered
+    one is sent once more (receivers drop repeats by webhook-id).
+    """
+    from adapters.webhooks.deliverer import redeliver
+    from api.cli_common import fail as _fail
+    from api.cli_common import one_line_errors as _one_line_errors
+
+    with _one_line_errors():
+        ledger = _ledger()
+        try:
+            found = redeliver(ledger.views, delivery_id, ledger.clock)
+        finally:
+            ledger.close()
+        if found is None:
+            _fail(f"no webhook delivery {delivery_id[:80]!r}")
+        typer.echo(f"{delivery_id} pending: the running server sends it on its next pass")

@@ -1,0 +1,248 @@
+"""Webhook deliveries: one tracked subscriber of the log per subscription (SPEC 12).
+
+For every stream a batch touched, the notifier folds the stream event by event
+and finds the notifications it implies (``domain.notifications``): an attempt
+reaching ``succeeded``, ``failed_safe``, ``outcome_unknown`` or
+``manually_resolved``; a proposal version ``declined`` or ``expired``. Each one
+the subscription asks for becomes a **delivery record** (a view row keyed by a
+deterministic delivery id), written with the batch's position in one atomic
+write. A record that already exists is never rewritten by the notifier (the
+version guard refuses version 1 over anything), so a replay after a crash adds
+nothing and loses nothing.
+
+The deliverer (``adapters.webhooks.deliverer``) moves a record through
+``pending`` -> ``delivered`` or ``failing`` (and back, on a retry or a
+redeliver) with a version one above the stored row: the same guard makes each
+move a compare-and-set.
+
+A record holds the body to send: the redacted status view (attempts) or the
+redacted proposal view (proposals) as of the fact, never a token, spec content
+or an idempotency key (the views hold none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from domain.attempt import ExecutionAttempt
+from domain.notifications import (
+    Notification,
+    NotificationType,
+    attempt_notification,
+    proposal_notifications,
+)
+from domain.ports import EventStore
+from domain.proposal import Proposal, ProposalStatus
+from domain.spec import ATTEMPT_ID_PREFIX
+from domain.timeutil import format_utc
+from projections.inbox import PROPOSAL_PREFIX, proposal_view, sort_time
+from projections.ports import LogBatch, TrackedViewStore, ViewRecord, ViewStore
+from projections.status import attempt_status_view
+
+DELIVERY_VIEW = "webhook_delivery"
+EXPIRY_WATCH_VIEW = "webhook_expiry"
+DELIVERY_ID_PREFIX = "whd_"
+# what the admin list shows (the body is sent, not listed)
+LISTED_FIELDS = ("delivery_id", "subscription_id", "notification_id", "type", "subject_id",
+                 "subject_version", "status", "attempts", "next_try_at", "last_error",
+                 "response_status", "created_at", "updated_at", "delivered_at")
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILING = "failing"
+
+
+OUTSTANDING = (DeliveryStatus.PENDING, DeliveryStatus.FAILING)
+
+
+def delivery_id(subscription_id: str, notification_id: str) -> str:
+    """Deterministic: one delivery per notification and subscription."""
+    digest = hashlib.sha256(f"{subscription_id}\n{notification_id}".encode())
+    return DELIVERY_ID_PREFIX + digest.hexdigest()[:32]
+
+
+def delivery_list_key(status: str) -> str:
+    return f"webhook#{status}"
+
+
+def watch_list_key(subscription_id: str) -> str:
+    """Presented proposal versions a subscription waits to see expire, by expiry."""
+    return f"webhook-expiry#{subscription_id}"
+
+
+def delivery_row(data: Mapping[str, Any], version: int) -> ViewRecord:
+    """A delivery record as stored, listed by its status in order of the fact."""
+    return ViewRecord(
+        name=DELIVERY_VIEW, key=data["delivery_id"], version=version, data=dict(data),
+        list_pk=delivery_list_key(data["status"]),
+        list_sk=f"{sort_time(data['created_at'])}#{data['delivery_id']}",
+    )
+
+
+def listed(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A record as the admin list and the CLI show it."""
+    return {key: data.get(key) for key in LISTED_FIELDS}
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A notification, whose actor it concerns, and the redacted view to send."""
+
+    notification: Notification
+    actor_id: str
+    view: dict[str, Any]
+
+
+def attempt_facts(events: Iterable[Any]) -> list[Fact]:
+    """Fold an attempt stream event by event; one fact per notified status change."""
+    attempt: ExecutionAttempt | None = None
+    previous: str | None = None
+    found: list[Fact] = []
+    for event in events:
+        attempt = event.mutate(attempt)
+        if attempt is None:
+            continue
+        status = attempt.status.value
+        notification = attempt_notification(attempt.id, status, previous, attempt.version,
+                                            attempt.updated_at)
+        if notification is not None:
+            found.append(Fact(notification, attempt.actor_id, attempt_status_view(attempt)))
+        previous = status
+    return found
+
+
+def proposal_facts(proposal: Proposal, now: datetime) -> list[Fact]:
+    view = proposal_view(proposal, now)
+    return [Fact(n, proposal.actor_id, view) for n in proposal_notifications(proposal, now)]
+
+
+@dataclass
+class WebhookNotifier:
+    """One subscription's tracked subscriber: writes delivery records (``Subscriber``)."""
+
+    store: EventStore
+    views: TrackedViewStore
+    subscription_id: str
+    events: frozenset[NotificationType]
+    actor_id: str | None
+    now: Callable[[], datetime]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"webhook-{self.subscription_id}"
+
+    def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
+        """The delivery records (and expiry watches) the named streams imply."""
+        rows: list[ViewRecord] = []
+        for stream_id in dict.fromkeys(stream_ids):
+            if stream_id.startswith(PROPOSAL_PREFIX):
+                proposal = self.store.get(Proposal, stream_id)
+                if proposal is not None:
+                    rows += self._deliveries(proposal_facts(proposal, self.now()))
+                    rows += self._watch(proposal)
+            elif stream_id.startswith(ATTEMPT_ID_PREFIX):
+                rows += self._deliveries(attempt_facts(self.store.audit_events(stream_id)[0]))
+        return rows
+
+    def _wanted(self, kind: NotificationType, actor_id: str) -> bool:
+        return kind in self.events and self.actor_id in (None, actor_id)
+
+    def _deliveries(self, facts: Iterable[Fact]) -> list[ViewRecord]:
+        stamp = format_utc(self.now())
+        rows: list[ViewRecord] = []
+        for fact in facts:
+            n = fact.notification
+            if not self._wanted(n.type, fact.actor_id):
+                continue
+            rows.append(delivery_row({
+                "delivery_id": delivery_id(self.subscription_id, n.id),
+                "subscription_id": self.subscription_id,
+                "notification_id": n.id, "type": n.type.value, "subject_id": n.subject_id,
+                "subject_version": n.version, "status": DeliveryStatus.PENDING.value,
+                "attempts": 0, "next_try_at": stamp, "last_error": None,
+                "response_status": None, "created_at": n.at or stamp, "updated_at": stamp,
+                "delivered_at": None, "body": fact.view,
+            }, version=1))
+        return rows
+
+    # -- proposal.expired: derived from time, so a watch row says when to look ----
+
+    def _watch(self, proposal: Proposal, version: int = 1) -> list[ViewRecord]:
+        """A watch on the current version while it is presented: the sweep looks
+        at the proposal again once its expiry has passed (nothing is written then)."""
+        if not self._wanted(NotificationType.PROPOSAL_EXPIRED, proposal.actor_id):
+            return []
+        number = proposal.current_version
+        if proposal.effective_status(number, self.now()) is not ProposalStatus.PRESENTED:
+            return []
+        expires_at = proposal.expiry_of(number)
+        return [ViewRecord(
+            name=EXPIRY_WATCH_VIEW, key=f"{self.subscription_id}#{proposal.id}#{number}",
+            version=version, data={"proposal_id": proposal.id, "version": number,
+                                   "expires_at": expires_at},
+            list_pk=watch_list_key(self.subscription_id),
+            list_sk=f"{sort_time(expires_at)}#{proposal.id}#{number}")]
+
+    def sweep_expired(self, limit: int = 200) -> int:
+        """Record ``proposal.expired`` for every watched version whose expiry has
+        passed; returns how many deliveries were recorded. Each watch is retired
+        (or moved to a later expiry) only after its deliveries are written, so a
+        crash in between repeats the sweep, never loses it."""
+        now = self.now()
+        rows, _ = self.views.list_views(watch_list_key(self.subscription_id), limit,
+                                        None)
+        recorded = 0
+        for watch in rows:
+            if (watch.list_sk or "") >= sort_time(now):
+                break
+            proposal = self.store.get(Proposal, watch.data["proposal_id"])
+            later: list[ViewRecord] = []
+            if proposal is not None:
+                for row in self._deliveries(proposal_facts(proposal, now)):
+                    recorded += self.views.put_view(row)
+                if proposal.current_version == watch.data["version"]:
+                    later = self._watch(proposal, version=watch.version + 1)
+            if not later:  # expired or decided: the watch leaves the list
+                later = [replace(watch, version=watch.version + 1, list_pk=None, list_sk=None)]
+            self.views.put_view(later[0])
+        return recorded
+
+    def apply(self, batch: LogBatch) -> int:
+        """New delivery records and the batch's positions, in one atomic write."""
+        return self.views.put_views(self.records(batch.stream_ids), batch.tracking)
+
+
+def outstanding(views: ViewStore, page_size: int = 200) -> list[ViewRecord]:
+    """Every pending or failing record (each list read to its end)."""
+    found: list[ViewRecord] = []
+    for status in OUTSTANDING:
+        cursor: str | None = None
+        while True:
+            rows, cursor = views.list_views(delivery_list_key(status.value), page_size, cursor)
+            found.extend(rows)
+            if cursor is None:
+                break
+    return found
+
+
+def heads(records: Iterable[ViewRecord]) -> list[ViewRecord]:
+    """The first outstanding record of each (subscription, subject), in order of the
+    fact: a later notification for the same attempt waits for the earlier one."""
+    first: dict[tuple[str, str], ViewRecord] = {}
+    for row in records:
+        group = (row.data["subscription_id"], row.data["subject_id"])
+        held = first.get(group)
+        if held is None or _order(row) < _order(held):
+            first[group] = row
+    return sorted(first.values(), key=lambda r: r.list_sk or "")
+
+
+def _order(row: ViewRecord) -> tuple[int, str]:
+    return int(row.data["subject_version"]), str(row.list_sk)
