@@ -51,7 +51,12 @@ def offences(root: Path) -> list[str]:
         tree = ast.parse(path.read_text(), filename=str(path))
         where = path.relative_to(root.parent)
         for target, line in _imported(tree, package):
-            if not target or target[0] != root.name or not _exists(target, root):
+            if not target or target[0] != root.name:
+                continue
+            if not _exists(target, root):
+                if not _exists(target[:-1], root):  # an import inside a function fails late
+                    found.append(f"{where}:{line} imports {'.'.join(target[:-1])}, "
+                                 "which does not exist")
                 continue
             if target[-1].startswith("test_") or target[-1] == "conftest":
                 found.append(f"{where}:{line} imports the test module {'.'.join(target)}")
@@ -114,6 +119,7 @@ def test_the_layout_passes_when_shared_code_is_in_support(tmp_path: Path) -> Non
     ("b/test_x.py", "import tests.a.helpers\n", "another test folder"),
     ("b/conftest.py", "from tests.a.helpers import HELP\n", "another test folder"),
     ("a/deep/test_x.py", "from ..helpers import HELP\n", "another test folder"),
+    ("b/test_x.py", "def f():\n    from tests.a.moved import HELP\n", "does not exist"),
     ("support/more.py", "from tests.a.helpers import HELP\n", "tests/support imports"),
     ("b/conftest.py", 'pytest_plugins = ["tests.support.worlds"]\n', "pytest_plugins outside"),
     ("conftest.py", 'pytest_plugins = ["tests.a.helpers"]\n', "not in tests/support"),

@@ -189,7 +189,7 @@ def test_a_send_whose_answer_was_lost_is_repeated_and_the_next_one_waits(
     from domain.services.execution import SimulatedCrash as ExecutionCrash
     from domain.services.resolution import resolve
 
-    from ..execution.crash import CrashAt
+    from tests.support.worlds.execution import CrashAt
 
     ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
     attempt_id = pworld.approved("operator_reconciliation_only")
