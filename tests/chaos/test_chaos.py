@@ -87,7 +87,7 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
-LATE_EFFECT_SEEDS = (107, 109)
+LATE_EFFECT_SEEDS = (101, 186)
 
 
 @pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
@@ -115,7 +115,7 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
     from domain.errors import IllegalTransition
     from domain.timeutil import format_utc
 
-    seed = 84
+    seed = 51
     assert run_schedule(seed, "memory").ok
 
     def only_observes(self: ExecutionAttempt, *, generation: int, kind: str, now: Any) -> None:
