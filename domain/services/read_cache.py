@@ -99,7 +99,8 @@ class ReadCache:
         return self.max_entries > 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        with self._lock:  # a put holds one entry over the bound until it evicts
+            return len(self._entries)
 
     def get(self, stream_id: str) -> Entry | None:
         if not self.enabled:
