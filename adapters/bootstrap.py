@@ -144,7 +144,7 @@ class Ledger:
             presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
             tracer=self.tracer or NullTracer(),
             max_active_presentations=self.settings.max_active_presentations,
-            cache=self.read_cache or ReadCache(0),
+            cache=ReadCache(0) if self.read_cache is None else self.read_cache,
         )
 
     def ready(self) -> bool:

@@ -71,7 +71,7 @@ def put_record(
             record = DirectoryRecord(record_id=record_id, kind=kind.value, values=checked, at=at)
         elif not record.update(checked, at=at):
             return _view(record)
-        commit(store, cache or _NO_CACHE, Commit(aggregates=[record]))
+        commit(store, _NO_CACHE if cache is None else cache, Commit(aggregates=[record]))
         return _view(record)
 
     def contended() -> RecordView:

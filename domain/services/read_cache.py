@@ -98,6 +98,9 @@ class ReadCache:
     def enabled(self) -> bool:
         return self.max_entries > 0
 
+    def __bool__(self) -> bool:
+        return True  # an empty cache is still a cache (``cache or default`` must not skip it)
+
     def __len__(self) -> int:
         with self._lock:  # a put holds one entry over the bound until it evicts
             return len(self._entries)

@@ -137,3 +137,35 @@ def test_many_threads_keep_the_bound_and_every_entry_whole() -> None:
         thread.join()
     assert not errors
     assert len(cache) <= 16
+
+
+def test_an_empty_cache_is_still_used_where_a_cache_is_optional() -> None:
+    """Regression: ``cache or default`` skipped an empty cache (it has a length),
+    so a fresh process never filled its cache."""
+    store = LedgerStore(MemoryLedgerRecorder())
+    cache = ReadCache()
+    assert cache and len(cache) == 0
+    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=actor_record_id("a"),
+               values={"enabled": True}, cache=cache)
+    held = cache.get(actor_record_id("a"))
+    assert isinstance(held, DirectorySnapshot) and held.flag("enabled")
+
+
+def test_every_context_of_a_ledger_shares_its_one_read_cache() -> None:
+    from adapters.bootstrap import build_ledger
+    from adapters.settings import Settings
+
+    ledger = build_ledger(Settings(store="memory", read_cache_entries=64))
+    try:
+        first, second = ledger.context, ledger.context
+        assert first.cache is second.cache is ledger.read_cache
+        assert first.cache.max_entries == 64
+        put_record(ledger.store, CLOCK, kind=DirectoryKind.ACTOR,
+                   record_id=actor_record_id("a"), values={"enabled": True},
+                   cache=ledger.read_cache)
+        assert second.cache.get(actor_record_id("a")) is not None
+        off = build_ledger(Settings(store="memory", read_cache_entries=0))
+        assert not off.context.cache.enabled
+        off.close()
+    finally:
+        ledger.close()
