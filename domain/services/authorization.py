@@ -103,11 +103,12 @@ class DirectoryReads:
         self._pinned: Mapping[str, DirectorySnapshot] = {}
 
     def prefetch(self, stream_ids: Sequence[str]) -> None:
-        """Read the pinned versions of every record the cache does not hold, at once."""
+        """Read at once the pinned versions of every record the cache does not
+        hold, or holds at a version older than the approval saw (known stale)."""
         if self.fresh or not self.pins:
             return
         missing = [(i, self.pins[i]) for i in stream_ids
-                   if i in self.pins and self.ctx.cache.get(i) is None]
+                   if i in self.pins and _older(self.ctx.cache.get(i), self.pins[i])]
         self._pinned = read_directory_at(self.ctx.store, self.ctx.cache, missing)
 
     def get(self, stream_id: str) -> DirectorySnapshot | None:
@@ -116,6 +117,10 @@ class DirectoryReads:
             return pinned
         found, _ = read_directory(self.ctx.store, self.ctx.cache, stream_id, fresh=self.fresh)
         return found
+
+
+def _older(held: object, version: int) -> bool:
+    return not isinstance(held, DirectorySnapshot) or held.version < version
 
 
 def authorize(
