@@ -384,6 +384,7 @@ nothing else: the proposal comes from the cache (written through by
 The happy-path table below is with the read cache on. **On SQLite a
 lifecycle makes {sqlite_after} store reads, target at most 6 (before:
 {sqlite_before}).**
+
 The recovery tick adds 16 eventually consistent queries of the `due` index,
 one per bucket (`LEDGER_DUE_WORK_BUCKETS`), whatever the number of attempts:
 see bench_recovery.md.

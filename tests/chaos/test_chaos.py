@@ -87,7 +87,9 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
-LATE_EFFECT_SEEDS = (101, 186)
+# A schedule depends on every read and commit the actors make (each is a point
+# where the simulation may switch actors), so a change in the reads moves these.
+LATE_EFFECT_SEEDS = (22, 111)
 
 
 @pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
@@ -115,7 +117,7 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
     from domain.errors import IllegalTransition
     from domain.timeutil import format_utc
 
-    seed = 51
+    seed = 177
     assert run_schedule(seed, "memory").ok
 
     def only_observes(self: ExecutionAttempt, *, generation: int, kind: str, now: Any) -> None:
