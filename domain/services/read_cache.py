@@ -32,7 +32,7 @@ from domain.base import LedgerAggregate, LedgerEvent
 from domain.directory import DirectoryRecord
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit, EventStore
-from domain.proposal import Proposal
+from domain.proposal import Proposal, ProposalStatus
 
 DEFAULT_ENTRIES = 4096
 """Streams kept: a directory snapshot is a few hundred bytes, a proposal a few KB."""
@@ -230,6 +230,11 @@ def remember(cache: ReadCache, aggregate: LedgerAggregate,
     if isinstance(aggregate, DirectoryRecord):
         cache.put(aggregate.id, DirectorySnapshot.from_record(aggregate))
     elif isinstance(aggregate, Proposal):
+        if aggregate.version_status(aggregate.current_version) is not ProposalStatus.PRESENTED:
+            # Claimed, declined, canceled, conflicted: no cached read will want it
+            # again (present and approve need a presented version), so it leaves.
+            cache.forget([aggregate.id])
+            return
         base = aggregate.version - len(new_events)
         held = cache.get(aggregate.id) if base else None
         if base == 0:

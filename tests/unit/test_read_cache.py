@@ -169,3 +169,17 @@ def test_every_context_of_a_ledger_shares_its_one_read_cache() -> None:
         off.close()
     finally:
         ledger.close()
+
+
+def test_a_proposal_leaves_the_cache_once_its_version_is_decided() -> None:
+    """Present and approve read a presented version; once it is claimed (or
+    declined, canceled...) nothing reads it from the cache, so it does not stay."""
+    store = LedgerStore(MemoryLedgerRecorder())
+    cache = ReadCache()
+    proposal = Proposal(proposal_id="prop_3", actor_id="alice", spec=SPEC, payload_hash="p",
+                        view_hash="v", renderer_build="r", at="2026-11-29T12:00:00Z")
+    commit(store, cache, Commit(aggregates=[proposal]))
+    assert cache.get("prop_3") is not None
+    assert proposal.cancel(version=1, at="2026-11-29T12:01:00Z")
+    commit(store, cache, Commit(aggregates=[proposal]))
+    assert cache.get("prop_3") is None
