@@ -107,8 +107,8 @@ class DirectoryReads:
         hold, or holds at a version older than the approval saw (known stale)."""
         if self.fresh or not self.pins:
             return
-        missing = [(i, self.pins[i]) for i in stream_ids
-                   if i in self.pins and _older(self.ctx.cache.get(i), self.pins[i])]
+        missing = [(i, self.pins[i]) for i in stream_ids  # version 0: was untracked
+                   if self.pins.get(i, 0) > 0 and _older(self.ctx.cache.get(i), self.pins[i])]
         self._pinned = read_directory_at(self.ctx.store, self.ctx.cache, missing)
 
     def get(self, stream_id: str) -> DirectorySnapshot | None:
