@@ -115,6 +115,8 @@ class DirectoryReads:
         pinned = self._pinned.get(stream_id)
         if pinned is not None:
             return pinned
+        if not self.fresh and self.pins.get(stream_id) == 0:
+            return None  # untracked at approval; the commit checks it still is
         found, _ = read_directory(self.ctx.store, self.ctx.cache, stream_id, fresh=self.fresh)
         return found
 

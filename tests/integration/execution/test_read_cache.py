@@ -24,7 +24,7 @@ from domain.services.approval import approve
 from domain.services.execution import Outcome
 from domain.services.read_cache import DirectorySnapshot, ReadCache
 
-from .crash import ExecutionWorld
+from .crash import MODES, ExecutionWorld
 
 GRANT = grant_record_id("alice", "tasks.write")
 
@@ -182,3 +182,29 @@ def test_an_attempt_queued_before_the_new_fields_is_rechecked_from_its_streams(
     assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
     assert log.proposal_reads == 1
     assert xworld.calls_for(attempt_id) == 1
+
+
+def test_a_target_tracked_after_approval_is_caught_at_the_marker(
+    xworld: ExecutionWorld,
+) -> None:
+    """The approval saw the target untracked (stored as version 0 on ``Queued``);
+    the recheck takes that without a read, and the marker checks it."""
+    from domain.directory import target_record_id
+
+    untracked = target_record_id("task:99")
+    proposal_id = xworld.propose(capability=MODES["provider_idempotency"],
+                                 target={"id": "task:99", "base_revision": "r1"})
+    attempt_id = approve(xworld.ctx, token=xworld.present(proposal_id).token,
+                         provenance=xworld.who).attempt_id
+    assert (untracked, 0) in (xworld.attempt(attempt_id).authorized or [])
+    xworld.put(DirectoryKind.TARGET, untracked, revision="r2")  # elsewhere
+    log = ConflictLog(xworld.store)
+    xworld.ctx = replace(xworld.ctx, store=log)
+
+    assert xworld.worker().process(attempt_id) is Outcome.FAILED_SAFE
+
+    (events, checked), = log.conflicts
+    assert events == ["ExecutionAttempt.DispatchStarted"] and (untracked, 0) in checked
+    attempt = xworld.attempt(attempt_id)
+    assert attempt.result is not None and attempt.result["reason_code"] == "target_drift"
+    assert xworld.calls_for(attempt_id) == 0
