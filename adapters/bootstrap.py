@@ -28,6 +28,7 @@ from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.context import ServiceContext
 from domain.services.execution import Worker, WorkerPolicy
+from domain.services.read_cache import ReadCache
 from domain.tracing import NullTracer, Tracer
 from projections.ports import Subscriber, TrackedViewStore
 from projections.projector import Projector
@@ -109,8 +110,11 @@ class Ledger:
     metrics: Metrics = field(default_factory=Metrics)
     backend: Backend | None = None
     webhooks: list[WebhookSubscription] = field(default_factory=list)
+    read_cache: ReadCache | None = None  # one per process: every context shares it
 
     def __post_init__(self) -> None:
+        if self.read_cache is None:
+            self.read_cache = ReadCache(self.settings.read_cache_entries)
         if self.backend is None:
             self.backend = backend_for(self.store.recorder)
         if self.views is None:
@@ -179,6 +183,7 @@ class Ledger:
             presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
             tracer=self.tracer or NullTracer(),
             max_active_presentations=self.settings.max_active_presentations,
+            cache=ReadCache(0) if self.read_cache is None else self.read_cache,
         )
 
     def ready(self) -> bool:

@@ -73,6 +73,15 @@ class LedgerRecorder(AggregateRecorder, ABC):
         """Due entries with ``next_action_at <= upto`` ordered by (time, attempt id),
         strictly after ``cursor``; returns the page and the next cursor (None when done)."""
 
+    def select_events_at(self, keys: Sequence[tuple[str, int]]) -> list[StoredEvent]:
+        """The stored events at exact (stream, version) slots; absent slots are left out.
+
+        One read per slot here; a backend with a batched read overrides it."""
+        found: list[StoredEvent] = []
+        for stream_id, version in keys:
+            found.extend(self.select_events(stream_id, gt=version - 1, lte=version))
+        return found
+
     @abstractmethod
     def make_backend(self) -> Backend:
         """The backend around this recorder (its views, feeds and enumeration)."""

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     presentation_ttl_seconds: Annotated[int, Field(ge=60, le=86400)] = 1800
     # live (unexpired, unconsumed) presentations one proposal version may have
     max_active_presentations: Annotated[int, Field(ge=1, le=200)] = 20
+    # directory records and proposals kept in memory per process (0: none); safe
+    # at any size because every cached read is condition-checked by its commit
+    read_cache_entries: Annotated[int, Field(ge=0, le=1_000_000)] = 4096
     lease_seconds: Annotated[int, Field(ge=5, le=900)] = 60
     backoff_base_seconds: Annotated[int, Field(ge=1, le=3600)] = 1
     backoff_max_seconds: Annotated[int, Field(ge=1, le=86400)] = 300

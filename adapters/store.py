@@ -165,6 +165,20 @@ class LedgerStore:
             raise StoreUnavailable() from exc
         return seen, added, skipped
 
+    def events_at(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> Mapping[tuple[str, int], LedgerEvent]:
+        try:
+            stored = self.recorder.select_events_at(keys)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+        found: dict[tuple[str, int], LedgerEvent] = {}
+        for event in stored:
+            decoded = self.mapper.to_domain_event(event)
+            if isinstance(decoded, LedgerEvent):
+                found[(str(event.originator_id), event.originator_version)] = decoded
+        return found
+
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         try:
             return self.recorder.get_lookup(key)

@@ -14,6 +14,11 @@ Run: ``.venv/bin/python bench/bench_protocol.py [--quick]``.
 from __future__ import annotations
 
 import contextlib
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from harness import (
@@ -25,18 +30,17 @@ from harness import (
     Usage,
     dynamodb_store,
     parse_args,
+    sqlite_store,
 )
 
 from adapters.dynamodb.views import DynamoDBViewStore
 from adapters.executors.fake import fake_build_digest
 from adapters.system import ManualClock
 from domain.attempt import AttemptStatus, ExecutionAttempt, Resolution
-from domain.proposal import Proposal
-from domain.services.authorization import Approver, authorize
-from domain.services.execution import CrashPoint, SimulatedCrash
+from domain.services.execution import CrashPoint, SimulatedCrash, Worker, WorkerPolicy
+from domain.services.read_cache import DEFAULT_ENTRIES, ReadCache
 from domain.services.recovery import run_recovery
 from domain.services.resolution import resolve
-from domain.spec import parse_spec
 from projections.projector import Projector
 from tests.support.worlds.execution import CrashAfterEffect, CrashAt
 
@@ -47,15 +51,18 @@ LEASE = 60
 
 
 class World:
-    """A fresh table, a metered client, a directory and a manual clock."""
+    """A fresh table, a metered client, a directory and a manual clock.
 
-    def __init__(self, emulator: Emulator) -> None:
+    ``cache_entries=0``: the read cache off, so every read is the previous code's."""
+
+    def __init__(self, emulator: Emulator, cache_entries: int = DEFAULT_ENTRIES) -> None:
         self.client = emulator.client()
         self.meter = CapacityMeter(self.client)
         self.table = emulator.table(self.client)
         self.store = dynamodb_store(self.client, self.table)
         self.clock = ManualClock()
-        self.life = Lifecycle(self.store, clock=self.clock, lease_seconds=LEASE)
+        self.life = Lifecycle(self.store, clock=self.clock, lease_seconds=LEASE,
+                              cache_entries=cache_entries)
         self.projector = Projector(self.store, DynamoDBViewStore(self.client, self.table))
 
     def approved(self, capability: str = CAPABILITY, simulate: str = "success") -> str:
@@ -112,7 +119,6 @@ def happy_path(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Any]]:
         rows.append(row("happy", "status projection (per stream batch)", used, "view written"))
         steps["projection"] = used
         total = steps["approval"] + steps["worker"]
-        steps["alternatives"] = directory_alternatives(w, attempt_id)
         rows.append(row("happy", "**attempt total (approval + worker)**", total, ""))
         steps["attempt"] = total
     finally:
@@ -120,33 +126,97 @@ def happy_path(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Any]]:
     return rows, steps
 
 
-def directory_alternatives(w: World, attempt_id: str) -> list[list[Any]]:
-    """The worker's directory recheck as it is, and two single-request alternatives
-    that would need the approval's read set (stream, version) stored on the attempt."""
-    attempt = w.store.get(ExecutionAttempt, attempt_id)
-    assert attempt is not None
-    who = Approver(attempt.actor_id, attempt.identity_binding_id, attempt.channel_binding_id,
-                   attempt.conversation_key)
-    proposal = w.store.get(Proposal, attempt.proposal_id)
-    assert proposal is not None
-    spec = parse_spec(proposal.versions[attempt.proposal_version]["spec"])
-    read_set = authorize(w.life.ctx, who, spec, w.clock.now()).read_set
-    rows = []
-    with w.meter.measure() as used:
-        authorize(w.life.ctx, who, spec, w.clock.now())
-    rows.append(["today: one consistent Query per record, fold, check (I7)", used])
-    keys = [{"pk": {"S": c.stream_id}, "sk": {"N": str(c.version + 1)}} for c in read_set]
-    with w.meter.measure() as used:
-        answer = w.client.batch_get_item(
-            RequestItems={w.table: {"Keys": keys, "ConsistentRead": True}})
-    assert not answer["Responses"][w.table] and not answer.get("UnprocessedKeys")
-    rows.append(["BatchGetItem of each record's next slot (unchanged since approval?)", used])
-    with w.meter.measure() as used:
-        w.client.transact_get_items(
-            TransactItems=[{"Get": {"TableName": w.table, "Key": k}} for k in keys])
-    rows.append(["TransactGetItems of the same slots (one snapshot)", used])
-    return [[label, u.total, u.consistent_reads, f"{u.rcu:g}", f"{u.total - rows[0][1].total:+d}"
-             if i else "", ] for i, (label, u) in enumerate(rows)]
+def side_by_side(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Usage]]:
+    """One lifecycle with the read cache off (the previous reads) and on, same run.
+
+    Each world first runs one unmeasured lifecycle: the process has served this
+    actor before. "cold worker" is a worker with a cache of its own that holds
+    nothing (a fresh Lambda container): what it reads is what ``Queued`` lacks."""
+    rows: list[list[Any]] = []
+    found: dict[str, Usage] = {}
+    for label, entries in (("before: read cache off (the previous reads)", 0),
+                           ("after: read cache on", DEFAULT_ENTRIES)):
+        w = World(emulator, cache_entries=entries)
+        try:
+            w.life.run()
+            with w.meter.measure() as proposing:
+                _, token = w.life.propose_and_present()
+            with w.meter.measure() as approving:
+                attempt_id = w.life.approve(token)
+            with w.meter.measure() as working:
+                outcome = w.life.worker().process(attempt_id)
+            assert outcome.value == "succeeded", outcome
+            attempt_id = w.approved()
+            cold = Worker(replace(w.life.ctx, cache=ReadCache(entries)),
+                          WorkerPolicy(lease_seconds=LEASE))
+            with w.meter.measure() as cold_working:
+                assert cold.process(attempt_id).value == "succeeded"
+        finally:
+            w.close()
+        lifecycle = proposing + approving + working
+        key = "before" if entries == 0 else "after"
+        found[key], found[key + "_cold"] = lifecycle, cold_working
+        rows.append([label, proposing.total, approving.total, working.total,
+                     f"**{lifecycle.total}**", lifecycle.ops(), approving.consistent_reads,
+                     f"**{working.consistent_reads}**", cold_working.consistent_reads,
+                     cold_working.ops(), f"{lifecycle.rcu:g}", f"{lifecycle.wcu:g}"])
+    return rows, found
+
+
+SIDE_HEADERS = ["reads", "propose + present", "approval", "worker", "lifecycle requests",
+                "lifecycle requests by operation", "approval consistent reads",
+                "worker consistent reads", "cold worker consistent reads",
+                "cold worker requests", "lifecycle RCU", "lifecycle WCU"]
+
+
+@contextlib.contextmanager
+def recorder_reads(recorder: Any) -> Iterator[Counter[str]]:
+    """Count the recorder's reads (one SELECT each on SQLite) while the block runs."""
+    counts: Counter[str] = Counter()
+    names = ("select_events", "get_lookup")
+    originals = {name: getattr(recorder, name) for name in names}
+
+    def counted(name: str) -> Any:
+        def read(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return originals[name](*args, **kwargs)
+        return read
+
+    for name in names:
+        setattr(recorder, name, counted(name))
+    try:
+        yield counts
+    finally:
+        for name in names:
+            delattr(recorder, name)
+
+
+def sqlite_side_by_side() -> list[list[Any]]:
+    """Store reads of one lifecycle on SQLite (a file), read cache off and on."""
+    rows: list[list[Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, entries in (("before: read cache off (the previous reads)", 0),
+                               ("after: read cache on", DEFAULT_ENTRIES)):
+            store = sqlite_store(str(Path(tmp) / f"ledger-{entries}.db"))
+            life = Lifecycle(store, cache_entries=entries)
+            life.run()  # this process has served the actor before
+            with recorder_reads(store.recorder) as proposing:
+                _, token = life.propose_and_present()
+            with recorder_reads(store.recorder) as approving:
+                attempt_id = life.approve(token)
+            with recorder_reads(store.recorder) as working:
+                assert life.worker().process(attempt_id).value == "succeeded"
+            attempt_id = life.approve(life.propose_and_present()[1])
+            cold = Worker(replace(life.ctx, cache=ReadCache(entries)),
+                          WorkerPolicy(lease_seconds=LEASE))
+            with recorder_reads(store.recorder) as cold_working:
+                assert cold.process(attempt_id).value == "succeeded"
+            store.recorder.close()
+            total = sum((proposing + approving + working).values())
+            rows.append([label, sum(proposing.values()), sum(approving.values()),
+                         sum(working.values()), f"**{total}**",
+                         sum(cold_working.values())])
+    return rows
 
 
 def recovery_paths(emulator: Emulator, quick: bool) -> list[list[Any]]:
@@ -247,10 +317,15 @@ def main() -> None:
     with Emulator() as emulator:
         happy, steps = happy_path(emulator)
         report.table("Happy path of one attempt", HEADERS, happy, align="lllrrrrrrrrl")
+        compared, counts = side_by_side(emulator)
         report.table(
-            "Worker reads: the directory recheck of I7, three ways (same records, same run)",
-            ["how", "requests", "consistent reads", "RCU", "requests vs today"],
-            steps["alternatives"], align="lrrrr")
+            "Worker reads and requests per lifecycle: read cache off and on (same run)",
+            SIDE_HEADERS, compared, align="lrrrrlrrrlrr")
+        sqlite_rows = sqlite_side_by_side()
+        report.table(
+            "SQLite reads per lifecycle: read cache off and on (same run; one SELECT each)",
+            ["reads", "propose + present", "approval", "worker", "lifecycle reads",
+             "cold worker reads"], sqlite_rows, align="lrrrrr")
         recovery = recovery_paths(emulator, args.quick)
         report.table("Recovery paths (the tick that recovers one attempt; the first, crashed "
                      "run is not counted)", HEADERS, recovery, align="lllrrrrrrrrl")
@@ -263,7 +338,11 @@ def main() -> None:
     worker = steps["worker"]
     report.write(INTRO.format(
         approval_writes=steps["approval"].writes, worker_writes=worker.writes,
-        worker_reads=worker.consistent_reads,
+        before=counts["before"].total, after=counts["after"].total,
+        before_worker=counts["before_cold"].consistent_reads,
+        after_worker=worker.consistent_reads,
+        cold_worker=counts["after_cold"].consistent_reads,
+        sqlite_before=sqlite_rows[0][4].strip("*"), sqlite_after=sqlite_rows[1][4].strip("*"),
         wru=PRICE_PER_MILLION_WRU, rru=PRICE_PER_MILLION_RRU))
 
 
@@ -288,20 +367,24 @@ requests per attempt**, as targeted. The status projection adds one
 conditional `PutItem` per stream batch (on AWS the projector runs on the
 stream, off the attempt's path).
 
-**Reads: the worker makes {worker_reads} strongly consistent reads; target at
-most 3: exceeded, by design.** One is the attempt stream (a stream record is
-only a hint), one the proposal (the stored spec whose hashes were approved,
-I4), and six are the directory records of I7 (actor, identity binding,
-channel binding, grant, executor build, target), re-read immediately before
-dispatch because authorization must hold then, not only at approval. The
-"Worker reads" table measures two single-request alternatives side by side on
-the same records: a consistent `BatchGetItem` of each record's next slot
-(absent means "unchanged since approval", so approval's verdict still holds)
-turns six requests into one at the same 6 RCU; a `TransactGetItems` snapshot
-does the same at twice the RCU. Either needs the approval's read set (stream,
-version) kept on the attempt, a schema change of the `Queued` event, and saves
-requests and latency, not capacity: it is proposed, not done. The dispatch
-marker's condition checks already make the recheck atomic with the marker.
+**Reads: the worker makes {after_worker} strongly consistent read per attempt
+(before the read cache: {before_worker}); a worker that has cached nothing
+makes {cold_worker}; target at most 2.** The one read is the attempt stream (a
+stream record is only a hint). The approved spec and the approval's read set
+(each directory record's stream and version) are stored on `Queued`, so the
+recheck reads no proposal, takes the directory records from the read cache,
+and reads the versions it lacks in one consistent `BatchGetItem`. Its verdict
+is then sealed by the dispatch marker, which condition-checks every record at
+the version used: a record changed since makes the marker fail, the entries
+are dropped and the recheck runs again on fresh reads (docs/read-cache.md).
+**A whole lifecycle (propose, present, approve, worker) is {after} requests,
+target at most 10 (before: {before}).** Approval reads the token lookup and
+nothing else: the proposal comes from the cache (written through by
+`present`) and so do the directory records; its claim commit checks them all.
+The happy-path table below is with the read cache on. **On SQLite a
+lifecycle makes {sqlite_after} store reads, target at most 6 (before:
+{sqlite_before}).**
+
 The recovery tick adds 16 eventually consistent queries of the `due` index,
 one per bucket (`LEDGER_DUE_WORK_BUCKETS`), whatever the number of attempts:
 see bench_recovery.md.

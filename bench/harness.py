@@ -60,6 +60,7 @@ from domain.services.context import ServiceContext  # noqa: E402
 from domain.services.directory import put_record  # noqa: E402
 from domain.services.execution import Outcome, Worker, WorkerPolicy  # noqa: E402
 from domain.services.proposals import present, propose  # noqa: E402
+from domain.services.read_cache import DEFAULT_ENTRIES, ReadCache  # noqa: E402
 from tests.support import ministack  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -430,13 +431,16 @@ class Lifecycle:
     registry: StaticExecutorRegistry = field(default_factory=StaticExecutorRegistry)
     effects: EffectLedger | None = None
     lease_seconds: int = 60
+    # the read cache's size; 0 turns it off: the reads of the code before it
+    cache_entries: int = DEFAULT_ENTRIES
 
     def __post_init__(self) -> None:
         if self.effects is None:
             self.effects = register_fakes(self.registry)
         self.ctx = ServiceContext(store=self.store, clock=self.clock,
                                   tokens=SecretsTokenSource(),
-                                  permissions=frozenset({PERMISSION}), registry=self.registry)
+                                  permissions=frozenset({PERMISSION}), registry=self.registry,
+                                  cache=ReadCache(self.cache_entries))
         self.expires = (datetime.now(UTC) + timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%SZ")
         for capability, mode in FAKE_CAPABILITIES.items():
             self.put(DirectoryKind.EXECUTOR_BUILD,
@@ -447,7 +451,8 @@ class Lifecycle:
             self.add_actor(n)
 
     def put(self, kind: DirectoryKind, record_id: str, **values: Any) -> None:
-        put_record(self.store, self.clock, kind=kind, record_id=record_id, values=values)
+        put_record(self.store, self.clock, kind=kind, record_id=record_id, values=values,
+                   cache=self.ctx.cache)
 
     @staticmethod
     def who(n: int) -> Provenance:

@@ -101,10 +101,20 @@ class ExecutionAttempt(LedgerAggregate):
         target_revision: str | None,
         at: str,
         trace_context: dict[str, str] | None = None,
+        spec: dict[str, Any] | None = None,
+        authorized: list[list[Any]] | None = None,
     ) -> None:
         # trace_context came later: a Queued event stored before it has no such
         # field, replays with None, and keeps its hash (data() is what was stored).
+        # So did ``spec`` (the approved, stored spec) and ``authorized`` (the
+        # approval's read set, [stream id, version] pairs): what the pre-dispatch
+        # recheck needs without reading the proposal and every directory stream.
+        # Without them (older events) the recheck reads as it always did.
         self.trace_context = trace_context
+        self.spec = spec
+        self.authorized: list[tuple[str, int]] | None = (
+            None if authorized is None else [(str(i), int(v)) for i, v in authorized]
+        )
         self.proposal_id = proposal_id
         self.proposal_version = proposal_version
         self.payload_hash = payload_hash

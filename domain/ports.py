@@ -182,6 +182,13 @@ class EventStore(Protocol):
         """A lookup item by key (strongly consistent)."""
         ...
 
+    def events_at(
+        self, keys: Sequence[tuple[str, int]]
+    ) -> Mapping[tuple[str, int], LedgerEvent]:
+        """The events at exact (stream, version) slots, strongly consistent, in as
+        few requests as the backend allows; a slot with no event is left out."""
+        ...
+
     def audit_events(self, stream_id: str) -> tuple[list[LedgerEvent], int | None]:
         """A stream's events in version order, decoded one by one for an audit.
 

@@ -19,7 +19,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from eventsourcing.persistence import StoredEvent
 
 from adapters.dynamodb import items as it
-from adapters.dynamodb.client import DynamoDBClient, Retrier, make_client, request_error
+from adapters.dynamodb.client import (
+    DynamoDBClient,
+    DynamoDBUnavailableError,
+    Retrier,
+    make_client,
+    request_error,
+)
 from adapters.dynamodb.transactions import CommitWriter, plan_commit
 from adapters.recorder import LedgerRecorder, check_due_page
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
@@ -124,6 +130,32 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             it.stored_event(item, originator_id)
             for item in self._query(request, limit=limit)
         ]
+
+    def select_events_at(self, keys: Sequence[tuple[str, int]]) -> list[StoredEvent]:
+        """One consistent ``BatchGetItem`` per 100 slots (unprocessed keys asked again)."""
+        by_pk = {it.stream_pk(stream_id, self.key_prefix): stream_id for stream_id, _ in keys}
+        wanted = list(dict.fromkeys(
+            (it.stream_pk(stream_id, self.key_prefix), version) for stream_id, version in keys))
+        found: list[StoredEvent] = []
+        for start in range(0, len(wanted), 100):
+            pending: dict[str, Any] = {self.table_name: {
+                "Keys": [it.event_key(pk, version) for pk, version in wanted[start:start + 100]],
+                "ConsistentRead": True,
+                "ProjectionExpression": "#pk, #sk, #topic, #state",
+                "ExpressionAttributeNames": _EVENT_NAMES,
+            }}
+            for round_number in range(1, self.retrier.max_attempts + 1):
+                answer = self._call(
+                    lambda p=pending: self.client.batch_get_item(RequestItems=p))  # type: ignore[misc]
+                for item in answer.get("Responses", {}).get(self.table_name, []):
+                    found.append(it.stored_event(item, by_pk[item[it.PK]["S"]]))
+                pending = answer.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                self.retrier.sleep(self.retrier.delay(round_number))
+            else:
+                raise DynamoDBUnavailableError("DynamoDB left keys of a BatchGetItem unprocessed")
+        return found
 
     def make_backend(self) -> Backend:
         from adapters.dynamodb.backend import DynamoDBBackend

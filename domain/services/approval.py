@@ -7,6 +7,12 @@ deterministic attempt stream, and the due-work entry. A loser of a race
 re-reads and converges on the stored attempt. Approval never calls an
 executor (I6). Every failure except target drift is the same uniform
 ``ApprovalUnavailable``, whatever the reason, so nothing about existence leaks.
+
+The proposal and the directory records come from the read cache: the claim
+commit checks the proposal's version and every record's version, so a stale
+entry makes it conflict, the entries are dropped and the step runs again on
+fresh reads. A refusal reached on cached reads is judged again on fresh ones
+before it is returned.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ from domain.proposal import PresentationStatus, Proposal, ProposalStatus
 from domain.services.authorization import (
     Approver,
     AuthorizationFailed,
+    DirectoryReads,
     TargetDrift,
     authorize,
 )
 from domain.services.context import ServiceContext
 from domain.services.proposals import token_hash, token_lookup_key
+from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
 from domain.spec import derive_attempt_id, derive_idempotency_key, parse_spec, payload_hash
 from domain.timeutil import format_utc
@@ -63,9 +71,17 @@ def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> Appro
     def contended() -> ApprovalResult:
         raise unavailable("contention")
 
-    return retry_on_conflict(
-        lambda: _approve_once(ctx, proposal_id, presentation_id, provenance), exhausted=contended
-    )
+    def step() -> ApprovalResult:
+        if not ctx.cache.enabled:
+            return _approve_once(ctx, proposal_id, presentation_id, provenance, fresh=True)
+        try:
+            return _approve_once(ctx, proposal_id, presentation_id, provenance, fresh=False)
+        except ApprovalUnavailable:
+            # Judged on cached reads: a stale entry may refuse what the store allows.
+            ctx.cache.forget([proposal_id])
+            return _approve_once(ctx, proposal_id, presentation_id, provenance, fresh=True)
+
+    return retry_on_conflict(step, exhausted=contended)
 
 
 def resolve_control(ctx: ServiceContext, token: str) -> tuple[str, str]:
@@ -79,11 +95,16 @@ def resolve_control(ctx: ServiceContext, token: str) -> tuple[str, str]:
 
 
 def load_bound_control(
-    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
+    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance,
+    *, cached: bool = False,
 ) -> Proposal:
     """The proposal of a control bound exactly to this caller's provenance,
-    or the uniform failure."""
-    proposal = ctx.store.get(Proposal, proposal_id)
+    or the uniform failure. ``cached``: from the read cache (the caller's
+    commit appends to the proposal, so its version is checked)."""
+    if cached:
+        proposal = read_proposal(ctx.store, ctx.cache, proposal_id)
+    else:
+        proposal = ctx.store.get(Proposal, proposal_id)
     if proposal is None or presentation_id not in proposal.presentations:
         raise unavailable("missing_record")
     presentation = proposal.presentations[presentation_id]
@@ -99,10 +120,11 @@ def load_bound_control(
 
 
 def _approve_once(
-    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
+    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance,
+    *, fresh: bool,
 ) -> ApprovalResult:
     now = ctx.clock.now()
-    proposal = load_bound_control(ctx, proposal_id, presentation_id, who)
+    proposal = load_bound_control(ctx, proposal_id, presentation_id, who, cached=not fresh)
     presentation = proposal.presentations[presentation_id]
     version = presentation["version"]
     record = proposal.versions[version]
@@ -125,13 +147,13 @@ def _approve_once(
     if payload_hash(spec) != record["payload_hash"]:
         raise unavailable("payload_hash_mismatch")
     try:
-        auth = authorize(ctx, who, spec, now)
+        auth = authorize(ctx, who, spec, now, DirectoryReads(ctx, fresh=fresh))
     except AuthorizationFailed as failed:
         raise unavailable(failed.reason) from None
     except TargetDrift as drift:
         proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(now))
         target_check = ReadCheck(drift.target.id, drift.target.version)
-        ctx.store.commit(Commit(aggregates=[proposal], read_set=[target_check]))
+        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal], read_set=[target_check]))
         raise ProposalConflicted() from None
 
     attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
@@ -155,9 +177,13 @@ def _approve_once(
         target_revision=spec.target.base_revision if spec.target else None,
         at=at,
         trace_context=clean_trace_context(ctx.tracer.current_context()),
+        spec=record["spec"],
+        authorized=[[c.stream_id, c.version] for c in auth.read_set],
     )
     proposal.claim(presentation_id=presentation_id, attempt_id=attempt_id, now=now, at=at)
-    ctx.store.commit(
+    commit(
+        ctx.store,
+        ctx.cache,
         Commit(
             aggregates=[proposal, attempt],
             read_set=auth.read_set,

@@ -1,17 +1,21 @@
 """The I7 authorization check, shared by approval and the pre-dispatch recheck.
 
 Reads every directory record the decision depends on, from exact stored ids,
-and returns them so the caller can condition-check in its commit that none
-changed in between.
+and returns them (and the target it found absent) so the caller can
+condition-check in its commit that none changed in between. Because of that
+check the records may come from the read cache (``DirectoryReads``): a stale
+one fails the commit, never authorizes. The callers judge a refusal reached
+on cached records again on fresh reads, so a stale entry cannot refuse what
+the directory allows either.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from domain.directory import (
-    DirectoryRecord,
     actor_record_id,
     channel_binding_record_id,
     executor_build_record_id,
@@ -21,6 +25,7 @@ from domain.directory import (
 )
 from domain.ports import ReadCheck
 from domain.services.context import ServiceContext
+from domain.services.read_cache import DirectorySnapshot, read_directory, read_directory_at
 from domain.spec import ProposalSpec
 
 
@@ -35,7 +40,7 @@ class AuthorizationFailed(Exception):
 class TargetDrift(Exception):
     """The tracked target's revision is not the spec's base revision."""
 
-    def __init__(self, target: DirectoryRecord) -> None:
+    def __init__(self, target: DirectorySnapshot) -> None:
         self.target = target
         super().__init__("target_drift")
 
@@ -55,25 +60,88 @@ class Authorization:
     """The directory records read, and what they say about delivery."""
 
     delivery_mode: str
-    records: list[DirectoryRecord] = field(default_factory=list)
+    records: list[DirectorySnapshot] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
 
     @property
     def read_set(self) -> list[ReadCheck]:
-        return [ReadCheck(r.id, r.version) for r in self.records]
+        """Every record at the version read; an absent target must still be absent."""
+        return [ReadCheck(r.id, r.version) for r in self.records] + [
+            ReadCheck(stream_id, 0) for stream_id in self.absent
+        ]
+
+
+def directory_ids(who: Approver, spec: ProposalSpec) -> list[str]:
+    """The stream ids of every directory record an authorization reads."""
+    ids = [
+        actor_record_id(who.actor_id),
+        identity_binding_record_id(who.identity_binding_id),
+        channel_binding_record_id(who.channel_binding_id),
+        grant_record_id(who.actor_id, spec.permission),
+        executor_build_record_id(spec.capability, spec.executor_build),
+    ]
+    if spec.target is not None:
+        ids.append(target_record_id(spec.target.id))
+    return ids
+
+
+class DirectoryReads:
+    """Where an authorization gets its records.
+
+    ``fresh``: from the store, always. Otherwise from the read cache, then
+    (with ``pins``, the versions an approval authorized, stored on ``Queued``)
+    from one batched read of exactly those versions, then from the store.
+    A refusal reached on anything but fresh reads is judged again on fresh
+    ones by the caller before it is acted on.
+    """
+
+    def __init__(self, ctx: ServiceContext, *, fresh: bool = True,
+                 pins: Sequence[tuple[str, int]] | None = None) -> None:
+        self.ctx = ctx
+        self.fresh = fresh or not ctx.cache.enabled
+        self.pins = {stream_id: version for stream_id, version in pins or ()}
+        self._pinned: Mapping[str, DirectorySnapshot] = {}
+
+    def prefetch(self, stream_ids: Sequence[str]) -> None:
+        """Read at once the pinned versions of every record the cache does not
+        hold, or holds at a version older than the approval saw (known stale)."""
+        if self.fresh or not self.pins:
+            return
+        missing = [(i, self.pins[i]) for i in stream_ids  # version 0: was untracked
+                   if self.pins.get(i, 0) > 0 and _older(self.ctx.cache.get(i), self.pins[i])]
+        self._pinned = read_directory_at(self.ctx.store, self.ctx.cache, missing)
+
+    def get(self, stream_id: str) -> DirectorySnapshot | None:
+        pinned = self._pinned.get(stream_id)
+        if pinned is not None:
+            return pinned
+        if not self.fresh and self.pins.get(stream_id) == 0:
+            return None  # untracked at approval; the commit checks it still is
+        found, _ = read_directory(self.ctx.store, self.ctx.cache, stream_id, fresh=self.fresh)
+        return found
+
+
+def _older(held: object, version: int) -> bool:
+    return not isinstance(held, DirectorySnapshot) or held.version < version
 
 
 def authorize(
-    ctx: ServiceContext, who: Approver, spec: ProposalSpec, now: datetime
+    ctx: ServiceContext, who: Approver, spec: ProposalSpec, now: datetime,
+    reads: DirectoryReads | None = None,
 ) -> Authorization:
-    """Check actor, bindings, permission, executor build and target; raise on failure."""
+    """Check actor, bindings, permission, executor build and target; raise on failure.
+
+    Without ``reads`` every record is read fresh from its stream."""
     if spec.expires_at <= now:
         raise AuthorizationFailed("spec_expired")
     if spec.permission not in ctx.permissions:
         raise AuthorizationFailed("permission_not_in_catalogue")
-    records: list[DirectoryRecord] = []
+    source = reads or DirectoryReads(ctx, fresh=True)
+    source.prefetch(directory_ids(who, spec))
+    records: list[DirectorySnapshot] = []
 
-    def need(stream_id: str) -> DirectoryRecord:
-        found = ctx.store.get(DirectoryRecord, stream_id)
+    def need(stream_id: str) -> DirectorySnapshot:
+        found = source.get(stream_id)
         if found is None:
             raise AuthorizationFailed("directory_record_missing")
         records.append(found)
@@ -104,10 +172,17 @@ def authorize(
             raise AuthorizationFailed("executor_not_registered")
         if executor.delivery_mode.value != build.text("delivery_mode"):
             raise AuthorizationFailed("delivery_mode_mismatch")
+    absent: list[str] = []
     if spec.target is not None:
-        target = ctx.store.get(DirectoryRecord, target_record_id(spec.target.id))
-        if target is not None:
+        target_id = target_record_id(spec.target.id)
+        target = source.get(target_id)
+        if target is None:
+            # Untracked target: nothing to compare, but it must still be untracked
+            # when the decision commits (a missing record is never cached).
+            absent.append(target_id)
+        else:
             if target.text("revision") != spec.target.base_revision:
                 raise TargetDrift(target)
             records.append(target)
-    return Authorization(delivery_mode=build.text("delivery_mode"), records=records)
+    return Authorization(delivery_mode=build.text("delivery_mode"), records=records,
+                         absent=absent)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from domain.ports import Clock, EventStore, ExecutorRegistry, Renderer, TokenSource
 from domain.rendering import TextRenderer
+from domain.services.read_cache import ReadCache
 from domain.tracing import NullTracer, Tracer
 
 
@@ -23,3 +24,5 @@ class ServiceContext:
     presentation_ttl_seconds: int = 1800
     tracer: Tracer = field(default_factory=NullTracer)
     max_active_presentations: int = 20
+    cache: ReadCache = field(default_factory=ReadCache)
+    """Directory and proposal reads whose commits condition-check them (read_cache.py)."""

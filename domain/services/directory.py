@@ -13,8 +13,11 @@ from domain.directory import (
 )
 from domain.errors import ConcurrencyConflict, NotFound, UnknownPermission
 from domain.ports import Clock, Commit, EventStore
+from domain.services.read_cache import ReadCache, commit
 from domain.services.retry import retry_on_conflict
 from domain.timeutil import format_utc
+
+_NO_CACHE = ReadCache(0)
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,13 @@ def put_record(
     kind: DirectoryKind,
     record_id: str,
     values: Any,
+    cache: ReadCache | None = None,
 ) -> RecordView:
     """Create or change a record; an unchanged put appends nothing (idempotent).
 
     Concurrent puts converge: a loser re-reads and applies its values on top.
+    With ``cache`` (this process's read cache) the new version is written
+    through, so this process's next authorization sees it without a conflict.
     """
     checked = validate_values(kind, values)
 
@@ -65,7 +71,7 @@ def put_record(
             record = DirectoryRecord(record_id=record_id, kind=kind.value, values=checked, at=at)
         elif not record.update(checked, at=at):
             return _view(record)
-        store.commit(Commit(aggregates=[record]))
+        commit(store, _NO_CACHE if cache is None else cache, Commit(aggregates=[record]))
         return _view(record)
 
     def contended() -> RecordView:

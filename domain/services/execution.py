@@ -42,11 +42,13 @@ from domain.services.authorization import (
     Approver,
     Authorization,
     AuthorizationFailed,
+    DirectoryReads,
     TargetDrift,
     authorize,
 )
 from domain.services.context import ServiceContext
 from domain.services.deadline import CallRunner, DeadlineExceeded, ThreadedCalls
+from domain.services.read_cache import commit
 from domain.services.resolution import NOT_SETTLED, lookup_outcome
 from domain.services.retry import retry_on_conflict
 from domain.services.worker_policy import (
@@ -171,45 +173,10 @@ class Worker:
                 return Outcome.SKIPPED
         self.crash_hook(CrashPoint.AFTER_LEASE, attempt.id)
 
-        try:
-            checked = self._recheck(attempt, self.ctx.clock.now())
-        except AuthorizationFailed as failed:
-            return self._refuse(attempt, generation, failed.reason)
-        except TargetDrift:
-            return self._refuse(attempt, generation, "target_drift")
-        except StoreUnavailable:
-            return self._back_off(attempt, generation, "store_unavailable")
-
-        now = self.ctx.clock.now()
-        if checked.spec.expires_at <= now:
-            # The recheck's reads take time: expiry is judged at the marker's own time.
-            return self._refuse(attempt, generation, "spec_expired")
-        deadline = _time(attempt.lease_expires_at) - timedelta(
-            seconds=self.policy.deadline_margin_seconds
-        )
-        try:
-            attempt.mark_dispatch(generation=generation, now=now, deadline=deadline,
-                                  settle_seconds=settle_seconds(checked.executor))
-        except IllegalTransition:
-            return Outcome.STALE
-        try:
-            with self.ctx.tracer.span("ledger.worker.dispatch_marker",
-                                      {"ledger.lease_generation": generation}):
-                self.ctx.store.commit(
-                    Commit(
-                        aggregates=[attempt],
-                        read_set=checked.authorization.read_set,
-                        due=[DueWork(attempt.id, _time(attempt.lease_expires_at))],
-                    )
-                )
-        except ConcurrencyConflict as conflict:
-            if conflict.stream_id == attempt.id:
-                return Outcome.SKIPPED
-            # A directory record changed between the recheck and the marker.
-            fresh = self.ctx.store.get(ExecutionAttempt, attempt.id)
-            if fresh is None or not fresh.holds_lease(generation, self.ctx.clock.now()):
-                return Outcome.SKIPPED
-            return self._back_off(fresh, generation, "directory_changed")
+        marked = self._mark_dispatch(attempt, generation)
+        if isinstance(marked, Outcome):
+            return marked
+        attempt, checked, deadline = marked
         self.crash_hook(CrashPoint.AFTER_DISPATCH_MARKER, attempt.id)
 
         request = ExecutionRequest(
@@ -274,8 +241,120 @@ class Worker:
         with contextlib.suppress(Exception):
             self._observe(attempt_id, generation, kind)
 
-    def _recheck(self, attempt: ExecutionAttempt, now: datetime) -> Checked:
-        """I7 again, from the exact stored ids; I4: the stored spec, hashes intact."""
+    def _mark_dispatch(
+        self, attempt: ExecutionAttempt, generation: int
+    ) -> tuple[ExecutionAttempt, Checked, datetime] | Outcome:
+        """Recheck I7 and commit the dispatch marker, or say what happened instead.
+
+        The marker condition-checks every directory record the recheck used, at
+        the version used. Those may come from the read cache or from the versions
+        the approval stored on ``Queued``; if one has moved on since, the marker
+        conflicts, the entries are dropped, and the recheck runs once more on
+        fresh reads under the same lease. A second conflict backs off.
+        """
+        current, fresh = attempt, False
+
+        def mark_once() -> tuple[ExecutionAttempt, Checked, datetime] | Outcome:
+            nonlocal current, fresh
+            try:
+                checked = self._confirmed_recheck(current, fresh)
+            except AuthorizationFailed as failed:
+                return self._refuse(current, generation, failed.reason)
+            except TargetDrift:
+                return self._refuse(current, generation, "target_drift")
+            except StoreUnavailable:
+                return self._back_off(current, generation, "store_unavailable")
+            now = self.ctx.clock.now()
+            if checked.spec.expires_at <= now:
+                # The recheck's reads take time: expiry is judged at the marker's own time.
+                return self._refuse(current, generation, "spec_expired")
+            deadline = _time(current.lease_expires_at) - timedelta(
+                seconds=self.policy.deadline_margin_seconds
+            )
+            try:
+                current.mark_dispatch(generation=generation, now=now, deadline=deadline,
+                                      settle_seconds=settle_seconds(checked.executor))
+            except IllegalTransition:
+                return Outcome.STALE
+            try:
+                with self.ctx.tracer.span("ledger.worker.dispatch_marker",
+                                          {"ledger.lease_generation": generation}):
+                    commit(self.ctx.store, self.ctx.cache, Commit(
+                        aggregates=[current],
+                        read_set=checked.authorization.read_set,
+                        due=[DueWork(current.id, _time(current.lease_expires_at))],
+                    ))
+            except ConcurrencyConflict as conflict:
+                if conflict.stream_id == current.id:
+                    return Outcome.SKIPPED
+                # A directory record changed between the recheck and the marker.
+                latest = self.ctx.store.get(ExecutionAttempt, current.id)
+                if latest is None or not latest.holds_lease(generation, self.ctx.clock.now()):
+                    return Outcome.SKIPPED
+                current, fresh = latest, True
+                raise
+            return current, checked, deadline
+
+        return retry_on_conflict(
+            mark_once, limit=2,
+            exhausted=lambda: self._back_off(current, generation, "directory_changed"),
+        )
+
+    def _confirmed_recheck(self, attempt: ExecutionAttempt, fresh: bool) -> Checked:
+        """The recheck; a refusal judged on cached or pinned records is judged
+        again on fresh reads (a stale entry must not refuse either)."""
+        if fresh or not self.ctx.cache.enabled:
+            return self._recheck(attempt, self.ctx.clock.now(), fresh=True)
+        try:
+            return self._recheck(attempt, self.ctx.clock.now(), fresh=False)
+        except (AuthorizationFailed, TargetDrift):
+            pass
+        self.ctx.cache.forget([attempt.proposal_id, *(i for i, _ in attempt.authorized or ())])
+        return self._recheck(attempt, self.ctx.clock.now(), fresh=True)
+
+    def _recheck(self, attempt: ExecutionAttempt, now: datetime, *, fresh: bool) -> Checked:
+        """I7 again, from the exact stored ids; I4: the stored spec, hashes intact.
+
+        Not ``fresh`` and with what the approval stored on ``Queued``: the spec
+        from there (its hash is the approved payload hash; a claimed proposal
+        version never changes again and the attempt exists only with its
+        claim, I3), and the directory records from the cache or, for those it
+        lacks, one batched read of the versions the approval authorized."""
+        if not fresh and attempt.spec is not None:
+            spec = self._queued_spec(attempt)
+            pins = attempt.authorized
+        else:
+            spec = self._claimed_spec(attempt)
+            pins = None
+        if spec.capability != attempt.capability or spec.executor_build != attempt.executor_build:
+            raise AuthorizationFailed("executor_build_mismatch")
+        who = Approver(
+            attempt.actor_id,
+            attempt.identity_binding_id,
+            attempt.channel_binding_id,
+            attempt.conversation_key,
+        )
+        reads = DirectoryReads(self.ctx, fresh=fresh, pins=pins)
+        authorization = authorize(self.ctx, who, spec, now, reads)
+        if authorization.delivery_mode != attempt.delivery_mode.value:
+            raise AuthorizationFailed("delivery_mode_mismatch")
+        if self.ctx.registry is None:
+            raise AuthorizationFailed("executor_not_registered")
+        executor = self.ctx.registry.get(attempt.capability, attempt.executor_build)
+        if executor is None:
+            raise AuthorizationFailed("executor_not_registered")
+        return Checked(spec=spec, executor=executor, authorization=authorization)
+
+    def _queued_spec(self, attempt: ExecutionAttempt) -> ProposalSpec:
+        try:
+            spec = parse_spec(attempt.spec)
+        except InvalidSpec:
+            raise AuthorizationFailed("stored_spec_invalid") from None
+        if payload_hash(spec) != attempt.payload_hash:
+            raise AuthorizationFailed("hash_mismatch")
+        return spec
+
+    def _claimed_spec(self, attempt: ExecutionAttempt) -> ProposalSpec:
         proposal = self.ctx.store.get(Proposal, attempt.proposal_id)
         record = proposal.version_record(attempt.proposal_version) if proposal else None
         if (
@@ -294,23 +373,7 @@ class Worker:
             or record["view_hash"] != attempt.view_hash
         ):
             raise AuthorizationFailed("hash_mismatch")
-        if spec.capability != attempt.capability or spec.executor_build != attempt.executor_build:
-            raise AuthorizationFailed("executor_build_mismatch")
-        who = Approver(
-            attempt.actor_id,
-            attempt.identity_binding_id,
-            attempt.channel_binding_id,
-            attempt.conversation_key,
-        )
-        authorization = authorize(self.ctx, who, spec, now)
-        if authorization.delivery_mode != attempt.delivery_mode.value:
-            raise AuthorizationFailed("delivery_mode_mismatch")
-        if self.ctx.registry is None:
-            raise AuthorizationFailed("executor_not_registered")
-        executor = self.ctx.registry.get(attempt.capability, attempt.executor_build)
-        if executor is None:
-            raise AuthorizationFailed("executor_not_registered")
-        return Checked(spec=spec, executor=executor, authorization=authorization)
+        return spec
 
     # -- transitions ---------------------------------------------------------------
 

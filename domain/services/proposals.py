@@ -20,18 +20,21 @@ from domain.directory import (
 from domain.errors import (
     ConcurrencyConflict,
     ExecutorBuildUnavailable,
+    IllegalTransition,
     InvalidInput,
     InvalidSpec,
     LookupConflict,
     NondeterministicRenderer,
     NotFound,
     StaleVersion,
+    TooManyPresentations,
     UnknownPermission,
 )
 from domain.ports import Commit, Lookup
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
+from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, payload_hash, view_hash
 from domain.timeutil import format_utc
@@ -162,8 +165,8 @@ def _propose(
             renderer_build=ctx.renderer.build,
             at=at,
         )
-        ctx.store.commit(Commit(aggregates=[proposal],
-                                lookups=_remember(idem, now, proposal.id, 1)))
+        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal],
+                                            lookups=_remember(idem, now, proposal.id, 1)))
         return ProposalResult(proposal.id, 1, ph, vh, preview, ProposalStatus.PRESENTED.value)
 
     def revise_once() -> ProposalResult:
@@ -181,8 +184,8 @@ def _propose(
             at=at,
         )
         try:
-            ctx.store.commit(Commit(aggregates=[existing],
-                                    lookups=_remember(idem, now, existing.id, version)))
+            commit(ctx.store, ctx.cache, Commit(
+                aggregates=[existing], lookups=_remember(idem, now, existing.id, version)))
         except ConcurrencyConflict:
             if expected_version is not None:
                 raise StaleVersion() from None
@@ -238,9 +241,20 @@ def present(
     hashed = token_hash(token)
 
     def present_once() -> PresentationResult:
+        # From the read cache: the append below checks the proposal's version, so
+        # a stale entry conflicts and the retry reads fresh. A refusal reached on
+        # a cached read is judged again on a fresh one.
+        try:
+            return presented(read_proposal(ctx.store, ctx.cache, proposal_id))
+        except (NotFound, IllegalTransition, StaleVersion, TooManyPresentations):
+            if not ctx.cache.enabled:
+                raise
+        ctx.cache.forget([proposal_id])
+        return presented(ctx.store.get(Proposal, proposal_id))
+
+    def presented(proposal: Proposal | None) -> PresentationResult:
         now = ctx.clock.now()
         expires = now + timedelta(seconds=ttl)
-        proposal = ctx.store.get(Proposal, proposal_id)
         if proposal is None:
             raise NotFound()
         proposal.present(
@@ -265,7 +279,7 @@ def present(
             lookups.append(idempotency.record(
                 now, presentation_id=presentation_id, salt=salt, expires_at=format_utc(expires)))
         try:
-            ctx.store.commit(Commit(aggregates=[proposal], lookups=lookups))
+            commit(ctx.store, ctx.cache, Commit(aggregates=[proposal], lookups=lookups))
         except LookupConflict:
             replay = _replayed_presentation(ctx, idempotency) if idempotency else None
             if replay is None:

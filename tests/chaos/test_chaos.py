@@ -87,7 +87,9 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 # Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
-LATE_EFFECT_SEEDS = (107, 109)
+# A schedule depends on every read and commit the actors make (each is a point
+# where the simulation may switch actors), so a change in the reads moves these.
+LATE_EFFECT_SEEDS = (22, 111)
 
 
 @pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
@@ -115,8 +117,10 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
     from domain.errors import IllegalTransition
     from domain.timeutil import format_utc
 
-    seed = 84
-    assert run_schedule(seed, "memory").ok
+    # Several seeds, any of which must catch it: a schedule moves with every
+    # change in the reads the actors make, and one seed alone breaks too easily.
+    seeds = (112, 297, 331)
+    assert all(run_schedule(seed, "memory").ok for seed in seeds)
 
     def only_observes(self: ExecutionAttempt, *, generation: int, kind: str, now: Any) -> None:
         if self.holds_lease(generation, now):
@@ -124,6 +128,5 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
         self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
 
     monkeypatch.setattr(ExecutionAttempt, "observe_late_result", only_observes)
-    planted = run_schedule(seed, "memory")
-    assert not planted.ok
-    assert "was only observed, not flagged" in planted.error, planted.error
+    errors = [run_schedule(seed, "memory").error for seed in seeds]
+    assert any("was only observed, not flagged" in e for e in errors), errors

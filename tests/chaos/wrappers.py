@@ -51,7 +51,14 @@ class ChaosStore:
         return self.inner.get_lookup(key)
 
     def audit_events(self, stream_id: str) -> Any:
+        self.sim.yield_point("read", self.sim.profile.read_switch_rate)
+        self.sim.maybe_read_fault()
         return self.inner.audit_events(stream_id)
+
+    def events_at(self, keys: Any) -> Any:
+        self.sim.yield_point("read", self.sim.profile.read_switch_rate)
+        self.sim.maybe_read_fault()
+        return self.inner.events_at(keys)
 
     def due_work(self, now: datetime, limit: int, cursor: str | None = None) -> DuePage:
         self.sim.maybe_read_fault()

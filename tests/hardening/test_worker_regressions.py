@@ -85,6 +85,13 @@ class ClockMovesDuringRead:
             self.clock.advance(self.seconds)
         return self.inner.get(cls, stream_id)
 
+    def events_at(self, keys: Any) -> Any:
+        """The recheck's batched read of the versions stored on ``Queued``."""
+        if self.armed and any(stream_id == self.stream_id for stream_id, _ in keys):
+            self.armed = False
+            self.clock.advance(self.seconds)
+        return self.inner.events_at(keys)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
@@ -102,6 +109,7 @@ def test_a_spec_that_expires_during_the_recheck_is_never_dispatched(
     from adapters.executors.fake import fake_build_digest
     from domain.directory import grant_record_id
     from domain.services.approval import approve
+    from domain.services.read_cache import ReadCache
     from domain.spec import format_utc
 
     expires = xworld.clock.now() + timedelta(seconds=30)
@@ -113,7 +121,8 @@ def test_a_spec_that_expires_during_the_recheck_is_never_dispatched(
                          provenance=xworld.who).attempt_id
     slow = ClockMovesDuringRead(xworld.store, xworld.clock,
                                 grant_record_id("alice", "tasks.write"), 40)
-    xworld.ctx = replace(xworld.ctx, store=slow)
+    # A worker of its own (another process): nothing cached, so it reads.
+    xworld.ctx = replace(xworld.ctx, store=slow, cache=ReadCache())
     slow.armed = True
 
     outcome = xworld.worker().process(attempt_id)

@@ -69,6 +69,7 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:PutItem", TABLE_ARN, frozenset({ATTEMPTS, DUE}) | heads(ATTEMPTS)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
+        ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY),
     },
     "ProjectorRole": _stream_consumer("ProjectorLogGroup", "ProjectorFailureQueue") | {
         ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
@@ -179,7 +180,18 @@ def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> Non
                  "dynamodb:BatchGetItem", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
                  "dynamodb:CreateTable", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLInsert"}
     for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole", "WebhookRole"):
-        assert not set(_actions(template["Resources"][role])) & forbidden, role
+        allowed = {"dynamodb:BatchGetItem"} if role == "WorkerRole" else set()
+        assert not set(_actions(template["Resources"][role])) & (forbidden - allowed), role
+
+
+def test_the_worker_batch_reads_directory_records_and_nothing_else(
+    template: dict[str, Any]
+) -> None:
+    """The recheck's one batched read (the versions stored on Queued) is scoped to
+    directory streams: no proposal, lookup, attempt or view item."""
+    batch = [keys for a, _, keys in grants(template["Resources"]["WorkerRole"])
+             if a == "dynamodb:BatchGetItem"]
+    assert batch == [DIRECTORY]
 
 
 def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(

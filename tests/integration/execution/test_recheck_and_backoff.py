@@ -18,6 +18,7 @@ from domain.directory import (
 )
 from domain.errors import StoreUnavailable
 from domain.services.execution import Outcome
+from domain.services.read_cache import ReadCache
 from tests.support.worlds.execution import MODES, ExecutionWorld
 
 CHANGES: dict[str, tuple[DirectoryKind, str, dict[str, Any], str]] = {
@@ -75,6 +76,11 @@ class FlakyStore:
             raise StoreUnavailable()
         return self.inner.get(cls, stream_id)
 
+    def events_at(self, keys: Any) -> Any:
+        if self.fail_directory_reads and any(s.startswith("actor:") for s, _ in keys):
+            raise StoreUnavailable()
+        return self.inner.events_at(keys)
+
 
 def test_transient_failure_before_dispatch_backs_off_then_fails_safe(
     xworld: ExecutionWorld,
@@ -84,7 +90,8 @@ def test_transient_failure_before_dispatch_backs_off_then_fails_safe(
     attempt_id = xworld.approved("provider_idempotency")
     flaky = FlakyStore(xworld.store)
     worker = xworld.worker(max_predispatch_leases=3, backoff_base_seconds=10)
-    worker.ctx = replace(xworld.ctx, store=flaky)  # type: ignore[arg-type]
+    # A worker of its own (another process): nothing cached, so it reads.
+    worker.ctx = replace(xworld.ctx, store=flaky, cache=ReadCache())  # type: ignore[arg-type]
     assert worker.process(attempt_id) is Outcome.REQUEUED
     first = xworld.attempt(attempt_id)
     assert first.status == "queued"

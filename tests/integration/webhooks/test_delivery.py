@@ -188,7 +188,6 @@ def test_a_send_whose_answer_was_lost_is_repeated_and_the_next_one_waits(
     from domain.services.execution import CrashPoint
     from domain.services.execution import SimulatedCrash as ExecutionCrash
     from domain.services.resolution import resolve
-
     from tests.support.worlds.execution import CrashAt
 
     ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])

@@ -1,0 +1,128 @@
+"""Reads per lifecycle with the read cache, against the targets (memory, SQLite, ministack).
+
+DynamoDB: at most 2 consistent reads per worker attempt (the attempt stream,
+and one ``BatchGetItem`` for the directory versions a worker has not cached;
+1 when it has) and at most 10 requests per lifecycle (propose, present,
+approve, worker).
+SQLite and memory: at most 6 store reads per lifecycle. The previous reads
+(cache off) are counted in the same test, so the figures are side by side;
+``-s`` prints them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+from domain.services.approval import approve
+from domain.services.execution import Outcome
+from domain.services.read_cache import ReadCache
+from tests.support.worlds.execution import MODES, ExecutionWorld
+
+MODE = "provider_idempotency"
+
+
+class Counts:
+    """Store requests of a stretch of work: by DynamoDB operation, or recorder reads."""
+
+    def __init__(self) -> None:
+        self.ops: Counter[str] = Counter()
+        self.consistent = 0
+
+    @property
+    def requests(self) -> int:
+        return sum(self.ops.values())
+
+    @property
+    def reads(self) -> int:
+        return sum(n for op, n in self.ops.items()
+                   if op in ("Query", "GetItem", "BatchGetItem", "select_events", "get_lookup"))
+
+
+@contextmanager
+def counting(xworld: ExecutionWorld) -> Iterator[Counts]:
+    counts = Counts()
+    recorder: Any = xworld.store.recorder
+    if isinstance(recorder, DynamoDBLedgerRecorder):
+        events = recorder.client.meta.events
+
+        def seen(params: dict[str, Any], model: Any, **_: Any) -> None:
+            counts.ops[model.name] += 1
+            consistent = params.get("ConsistentRead") or any(
+                t.get("ConsistentRead") for t in params.get("RequestItems", {}).values()
+                if isinstance(t, dict))
+            if model.name in ("Query", "GetItem", "BatchGetItem") and consistent:
+                counts.consistent += 1
+
+        events.register("provide-client-params.dynamodb", seen)
+        try:
+            yield counts
+        finally:
+            events.unregister("provide-client-params.dynamodb", seen)
+        return
+    originals = {name: getattr(recorder, name) for name in ("select_events", "get_lookup")}
+
+    def wrap(name: str) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counts.ops[name] += 1
+            counts.consistent += 1
+            return originals[name](*args, **kwargs)
+        return counted
+
+    for name in originals:
+        setattr(recorder, name, wrap(name))
+    try:
+        yield counts
+    finally:
+        for name in originals:
+            delattr(recorder, name)  # back to the class's method
+
+
+def lifecycle(xworld: ExecutionWorld) -> tuple[Counts, Counts]:
+    """(the whole lifecycle, the worker alone)."""
+    with counting(xworld) as whole:
+        token = xworld.present(xworld.propose(
+            capability=MODES[MODE], content={"title": "Buy milk", "simulate": "success"},
+        )).token
+        attempt_id = approve(xworld.ctx, token=token, provenance=xworld.who).attempt_id
+    with counting(xworld) as worker:
+        assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
+    whole.ops.update(worker.ops)
+    whole.consistent += worker.consistent
+    return whole, worker
+
+
+def test_a_lifecycle_meets_the_read_targets_side_by_side_with_the_previous_reads(
+    xworld: ExecutionWorld,
+) -> None:
+    dynamodb = isinstance(xworld.store.recorder, DynamoDBLedgerRecorder)
+    xworld.approved(MODE)  # this process has served the actor before
+    after, after_worker = lifecycle(xworld)
+
+    attempt_id = xworld.approved(MODE)
+    cold = xworld.worker()
+    cold.ctx = replace(xworld.ctx, cache=ReadCache())  # a worker that has cached nothing
+    with counting(xworld) as cold_worker:
+        assert cold.process(attempt_id) is Outcome.SUCCEEDED
+
+    xworld.ctx = replace(xworld.ctx, cache=ReadCache(0))  # the previous reads
+    before, before_worker = lifecycle(xworld)
+
+    print(f"\n{type(xworld.store.recorder).__name__}: lifecycle requests "
+          f"{before.requests} -> {after.requests} ({dict(after.ops)}), reads "
+          f"{before.reads} -> {after.reads}; worker consistent reads {before_worker.consistent}"
+          f" -> {after_worker.consistent} (cold worker {cold_worker.consistent})")
+    assert after_worker.consistent == 1  # the attempt stream
+    assert before_worker.consistent == 8  # attempt, proposal, six directory records
+    if dynamodb:
+        assert after.requests <= 10 < before.requests
+        assert cold_worker.consistent <= 2
+        assert cold_worker.ops["BatchGetItem"] == 1
+    else:
+        assert after.reads <= 6 < before.reads
+        # no proposal read; one SELECT per pinned version (no batched read here yet)
+        assert cold_worker.consistent == 7
