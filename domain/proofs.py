@@ -17,9 +17,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import rfc8785
-
 from domain.base import LedgerEvent
+from domain.canonical import canonical_json
 from domain.digest import Digest, hash_bytes, hash_text, head_leaf
 from domain.errors import DigestInvalid
 from domain.merkle import inclusion_path, root_from_path
@@ -41,7 +40,7 @@ def event_body(event: LedgerEvent) -> dict[str, Any]:
 
 
 def body_hash(body: Mapping[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(body))).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(dict(body))).hexdigest()
 
 
 def make_proof(digest: Digest, stream_id: str, version: int,

@@ -13,7 +13,6 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import rfc8785
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -25,6 +24,7 @@ from pydantic import (
     field_validator,
 )
 
+from domain.canonical import canonical_json
 from domain.errors import InvalidSpec
 
 MAX_SAFE_INT = 2**53 - 1
@@ -188,7 +188,7 @@ class ProposalSpec(BaseModel):
         if not isinstance(value, dict):
             raise ValueError("content must be a JSON object")
         normalized = _normalize_content(value, 0, [MAX_CONTENT_NODES])
-        if len(rfc8785.dumps(normalized)) > MAX_CONTENT_BYTES:
+        if len(canonical_json(normalized)) > MAX_CONTENT_BYTES:
             raise ValueError(f"content is larger than {MAX_CONTENT_BYTES} bytes")
         return normalized
 
@@ -219,11 +219,6 @@ def describe_validation_error(exc: ValidationError) -> str:
         location = ".".join(str(p) for p in loc) or "body"
         parts.append(f"{location}: {msg}")
     return "; ".join(parts)
-
-
-def canonical_json(value: Any) -> bytes:
-    """RFC 8785 bytes of any JSON-ready value."""
-    return rfc8785.dumps(value)
 
 
 def canonical_bytes(spec: ProposalSpec) -> bytes:

@@ -19,13 +19,14 @@ from projections.ports import ViewStore
 from projections.projector import Projector
 
 from ..execution.crash import ExecutionWorld
-from .raw import Row, read_rows, replace_rows
+from .raw import Row, event_fields, read_rows, replace_rows
 
 
 def edit(rows: list[Row], k: int) -> list[Row]:
     version, topic, state = rows[k]
     data = json.loads(state)
-    data["at"] = "2000-01-01T00:00:00Z" if data.get("at") != "2000-01-01T00:00:00Z" else "x"
+    fields = event_fields(data)
+    fields["at"] = "2000-01-01T00:00:00Z" if fields.get("at") != "2000-01-01T00:00:00Z" else "x"
     rows[k] = (version, topic, json.dumps(data).encode())
     return rows
 

@@ -26,7 +26,7 @@ from domain.directory import DirectoryKind, actor_record_id
 from domain.spec import format_utc
 
 from ..execution.crash import ExecutionWorld
-from .raw import Row, read_rows, replace_rows
+from .raw import Row, read_rows, replace_rows, shift_year
 
 Mutation = Callable[[LedgerStore, str, list[Row]], list[Row]]
 
@@ -34,8 +34,7 @@ Mutation = Callable[[LedgerStore, str, list[Row]], list[Row]]
 def _edit(rows: list[Row], k: int) -> list[Row]:
     version, topic, state = rows[k]
     data = json.loads(state)
-    stamp = data["timestamp"]["_data_"]
-    data["timestamp"]["_data_"] = str(int(stamp[:4]) - 1) + stamp[4:]
+    shift_year(data)
     rows[k] = (version, topic, json.dumps(data, separators=(",", ":")).encode())
     return rows
 
