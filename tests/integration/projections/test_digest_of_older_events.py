@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from adapters.audit.digests import verify_consistency, verify_ledger
+from adapters.audit.digests import prove, verify_consistency, verify_ledger
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
@@ -30,6 +30,7 @@ from domain.audit import verify_chain
 from domain.digest import Digest, build_digest
 from domain.directory import DirectoryKind, actor_record_id
 from domain.ports import StreamHead
+from domain.proofs import check_proof
 from domain.services.directory import put_record
 from domain.spec import format_utc
 
@@ -98,3 +99,13 @@ def test_events_appended_today_extend_the_recorded_chains(store: LedgerStore) ->
     assert verify_ledger(store, new).ok
     verdict = verify_consistency(store, old, new)
     assert verdict.ok, verdict.message
+
+
+def test_proofs_of_older_events_hold_and_their_chain_is_the_stored_bodies(
+    store: LedgerStore,
+) -> None:
+    digest = Digest.from_json(fixture()["digest"])
+    for head in fixture()["heads"]:
+        proof = prove(store, digest, head["stream"], 1)
+        assert check_proof(proof, digest) is None, head["stream"]
+        assert proof["head"] == head["head"]
