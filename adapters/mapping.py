@@ -39,6 +39,7 @@ CANONICAL_PREFIX = b'{"data":'
 """Every canonical body starts so (its keys sorted); a library state never does."""
 BODY_KEYS = frozenset({"data", "stream", "timestamp", "type", "version"})
 HEADER_KEYS = frozenset({"originator_id", "originator_version", "timestamp"})
+_decode = json.JSONDecoder().decode
 
 
 class StateMismatch(ValueError):
@@ -78,7 +79,7 @@ class LedgerMapper(Mapper[str]):
         if not state.startswith(CANONICAL_PREFIX):
             return self.library.to_domain_event(stored_event)
         cls = resolve_topic(stored_event.topic)
-        body = json.loads(state)
+        body = _decode(state.decode("utf-8"))
         if (type(body) is not dict or body.keys() != BODY_KEYS
                 or type(body["data"]) is not dict or type(body["timestamp"]) is not str
                 or not HEADER_KEYS.isdisjoint(body["data"])

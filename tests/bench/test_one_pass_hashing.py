@@ -136,3 +136,16 @@ def test_a_state_that_starts_like_a_body_but_is_not_one_does_not_decode(state: b
                       topic=stored.topic, state=state)
     with pytest.raises(StateMismatch):
         make_mapper().to_domain_event(bad)
+
+
+@pytest.mark.parametrize("state", [b'{"data":\xff}', b'{"data":{"a":1},"stream":',
+                                   b'{"data":{}}'])
+def test_the_audit_reports_a_broken_body_as_undecodable_at_its_version(state: bytes) -> None:
+    store, record_id = actor_store(2)
+    first, second = store.read_stream(record_id)
+    recorder = MemoryLedgerRecorder()
+    broken = StoredEvent(originator_id=record_id, originator_version=2, topic=second.topic,
+                         state=state)
+    recorder.insert_events([first, broken])
+    events, undecodable = LedgerStore(recorder).audit_events(record_id)
+    assert len(events) == 1 and undecodable == 2
