@@ -42,8 +42,8 @@ def genesis_hash(stream_id: str) -> str:
 def event_body(
     stream_id: str, version: int, event_type: str, timestamp: datetime, data: dict[str, Any]
 ) -> dict[str, Any]:
-    """The object an event's hash is computed over (and, since one-pass hashing,
-    whose canonical bytes are the event's stored state)."""
+    """The object an event's hash is computed over; its canonical bytes are
+    also the event's stored state (``adapters/mapping.py``)."""
     return {
         "stream": stream_id,
         "version": version,

@@ -149,3 +149,17 @@ def test_the_audit_reports_a_broken_body_as_undecodable_at_its_version(state: by
     recorder.insert_events([first, broken])
     events, undecodable = LedgerStore(recorder).audit_events(record_id)
     assert len(events) == 1 and undecodable == 2
+
+
+def test_an_equivalent_respelling_of_a_stored_body_breaks_the_chain() -> None:
+    store, record_id = actor_store(2)
+    first, second = store.read_stream(record_id)
+    assert b'"kind":"actor"' in first.state
+    respelled = StoredEvent(originator_id=record_id, originator_version=1, topic=first.topic,
+                            state=first.state.replace(b'"kind":"actor"', b'"kind":"\\u0061ctor"'))
+    recorder = MemoryLedgerRecorder()
+    recorder.insert_events([respelled, second])
+    events, undecodable = LedgerStore(recorder).audit_events(record_id)
+    assert undecodable is None and events[0].data()["kind"] == "actor"  # same meaning
+    check = verify_chain(record_id, events)
+    assert (check.ok, check.first_bad_version, check.reason) == (False, 2, "broken_link")
