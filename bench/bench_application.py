@@ -266,8 +266,22 @@ def encoders(directory: Path, samples: int) -> list[tuple[str, float, float]]:
     return rows
 
 
-def profile(directory: Path, count: int) -> str:
-    """cProfile of ``count`` new-path lifecycles: the top of the cumulative list."""
+PROFILE_PARTS: list[tuple[str, str, str]] = [
+    # (what, file suffix, function): cumulative time of that function
+    ("aggregate reads (LedgerStore.get: select, decode, fold)", "adapters/store.py", "get"),
+    ("  of which decoding stored events", "adapters/mapping.py", "to_domain_event"),
+    ("commits (events, head index, lookups, due items, checks)", "adapters/store.py", "commit"),
+    ("  of which encoding new events (canonical bytes)", "adapters/mapping.py",
+     "to_stored_event"),
+    ("the executor call on its own thread (start, run, join)", "domain/services/deadline.py",
+     "run"),
+    ("spec validation (pydantic), three times", "domain/spec.py", "parse_spec"),
+    ("every canonical encoding (events, specs, ids)", "domain/canonical.py", "canonical_json"),
+]
+
+
+def profile(directory: Path, count: int) -> tuple[list[list[str]], str]:
+    """cProfile of ``count`` new-path lifecycles: shares of the parts, and the top."""
     run = LedgerRun(directory / "profile.db", previous=False)
     for _ in range(10):
         run.one()
@@ -279,10 +293,18 @@ def profile(directory: Path, count: int) -> str:
     run.close()
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("tottime").print_stats(25)
+    entries = stats.stats  # type: ignore[attr-defined]
+    total = max(ct for (_, _, name), (_, _, _, ct, _) in entries.items() if name == "one")
+    rows = []
+    for label, suffix, function in PROFILE_PARTS:
+        spent = sum(ct for (path, _, name), (_, _, _, ct, _) in entries.items()
+                    if name == function and path.endswith(suffix))
+        rows.append([label, f"{spent / count * 1000:.2f}", f"{spent / total:.0%}"])
+    rows.append(["a whole lifecycle", f"{total / count * 1000:.2f}", "100%"])
+    stats.sort_stats("tottime").print_stats(20)
     text = out.getvalue()
     text = text.replace(str(ROOT) + "/", "").replace(sys.prefix + "/", "")
-    return text.replace(os.path.dirname(os.__file__) + "/", "")
+    return rows, text.replace(os.path.dirname(os.__file__) + "/", "")
 
 
 def main() -> None:
@@ -333,7 +355,8 @@ def main() -> None:
         (new_all, new_events) = encodings_per_lifecycle(Path(tmp), False, count)
         (old_all, old_events) = encodings_per_lifecycle(Path(tmp), True, count)
         enc = encoders(Path(tmp), 3 if args.quick else 7)
-        prof = profile(Path(tmp), 30 if args.quick else 300) if args.profile else ""
+        parts, prof = (profile(Path(tmp), 30 if args.quick else 300) if args.profile
+                       else ([], ""))
     report.table("Canonical encodings per lifecycle (counted over the run)",
                  ["path", "encodings", "of event bodies", "by the rfc8785 package"],
                  [["previous", f"{old_all:.0f}", f"{old_events:.0f}", f"{old_all:.0f}"],
@@ -342,6 +365,10 @@ def main() -> None:
                  ["event", "rfc8785 package", "canonical_json", "ratio"],
                  [[k, f"{a:,.0f}", f"{b:,.0f}", f"{b / a:.1f}"] for k, a, b in enc],
                  align="lrrr")
+    if parts:
+        report.table("Where a lifecycle's time goes (cProfile, new path, RAM file system; "
+                     "the profiler inflates small calls)",
+                     ["part", "ms per lifecycle", "share"], parts, align="lrr")
     if prof:
         report.add(f"### cProfile of the new path, RAM file system (tottime)\n\n```\n"
                    f"{prof.strip()}\n```")
