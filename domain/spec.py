@@ -81,10 +81,12 @@ def format_utc(moment: datetime) -> str:
     """UTC RFC 3339 with ``Z``; fractional seconds only when present."""
     if moment.tzinfo is None:
         raise ValueError("timestamps must carry a timezone")
-    moment = moment.astimezone(UTC)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if moment.microsecond:
-        text += f".{moment.microsecond:06d}".rstrip("0")
+    m = moment.astimezone(UTC)
+    # What strftime("%Y-%m-%dT%H:%M:%S") writes (the year unpadded, as glibc
+    # does), at a fraction of its cost: every event body formats its time.
+    text = f"{m.year}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+    if m.microsecond:
+        text += f".{m.microsecond:06d}".rstrip("0")
     return text + "Z"
 
 

@@ -8,6 +8,7 @@ be the reference's.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from domain import canonical
 from domain.canonical import MAX_SAFE_INT, canonical_json, fast_domain
+from domain.spec import format_utc
 
 MANY = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -145,3 +147,16 @@ def test_a_lone_surrogate_in_an_admitted_shape_gets_the_reference_error() -> Non
     assert fast_domain({"a": "\ud800"})
     with pytest.raises(rfc8785.CanonicalizationError):
         canonical_json({"a": "\ud800"})
+
+
+@MANY
+@given(moment=st.datetimes(timezones=st.timezones()))
+def test_event_times_are_written_as_strftime_wrote_them(moment: datetime) -> None:
+    try:
+        utc = moment.astimezone(UTC)
+    except OverflowError:
+        return
+    before = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if utc.microsecond:
+        before += f".{utc.microsecond:06d}".rstrip("0")
+    assert format_utc(moment) == before + "Z"
