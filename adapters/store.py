@@ -19,16 +19,13 @@ from typing import TypeVar, cast
 
 from eventsourcing.domain import CanMutateAggregate
 from eventsourcing.persistence import (
-    DatetimeAsISO,
-    DecimalAsStr,
     IntegrityError,
-    JSONTranscoder,
     Mapper,
     PersistenceError,
     StoredEvent,
-    UUIDAsHex,
 )
 
+from adapters.mapping import LedgerMapper
 from adapters.recorder import LedgerRecorder, LookupConflictError, StreamConflictError
 from domain.base import LedgerAggregate, LedgerEvent
 from domain.errors import (
@@ -57,11 +54,7 @@ def check_event_size(stored: StoredEvent, limit: int = MAX_EVENT_BYTES) -> None:
 
 def make_mapper() -> Mapper[str]:
     """The one event <-> stored-event mapping used by every backend."""
-    transcoder = JSONTranscoder()
-    transcoder.register(UUIDAsHex())
-    transcoder.register(DecimalAsStr())
-    transcoder.register(DatetimeAsISO())
-    return Mapper(transcoder=transcoder)
+    return LedgerMapper()
 
 
 class LedgerStore:

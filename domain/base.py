@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self, TypeVar
 
-import rfc8785
 from eventsourcing.domain import (
     BaseAggregate,
     CanCreateTimestamp,
@@ -26,6 +25,7 @@ from eventsourcing.domain import (
     MetaDomainEvent,
 )
 
+from domain.canonical import canonical_json
 from domain.spec import format_utc
 
 GENESIS_LABEL = "execution-ledger/genesis/v1"
@@ -36,26 +36,48 @@ T = TypeVar("T")
 
 def genesis_hash(stream_id: str) -> str:
     """What the first event of a stream names as its predecessor."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps([GENESIS_LABEL, stream_id])).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json([GENESIS_LABEL, stream_id])).hexdigest()
 
 
-def event_hash(
+def event_body(
     stream_id: str, version: int, event_type: str, timestamp: datetime, data: dict[str, Any]
-) -> str:
-    """SHA-256 of an event's canonical form (its stream, version, type, time and data)."""
-    body: dict[str, Any] = {
+) -> dict[str, Any]:
+    """The object an event's hash is computed over; its canonical bytes are
+    also the event's stored state (``adapters/mapping.py``)."""
+    return {
         "stream": stream_id,
         "version": version,
         "type": event_type,
         "timestamp": format_utc(timestamp),
         "data": data,
     }
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+
+
+def event_hash(
+    stream_id: str, version: int, event_type: str, timestamp: datetime, data: dict[str, Any]
+) -> str:
+    """SHA-256 of an event's canonical form (its stream, version, type, time and data)."""
+    body = event_body(stream_id, version, event_type, timestamp, data)
+    return bytes_hash(canonical_json(body))
+
+
+def bytes_hash(canonical: bytes) -> str:
+    """An event's hash from its canonical bytes."""
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 @dataclass(frozen=True)
 class LedgerEvent(CanMutateAggregate[str], CanCreateTimestamp, metaclass=MetaDomainEvent):
-    """An immutable fact appended to one stream at one version."""
+    """An immutable fact appended to one stream at one version.
+
+    Its canonical bytes are produced once (when its hash or its stored form is
+    first needed) and kept beside it, outside its fields: the chain link of its
+    successor, the head index and the stored state all derive from them. An
+    event read back from canonical stored bytes is given those bytes, so
+    hashing it again costs one SHA-256 and no encoding.
+    """
+
+    __slots__ = ("_canonical",)
 
     originator_id: str
     originator_version: int
@@ -66,15 +88,28 @@ class LedgerEvent(CanMutateAggregate[str], CanCreateTimestamp, metaclass=MetaDom
         """The event's own fields (everything but the stream/version/time header)."""
         return {k: v for k, v in vars(self).items() if k not in HEADER_FIELDS}
 
+    def body(self) -> dict[str, Any]:
+        """The exact object this event's hash is computed over."""
+        return event_body(self.originator_id, self.originator_version,
+                          type(self).__qualname__, self.timestamp, self.data())
+
+    def canonical_bytes(self) -> bytes:
+        """RFC 8785 bytes of :meth:`body`, computed at most once."""
+        cached: bytes | None = getattr(self, "_canonical", None)
+        if cached is not None:
+            return cached
+        canonical = canonical_json(self.body())
+        object.__setattr__(self, "_canonical", canonical)
+        return canonical
+
+    def adopt_canonical_bytes(self, canonical: bytes) -> None:
+        """Keep ``canonical`` as this event's bytes: they are the stored state it
+        was decoded from (see ``adapters.mapping``)."""
+        object.__setattr__(self, "_canonical", canonical)
+
     def hash(self) -> str:
         """This event's link in the chain."""
-        return event_hash(
-            self.originator_id,
-            self.originator_version,
-            type(self).__qualname__,
-            self.timestamp,
-            self.data(),
-        )
+        return bytes_hash(self.canonical_bytes())
 
     def mutate(self, aggregate: Any) -> Any:
         result = super().mutate(aggregate)

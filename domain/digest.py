@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-import rfc8785
-
 from domain.audit import verify_chain
 from domain.base import LedgerEvent, event_hash, genesis_hash
+from domain.canonical import canonical_json
 from domain.errors import DigestInvalid
 from domain.merkle import leaf_hash, merkle_root
 from domain.ports import StreamHead
@@ -35,7 +34,7 @@ HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 def head_leaf(head: StreamHead) -> bytes:
     """The Merkle leaf hash of one stream head (stream id, version, chain head)."""
-    return leaf_hash(rfc8785.dumps([LEAF_LABEL, head.stream_id, head.version, head.head]))
+    return leaf_hash(canonical_json([LEAF_LABEL, head.stream_id, head.version, head.head]))
 
 
 def hash_text(value: bytes) -> str:
@@ -74,7 +73,7 @@ class Digest:
 
     def statement(self) -> bytes:
         """The canonical bytes a signature covers (the root commits to every head)."""
-        return rfc8785.dumps({
+        return canonical_json({
             "format": DIGEST_FORMAT,
             "ledger": self.ledger,
             "created_at": self.created_at,

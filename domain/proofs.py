@@ -17,31 +17,23 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import rfc8785
-
 from domain.base import LedgerEvent
+from domain.canonical import canonical_json
 from domain.digest import Digest, hash_bytes, hash_text, head_leaf
 from domain.errors import DigestInvalid
 from domain.merkle import inclusion_path, root_from_path
 from domain.ports import StreamHead
-from domain.spec import format_utc
 
 PROOF_FORMAT = "execution-ledger/proof/v1"
 
 
 def event_body(event: LedgerEvent) -> dict[str, Any]:
-    """The exact object an event's hash is computed over (see ``domain.base.event_hash``)."""
-    return {
-        "stream": event.originator_id,
-        "version": event.originator_version,
-        "type": type(event).__qualname__,
-        "timestamp": format_utc(event.timestamp),
-        "data": event.data(),
-    }
+    """The exact object an event's hash is computed over (see ``domain.base.event_body``)."""
+    return event.body()
 
 
 def body_hash(body: Mapping[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(dict(body))).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_json(dict(body))).hexdigest()
 
 
 def make_proof(digest: Digest, stream_id: str, version: int,

@@ -19,7 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from domain.spec import canonical_json, sha256_tag
+from domain.canonical import canonical_json
+from domain.spec import sha256_tag
 
 
 def code_identity(*modules: ModuleType | str) -> str:

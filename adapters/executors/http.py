@@ -31,9 +31,9 @@ import httpx
 
 from adapters.executors.digest import build_digest, code_identity
 from adapters.executors.http_config import HttpConfigError, HttpExecutorConfig, UrlTemplate
+from domain.canonical import canonical_json
 from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain, ExecutorReceiptUnusable
 from domain.ports import Clock, ExecutionReceipt, ExecutionRequest, ReconcileAnswer
-from domain.spec import canonical_json
 
 KIND = "http"
 AMBIGUOUS_4XX = frozenset({408, 409, 425, 429})

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import rfc8785
-
+from domain.canonical import canonical_json
 from domain.errors import IdempotencyKeyRefused
 from domain.ports import EventStore, Lookup
 
@@ -41,7 +40,7 @@ _PRINTABLE = re.compile(r"[\x21-\x7e]+")
 
 
 def _sha(*parts: str) -> str:
-    return hashlib.sha256(rfc8785.dumps(list(parts))).hexdigest()
+    return hashlib.sha256(canonical_json(list(parts))).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class IdempotencyKey:
         if not 1 <= len(key) <= MAX_KEY_CHARS or not _PRINTABLE.fullmatch(key):
             raise IdempotencyKeyRefused()
         fingerprint = hashlib.sha256(
-            rfc8785.dumps({"method": method, "route": route, "body": body})
+            canonical_json({"method": method, "route": route, "body": body})
         ).hexdigest()
         return cls(key=key, scope=scope, request=fingerprint)
 
@@ -90,6 +89,6 @@ class IdempotencyKey:
         256-bit random salt (stored), the scope and the presentation id: the
         store keeps the token's hash and the salt, and the token exists only in
         the answers to the caller who holds the key."""
-        message = rfc8785.dumps([salt, self.scope, presentation_id])
+        message = canonical_json([salt, self.scope, presentation_id])
         digest = hmac.new(self.key.encode("ascii"), TOKEN_LABEL + message, hashlib.sha256)
         return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")

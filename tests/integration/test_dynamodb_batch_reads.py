@@ -8,10 +8,9 @@ import pytest
 
 from adapters.dynamodb.client import DynamoDBUnavailableError, Retrier
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+from tests.support.dynamodb_events import event, new_stream
 from tests.support.dynamodb_fixtures import new_client
 from tests.support.faults import RequestCounter
-
-from .dynamodb_helpers import event, new_stream
 
 pytestmark = pytest.mark.dynamodb
 

@@ -39,3 +39,20 @@ def replace_rows(store: LedgerStore, stream_id: str, rows: list[Row]) -> None:
             })
         return
     raise NotImplementedError(type(recorder).__name__)
+
+
+def event_fields(state: dict[str, Any]) -> dict[str, Any]:
+    """The event's own fields in a decoded state, in either stored form (the
+    canonical body holds them under ``data``; the library's form at the top)."""
+    fields: dict[str, Any] = state["data"] if "stream" in state else state
+    return fields
+
+
+def shift_year(state: dict[str, Any]) -> None:
+    """Move the event's timestamp a year back, in either stored form."""
+    if isinstance(state["timestamp"], str):
+        stamp = state["timestamp"]
+        state["timestamp"] = str(int(stamp[:4]) - 1) + stamp[4:]
+    else:
+        stamp = state["timestamp"]["_data_"]
+        state["timestamp"]["_data_"] = str(int(stamp[:4]) - 1) + stamp[4:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from adapters.mapping import make_library_mapper
 from adapters.store import make_mapper
 from domain.attempt import ExecutionAttempt
 from domain.audit import verify_chain
@@ -24,7 +25,8 @@ def test_an_old_queued_event_without_the_field_replays_and_keeps_its_chain() -> 
     mapper = make_mapper()
     attempt = new_attempt(Replay())
     (queued,) = attempt.collect_events()
-    stored = mapper.to_stored_event(queued)
+    # Stored as events were then: the eventsourcing library's JSON form.
+    stored = make_library_mapper().to_stored_event(queued)
     state = json.loads(stored.state)
     assert state.pop("trace_context") is None
     old = stored.__class__(originator_id=stored.originator_id,

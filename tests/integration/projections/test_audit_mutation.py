@@ -17,14 +17,15 @@ from adapters.store import LedgerStore
 from projections.audit import audit_attempt
 from projections.ports import ViewStore
 from projections.projector import Projector
-from tests.support.raw_views import Row, read_rows, replace_rows
+from tests.support.raw_views import Row, event_fields, read_rows, replace_rows
 from tests.support.worlds.execution import ExecutionWorld
 
 
 def edit(rows: list[Row], k: int) -> list[Row]:
     version, topic, state = rows[k]
     data = json.loads(state)
-    data["at"] = "2000-01-01T00:00:00Z" if data.get("at") != "2000-01-01T00:00:00Z" else "x"
+    fields = event_fields(data)
+    fields["at"] = "2000-01-01T00:00:00Z" if fields.get("at") != "2000-01-01T00:00:00Z" else "x"
     rows[k] = (version, topic, json.dumps(data).encode())
     return rows
 

@@ -24,7 +24,7 @@ from adapters.store import LedgerStore
 from domain.digest import Digest, build_digest
 from domain.directory import DirectoryKind, actor_record_id
 from domain.spec import format_utc
-from tests.support.raw_views import Row, read_rows, replace_rows
+from tests.support.raw_views import Row, read_rows, replace_rows, shift_year
 from tests.support.worlds.execution import ExecutionWorld
 
 Mutation = Callable[[LedgerStore, str, list[Row]], list[Row]]
@@ -33,8 +33,7 @@ Mutation = Callable[[LedgerStore, str, list[Row]], list[Row]]
 def _edit(rows: list[Row], k: int) -> list[Row]:
     version, topic, state = rows[k]
     data = json.loads(state)
-    stamp = data["timestamp"]["_data_"]
-    data["timestamp"]["_data_"] = str(int(stamp[:4]) - 1) + stamp[4:]
+    shift_year(data)
     rows[k] = (version, topic, json.dumps(data, separators=(",", ":")).encode())
     return rows
 
