@@ -28,11 +28,14 @@ CALLERS = 4
 PATHS = {"before": True, "after": False}  # name -> pooled
 
 
-def rate(callers: int, total: int, op: Callable[[int], None]) -> float:
+def rate(callers: int, total: int, op: Callable[[int], None]) -> tuple[float, float]:
+    """Operations per second, and this process's CPU milliseconds per operation
+    (a figure the other load on a shared machine moves much less than a rate)."""
     per = total // callers
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run_threads(callers, lambda t: [op(t) for _ in range(per)] and None)
-    return callers * per / (time.perf_counter() - start)
+    done = callers * per
+    return done / (time.perf_counter() - start), (time.process_time() - cpu) / done * 1000
 
 
 class StatementCounter:
@@ -87,7 +90,8 @@ def statements_per_lifecycle(path: str, pooled: bool, lifecycles: int = 5) -> di
 
 
 def callers_side_by_side(rounds: int, total: int) -> tuple[list[list[Any]], dict[str, float]]:
-    """Rows (file system, path, 1 caller/s, 4 callers/s, ratio) and the after ratios."""
+    """Rows (file system, path, 1 caller/s, 4 callers/s, ratio, CPU ms per lifecycle
+    with 1 and with 4 callers, ratio) and the ratios by file system and path."""
     rows: list[list[Any]] = []
     figures: dict[str, float] = {}
     shm = Path("/dev/shm")
@@ -100,15 +104,21 @@ def callers_side_by_side(rounds: int, total: int) -> tuple[list[list[Any]], dict
                 lives[name] = (life, workers)
                 rate(CALLERS, CALLERS, _op(life, workers))  # warm-up
             rates: dict[tuple[str, int], list[float]] = {}
+            cpu: dict[tuple[str, int], list[float]] = {}
             for _ in range(rounds):  # alternate, so that noise hits both alike
                 for name, (life, workers) in lives.items():
                     for callers in (1, CALLERS):
-                        rates.setdefault((name, callers), []).append(
-                            rate(callers, total, _op(life, workers)))
+                        per_second, ms = rate(callers, total, _op(life, workers))
+                        rates.setdefault((name, callers), []).append(per_second)
+                        cpu.setdefault((name, callers), []).append(ms)
             for name, (life, _) in lives.items():
                 one = statistics.median(rates[(name, 1)])
                 many = statistics.median(rates[(name, CALLERS)])
-                rows.append([fs, name, f"{one:,.0f}", f"{many:,.0f}", f"{many / one:.2f}"])
+                cpu_one = statistics.median(cpu[(name, 1)])
+                cpu_many = statistics.median(cpu[(name, CALLERS)])
+                rows.append([fs, name, f"{one:,.0f}", f"{many:,.0f}", f"{many / one:.2f}",
+                             f"{cpu_one:.1f}", f"{cpu_many:.1f}", f"{cpu_many / cpu_one:.2f}"])
+                figures[f"{fs} {name} cpu"] = cpu_many / cpu_one
                 figures[f"{fs} {name}"] = many / one
                 life.store.recorder.close()
     return rows, figures
