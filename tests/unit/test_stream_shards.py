@@ -16,10 +16,10 @@ class RollingStream:
     def describe_stream(self, **_: Any) -> dict[str, Any]:
         return {"StreamDescription": {"Shards": [{"ShardId": s} for s in self.shards]}}
 
-    def get_shard_iterator(self, *, ShardId: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    def get_shard_iterator(self, *, ShardId: str, **_: Any) -> dict[str, Any]:
         return {"ShardIterator": f"it-{ShardId}"}
 
-    def get_records(self, *, ShardIterator: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    def get_records(self, *, ShardIterator: str, **_: Any) -> dict[str, Any]:
         seq = ShardIterator.removeprefix("it-")
         return {"Records": [{"dynamodb": {"SequenceNumber": seq}}], "NextShardIterator": None}
 
