@@ -22,6 +22,7 @@ keeps one connection and one lock for reads and writes alike.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -98,6 +99,7 @@ class LedgerDatastore(SQLiteDatastore):
         # them all and a finished thread's connection is closed, not kept.
         self._connections: dict[int, tuple[threading.Thread, SQLiteConnection]] = {}
         self._registry_lock = threading.Lock()
+        self._pid = os.getpid()
 
     # -- connections -----------------------------------------------------------
 
@@ -115,11 +117,16 @@ class LedgerDatastore(SQLiteDatastore):
         return SQLiteConnection(sqlite_conn=raw, max_age=None)
 
     def _thread_connection(self) -> SQLiteConnection:
-        mine: tuple[int, SQLiteConnection] | None = getattr(self._local, "connection", None)
-        if mine is not None and mine[0] == self._generation:
-            return mine[1]
+        mine: tuple[int, int, SQLiteConnection] | None = getattr(self._local, "connection", None)
+        pid = os.getpid()
+        if mine is not None and mine[0] == self._generation and mine[1] == pid:
+            return mine[2]
         key = 0 if self.memory else threading.get_ident()
         with self._registry_lock:
+            if self._pid != pid and not self.memory:
+                # A forked child must not use (or close) its parent's file connections.
+                self._pid = pid
+                self._connections = {}
             entry = self._connections.get(key)
             if entry is None or (not self.memory and entry[0] is not threading.current_thread()):
                 self._prune()
@@ -127,7 +134,7 @@ class LedgerDatastore(SQLiteDatastore):
                 self._connections[key] = (threading.current_thread(), connection)
             else:
                 connection = entry[1]
-            self._local.connection = (self._generation, connection)
+            self._local.connection = (self._generation, pid, connection)
             return connection
 
     def _prune(self) -> None:

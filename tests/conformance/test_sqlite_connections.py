@@ -4,9 +4,11 @@ finished threads are closed (nothing grows with the threads a server has had).""
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eventsourcing.persistence import StoredEvent
@@ -146,4 +148,31 @@ def test_a_commit_of_many_streams_names_the_stream_already_written(
 
     assert raised.value.stream_id == streams[200]
     assert recorder.select_events(streams[0]) == []  # nothing of the commit was written
+    recorder.close()
+
+
+def _child_reads(recorder: SQLiteLedgerRecorder, stream: str, out: Any) -> None:
+    datastore = recorder.datastore
+    assert isinstance(datastore, LedgerDatastore)
+    inherited = datastore._connections.copy()
+    recorder.insert_events([StoredEvent(stream, 2, "topic", b"{}")])
+    mine = datastore._thread_connection()
+    out.put(([e.originator_version for e in recorder.select_events(stream)],
+             all(mine is not entry[1] for entry in inherited.values())))
+
+
+def test_a_forked_child_opens_its_own_connections(tmp_path: Path) -> None:
+    recorder = _recorder(str(tmp_path / "ledger.db"))
+    stream = new_stream_id()
+    recorder.insert_events([StoredEvent(stream, 1, "topic", b"{}")])
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    child = context.Process(target=_child_reads, args=(recorder, stream, out))
+    child.start()
+    versions, fresh = out.get(timeout=JOIN_SECONDS)
+    child.join(JOIN_SECONDS)
+
+    assert child.exitcode == 0
+    assert versions == [1, 2] and fresh
+    assert [e.originator_version for e in recorder.select_events(stream)] == [1, 2]
     recorder.close()
