@@ -92,7 +92,9 @@ class LedgerDatastore(SQLiteDatastore):
         self.pooled = pooled
         self.lock_timeout = lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
         self.memory = self.pool.is_sqlite_memory_mode
-        self._write_lock = threading.Lock()
+        # Re-entrant: a read made inside a write transaction on the same thread (one
+        # connection in memory mode) must not wait for itself.
+        self._write_lock = threading.RLock()
         self._local = threading.local()
         self._generation = 0
         # Every live connection by the thread that owns it, so ``close`` reaches

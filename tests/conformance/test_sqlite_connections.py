@@ -176,3 +176,19 @@ def test_a_forked_child_opens_its_own_connections(tmp_path: Path) -> None:
     assert versions == [1, 2] and fresh
     assert [e.originator_version for e in recorder.select_events(stream)] == [1, 2]
     recorder.close()
+
+
+def test_a_read_inside_a_write_on_the_same_thread_does_not_wait_for_itself() -> None:
+    recorder = _recorder(":memory:")  # one connection and one lock for everything
+    stream = new_stream_id()
+    recorder.insert_events([StoredEvent(stream, 1, "topic", b"{}")])
+
+    def read_inside_a_write() -> list[int]:
+        with recorder._write_transaction():
+            return [e.originator_version for e in recorder.select_events(stream)]
+
+    thread, box = _in_thread(read_inside_a_write)
+    thread.join(JOIN_SECONDS)
+    assert not thread.is_alive(), "the read waited for its own write"
+    assert box.get("result") == [1], box
+    recorder.close()
