@@ -45,6 +45,9 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
+SOFT_HEAP_LIMIT_BYTES = 48 * 1024 * 1024
+"""SQLite's memory in one process, all connections together (soft: caches shrink past it)."""
+
 
 class ImmediateTransaction(SQLiteTransaction):
     """A write transaction that takes SQLite's write lock before its first read.
@@ -113,6 +116,10 @@ class LedgerDatastore(SQLiteDatastore):
             )
             if not self.memory:
                 raw.execute("PRAGMA journal_mode=WAL")
+            # Each connection has its own page cache (up to 2 MiB); a server with
+            # many threads would hold one per thread. The soft heap limit bounds
+            # SQLite's memory in the whole process: past it, caches give pages back.
+            raw.execute(f"PRAGMA soft_heap_limit={SOFT_HEAP_LIMIT_BYTES}")
         except sqlite3.Error as exc:
             raise persistence_error(exc) from exc
         raw.row_factory = sqlite3.Row

@@ -192,3 +192,13 @@ def test_a_read_inside_a_write_on_the_same_thread_does_not_wait_for_itself() -> 
     assert not thread.is_alive(), "the read waited for its own write"
     assert box.get("result") == [1], box
     recorder.close()
+
+
+def test_sqlite_memory_of_the_whole_process_is_bounded(tmp_path: Path) -> None:
+    # One page cache per thread's connection: the soft heap limit caps them all.
+    from adapters.sqlite.datastore import SOFT_HEAP_LIMIT_BYTES
+
+    recorder = _recorder(str(tmp_path / "ledger.db"))
+    rows = recorder.datastore.read("PRAGMA soft_heap_limit")  # type: ignore[attr-defined]
+    assert 0 < rows[0][0] <= SOFT_HEAP_LIMIT_BYTES
+    recorder.close()
