@@ -89,10 +89,13 @@ class LedgerDatastore(SQLiteDatastore):
     read: the path before this change, kept so benchmarks can measure both.
     """
 
-    def __init__(self, db_name: str, *, lock_timeout: int = 10, pooled: bool = False) -> None:
+    def __init__(self, db_name: str, *, lock_timeout: int = 10, pooled: bool = False,
+                 synchronous: str | None = None) -> None:
         super().__init__(db_name, lock_timeout=lock_timeout, originator_id_type="text")
         self.db_name = db_name
         self.pooled = pooled
+        # ``PRAGMA synchronous`` of every new connection (None: SQLite's default).
+        self.synchronous = synchronous
         self.lock_timeout = lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
         self.memory = self.pool.is_sqlite_memory_mode
         # Re-entrant: a read made inside a write transaction on the same thread (one
@@ -120,6 +123,10 @@ class LedgerDatastore(SQLiteDatastore):
             # many threads would hold one per thread. The soft heap limit bounds
             # SQLite's memory in the whole process: past it, caches give pages back.
             raw.execute(f"PRAGMA soft_heap_limit={SOFT_HEAP_LIMIT_BYTES}")
+            if self.synchronous is not None:
+                if self.synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+                    raise ValueError(f"synchronous: {self.synchronous!r}")
+                raw.execute(f"PRAGMA synchronous={self.synchronous}")
         except sqlite3.Error as exc:
             raise persistence_error(exc) from exc
         raw.row_factory = sqlite3.Row

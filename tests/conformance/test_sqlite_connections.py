@@ -202,3 +202,13 @@ def test_sqlite_memory_of_the_whole_process_is_bounded(tmp_path: Path) -> None:
     rows = recorder.datastore.read("PRAGMA soft_heap_limit")  # type: ignore[attr-defined]
     assert 0 < rows[0][0] <= SOFT_HEAP_LIMIT_BYTES
     recorder.close()
+
+
+def test_every_new_connection_takes_the_synchronous_level_given(tmp_path: Path) -> None:
+    datastore = LedgerDatastore(str(tmp_path / "ledger.db"), synchronous="NORMAL")
+    thread, box = _in_thread(lambda: datastore.read("PRAGMA synchronous"))
+    thread.join(JOIN_SECONDS)
+
+    assert datastore.read("PRAGMA synchronous")[0][0] == 1  # NORMAL
+    assert box["result"][0][0] == 1  # type: ignore[index]
+    datastore.close()
