@@ -152,10 +152,15 @@ def lifecycles_child(db_path: str, checkpoints: list[int], forgetful: bool) -> N
                 time.sleep(0.05)
             gc.collect()
             assert ledger.effects is not None
-            seen: set[int] = set()
-            fakes = (deep_size(ledger.effects.effects, seen)
-                     + deep_size(ledger.effects.calls, seen))
-            print(json.dumps({"lifecycles": done, "fakes": fakes, **status_kib()}), flush=True)
+            memory = status_kib()  # before anything below reads the fakes' records
+            fakes = 0
+            if isinstance(ledger.effects, EffectLedger):  # a file-backed one holds nothing
+                seen: set[int] = set()
+                fakes = (deep_size(ledger.effects.effects, seen)
+                         + deep_size(ledger.effects.calls, seen))
+            connections = getattr(ledger.store.recorder.datastore, "open_connections", 0)
+            print(json.dumps({"lifecycles": done, "fakes": fakes, "connections": connections,
+                              "kind": type(ledger.effects).__name__, **memory}), flush=True)
     finally:
         runtime.stop()
         ledger.close()
@@ -259,8 +264,9 @@ def main() -> None:
            "lifecycles", mib(m["VmRSS"]), mib(m["VmHWM"]), ""] for m in marks],
         [f"growth {checkpoints[0]:,} -> {checkpoints[-1]:,} lifecycles", "", "",
          f"{growth * 100:+.1f} % of RSS (+{mib(marks[-1]['VmRSS'] - marks[0]['VmRSS'])}"
-         f" MiB), of which the fake provider's record of calls and effects "
-         f"+{(marks[-1]['fakes'] - marks[0]['fakes']) / 2**20:.1f} MiB"],
+         f" MiB); the fakes' effect ledger: {marks[-1]['kind']}, in memory "
+         f"+{(marks[-1]['fakes'] - marks[0]['fakes']) / 2**20:.1f} MiB; SQLite connections "
+         f"open: {marks[-1]['connections']}"],
         *[[f"embedded runtime, executor keeping nothing, after {m['lifecycles']:,} "
            "lifecycles", mib(m["VmRSS"]), mib(m["VmHWM"]), ""] for m in own],
         [f"growth {checkpoints[0]:,} -> {checkpoints[-1]:,} lifecycles (the ledger's own)",
@@ -276,7 +282,7 @@ def main() -> None:
                  rows, align="lrrl")
     report.write(INTRO.format(first=checkpoints[0], last=checkpoints[-1], growth=growth * 100,
                               own=own_growth * 100, batch=batch,
-                              verdict="met" if own_growth < 0.20 else "missed"))
+                              verdict="met" if growth < 0.10 else "missed"))
 
 
 INTRO = """
@@ -289,18 +295,19 @@ batch of {batch} stream records from ministack's Streams API. These are counts
 of this machine's pages, not timings; Python's allocator keeps freed arenas,
 so the peak, not the current RSS, is the figure to size a Lambda by.
 
-**The ledger's own growth from {first:,} to {last:,} lifecycles: {own:+.1f} %;
-target under 20 %: {verdict}.** The runtime is run twice. With the development
-fake executors (what `ledger serve` registers in development) RSS grows
-{growth:+.1f} %, and most of that is the fake provider itself: it plays the
-external system, so it remembers every call and every effect by idempotency
+**Growth from {first:,} to {last:,} lifecycles with the development fakes
+(what `ledger serve` registers): {growth:+.1f} %; target under 10 %: {verdict}.**
+The ledger's own growth (an executor that keeps nothing, as a real, remote
+provider): {own:+.1f} %. The fake provider remembers every effect by idempotency
 key (that is how it replays a provider-idempotent retry, and how the tests
-count effects). tracemalloc over 2,000 lifecycles attributes nearly all the
-Python memory that grows to it. With an executor that keeps nothing, as a real,
-remote provider, what is left is the ledger: the notification-log feeds keep a
-position, the worker and projector re-read each stream and drop it, and the
-rest of the growth is SQLite's page cache filling up to its fixed limit (2 MiB
-per pooled connection) as the file grows, and allocator arenas.
+count effects); on a ledger in an SQLite file it now keeps them in a file
+beside the ledger (`<LEDGER_SQLITE_PATH>.fake-effects`), not in memory, so its
+share of the growth is gone (before: +5.7 MiB of +10.9 MiB over the same
+lifecycles, by tracemalloc and the deep size of its dicts). What is left: the
+notification-log feeds keep a position, the worker and projector re-read each
+stream and drop it, SQLite's page cache fills to its fixed limit (2 MiB per
+connection; one connection per thread that used the store, closed when the
+thread ends) as the file grows, and allocator arenas.
 """
 
 

@@ -37,6 +37,7 @@ from harness import (
     parse_args,
 )
 
+from adapters.sqlite.datastore import LedgerDatastore
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
 from adapters.system import ManualClock
@@ -131,15 +132,19 @@ class Counted:
         self.queries = 0
         for name in ("select_events", "select_due", "get_lookup"):
             setattr(recorder, name, self._wrap(name, getattr(recorder, name)))
-        pool = recorder.datastore.pool
-        create = pool._create_connection
+        datastore = recorder.datastore
+        # Connections come from the per-thread datastore (or the library's pool
+        # on the path before it): count on whichever makes them.
+        owner: Any = datastore if isinstance(datastore, LedgerDatastore) else datastore.pool
+        name = "_connect" if isinstance(datastore, LedgerDatastore) else "_create_connection"
+        create = getattr(owner, name)
 
         def create_counted() -> Any:
             connection = create()
             connection._sqlite_conn.set_progress_handler(self._step, 1)
             return connection
 
-        pool._create_connection = create_counted  # type: ignore[method-assign]
+        setattr(owner, name, create_counted)
 
     def _step(self) -> int:
         self.steps += 1

@@ -408,8 +408,10 @@ class CapacityMeter:
 # -- a ledger and a directory to run lifecycles on ------------------------------------------
 
 
-def sqlite_store(path: str) -> LedgerStore:
-    recorder = SQLiteLedgerRecorder(open_datastore(path))
+def sqlite_store(path: str, *, pooled: bool = False) -> LedgerStore:
+    """``pooled``: the library's connection pool and a transaction per read (the path
+    before per-thread connections), for side-by-side measurements."""
+    recorder = SQLiteLedgerRecorder(open_datastore(path, pooled=pooled))
     recorder.create_table()
     return LedgerStore(recorder)
 

@@ -47,6 +47,19 @@ def list_shards(client: DynamoDBStreamsClient, stream_arn: str) -> list[str]:
         request["ExclusiveStartShardId"] = last
 
 
+def forget_trimmed_shards(iterators: dict[str, str | None], listed: list[str],
+                          *more: dict[str, str]) -> None:
+    """Drop the shards read to their end (iterator None) that the stream no longer
+    lists: a stream rolls to new shards every few hours and trims them after 24
+    hours, so a long-running reader would otherwise keep one entry per shard it
+    ever read. A closed shard still listed stays, so it is not read again."""
+    still = set(listed)
+    for shard_id in [k for k, v in iterators.items() if v is None and k not in still]:
+        del iterators[shard_id]
+        for found in more:
+            found.pop(shard_id, None)
+
+
 class DynamoDBStreamFeed:
     """Wakes the worker from the stream (starting at ``LATEST``).
 
@@ -85,8 +98,9 @@ class DynamoDBStreamFeed:
 
     def _discover(self, *, initial: bool = False) -> None:
         description = self.client.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
-        for shard in description.get("Shards", []):
-            shard_id = shard["ShardId"]
+        listed = [shard["ShardId"] for shard in description.get("Shards", [])]
+        forget_trimmed_shards(self.iterators, listed, self.last_sequence)
+        for shard_id in listed:
             if shard_id in self.iterators:
                 continue
             kind: ShardIteratorTypeType = "LATEST" if initial else "TRIM_HORIZON"
@@ -146,7 +160,9 @@ class StreamSubscription:
         self._discover()
 
     def _discover(self) -> None:
-        for shard_id in list_shards(self.client, self.stream_arn):
+        listed = list_shards(self.client, self.stream_arn)
+        forget_trimmed_shards(self.iterators, listed)
+        for shard_id in listed:
             if shard_id not in self.iterators:
                 self.iterators[shard_id] = self._open(shard_id)
 

@@ -143,6 +143,7 @@ class FileEffectLedger:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         with self._tx() as db:
             for statement in _SCHEMA:
@@ -153,6 +154,9 @@ class FileEffectLedger:
         if db is None:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
+            # It plays a remote provider for development: a commit must survive the
+            # process (WAL does that without a sync); a power cut may lose it.
+            db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
         return db
 

@@ -95,7 +95,7 @@ def load_executors(
             pending.append(_Pending(executor, reconciler, "http", source))
 
     registry = StaticExecutorRegistry()
-    effects = (register_fakes(registry, effect_ledger(settings.fake_effects_file), clock)
+    effects = (register_fakes(registry, effect_ledger(fake_effects_path(settings)), clock)
                if settings.fake_executors_enabled else None)
     for item in pending:
         try:
@@ -109,6 +109,24 @@ def load_executors(
                 f"{item.source} registers {item.executor.capability} "
                 f"{item.executor.build_digest}, which is already registered") from None
     return LoadedExecutors(registry, effects, configs, webhooks)
+
+
+def fake_effects_path(settings: Settings) -> str | None:
+    """Where the development fakes keep their effects: the configured file; else,
+    for a ledger in an SQLite file, a file beside it; else (``:memory:``,
+    DynamoDB) in memory.
+
+    In memory, the fake provider remembers every effect by key for as long as
+    the process lives (that is how it replays a provider-idempotent retry), so
+    a long-running ``ledger serve`` would grow with every execution; on disk it
+    stays flat, and a restarted server still knows what it applied.
+    """
+    if settings.fake_effects_file:
+        return settings.fake_effects_file
+    if settings.store == "sqlite" and settings.sqlite_path != ":memory:":
+        path = Path(settings.sqlite_path)
+        return str(path.with_name(path.name + ".fake-effects"))
+    return None
 
 
 def read_webhooks(settings: Settings, environ: Mapping[str, str]

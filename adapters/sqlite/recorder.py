@@ -10,14 +10,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
-from eventsourcing.persistence import OperationalError, StoredEvent
-from eventsourcing.sqlite import (
-    SQLiteCursor,
-    SQLiteDatastore,
-    SQLiteProcessRecorder,
-    SQLiteTransaction,
-)
+from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRecorder
 
 from adapters.recorder import (
     LedgerRecorder,
@@ -26,38 +22,27 @@ from adapters.recorder import (
     check_due_page,
     due_sort_key,
 )
+from adapters.sqlite.datastore import ImmediateTransaction, LedgerDatastore, is_pooled, read
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
 
 
-def open_datastore(path: str, *, lock_timeout: int = 10) -> SQLiteDatastore:
-    """A datastore for a file path (or ``:memory:``) with text stream ids."""
-    return SQLiteDatastore(
-        db_name=path,
-        lock_timeout=lock_timeout,
-        originator_id_type="text",
-    )
+def open_datastore(path: str, *, lock_timeout: int = 10, pooled: bool = False) -> LedgerDatastore:
+    """A datastore for a file path (or ``:memory:``) with text stream ids.
 
-
-class _ImmediateTransaction(SQLiteTransaction):
-    """A write transaction that takes SQLite's write lock before its first read.
-
-    A commit reads (version and read-set checks) before it writes. In a
-    deferred transaction a WAL reader whose snapshot went stale cannot upgrade
-    to a writer: SQLite answers "database is locked" at once, without waiting.
-    ``BEGIN IMMEDIATE`` waits for the lock (up to the busy timeout) and then
-    reads the latest data, so a lost race is a clean version conflict.
+    ``pooled=True`` is the path before per-thread connections (benchmarks only).
     """
+    return LedgerDatastore(path, lock_timeout=lock_timeout, pooled=pooled)
 
-    def __enter__(self) -> SQLiteCursor:
-        cursor = self.connection.cursor()
-        try:
-            cursor.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise OperationalError(exc) from exc
-        return cursor
+
+_CHECKS_PER_SELECT = 100
+
+
+def _text_id(originator_id: Any) -> str:
+    """A stream id as stored: the library stores UUID ids as their hex."""
+    return originator_id.hex if isinstance(originator_id, UUID) else str(originator_id)
 
 
 class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
@@ -67,6 +52,8 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         super().__init__(datastore, events_table_name=events_table_name)
         t = self.events_table_name
         self._version_exists = f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
+        self._select_events = (
+            f"SELECT originator_version, topic, state FROM {t} WHERE originator_id=?")
 
     def construct_create_table_statements(self) -> list[str]:
         statements = super().construct_create_table_statements()
@@ -93,7 +80,7 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     def _write_transaction(self) -> Iterator[SQLiteCursor]:
         with (
             self.datastore.get_connection(commit=True) as connection,
-            _ImmediateTransaction(connection, commit=True) as cursor,
+            ImmediateTransaction(connection, commit=True) as cursor,
             cursor,
         ):
             yield cursor
@@ -105,14 +92,9 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         lookups: Sequence[Lookup] = kwargs.get("lookups", ())
         due: Sequence[DueWork] = kwargs.get("due", ())
         heads: Sequence[StreamHead] = kwargs.get("heads", ())
-        for s in stored_events:
-            c.execute(self._version_exists, (str(s.originator_id), s.originator_version))
-            if c.fetchone() is not None:
-                raise StreamConflictError(str(s.originator_id))
-        for check in read_checks:
-            c.execute(self._version_exists, (check.stream_id, check.version + 1))
-            if c.fetchone() is not None:
-                raise StreamConflictError(check.stream_id)
+        self._check_versions(c, [(_text_id(s.originator_id), s.originator_version)
+                                 for s in stored_events]
+                             + [(check.stream_id, check.version + 1) for check in read_checks])
         for lookup in lookups:
             try:
                 c.execute(
@@ -149,6 +131,86 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             )
         return result
 
+    def _check_versions(self, c: SQLiteCursor, taken: Sequence[tuple[str, int]]) -> None:
+        """StreamConflictError naming the first (stream, version) already written.
+
+        One ``SELECT`` for all of them (an ``OR`` of primary-key lookups, which
+        SQLite answers with one index search each) instead of one per stream.
+        """
+        if is_pooled(self.datastore):  # the path before: one statement per check
+            for stream_id, version in taken:
+                c.execute(self._version_exists, (stream_id, version))
+                if c.fetchone() is not None:
+                    raise StreamConflictError(stream_id)
+            return
+        found: set[tuple[str, int]] = set()
+        for start in range(0, len(taken), _CHECKS_PER_SELECT):  # SQLite's expression depth
+            chunk = taken[start:start + _CHECKS_PER_SELECT]
+            where = " OR ".join(["(originator_id=? AND originator_version=?)"] * len(chunk))
+            c.execute(f"SELECT originator_id, originator_version FROM {self.events_table_name} "
+                      f"WHERE {where}", [v for pair in chunk for v in pair])
+            found.update((row[0], row[1]) for row in c.fetchall())
+        for pair in taken:
+            if pair in found:
+                raise StreamConflictError(pair[0])
+
+    # -- reads: one SELECT each, no transaction around it ------------------------------
+
+    def select_events(
+        self, originator_id: Any, *, gt: int | None = None, lte: int | None = None,
+        desc: bool = False, limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        statement = self._select_events
+        stream_id = _text_id(originator_id)
+        params: list[Any] = [stream_id]
+        if gt is not None:
+            statement += " AND originator_version>?"
+            params.append(gt)
+        if lte is not None:
+            statement += " AND originator_version<=?"
+            params.append(lte)
+        statement += " ORDER BY originator_version DESC" if desc else " ORDER BY originator_version"
+        if limit is not None:
+            statement += " LIMIT ?"
+            params.append(limit)
+        converted = self.convert_originator_id(stream_id)
+        return [StoredEvent(originator_id=converted, originator_version=row[0],
+                            topic=row[1], state=row[2])
+                for row in read(self.datastore, statement, params)]
+
+    def select_notifications(
+        self, start: int | None, limit: int, stop: int | None = None,
+        topics: Sequence[str] = (), *, inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if start is not None:
+            clauses.append("rowid>=?" if inclusive_of_start else "rowid>?")
+            params.append(start)
+        if stop is not None:
+            clauses.append("rowid<=?")
+            params.append(stop)
+        if topics:
+            clauses.append(f"topic IN ({','.join('?' * len(topics))})")
+            params += list(topics)
+        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+        params.append(limit)
+        rows = read(self.datastore,
+            f"SELECT rowid, originator_id, originator_version, topic, state "
+            f"FROM {self.events_table_name} {where}ORDER BY rowid LIMIT ?", params)
+        return [Notification(id=row[0], originator_id=self.convert_originator_id(row[1]),
+                             originator_version=row[2],
+                             topic=row[3], state=row[4]) for row in rows]
+
+    def max_notification_id(self) -> int:
+        value: int = read(self.datastore, self.select_max_notification_id_statement)[0][0]
+        return value  # None on an empty log, as the library answers
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        rows = read(self.datastore, self.select_max_tracking_id_statement, (application_name,))
+        value: int | None = rows[0][0]
+        return value
+
     def make_backend(self) -> Backend:
         from adapters.sqlite.backend import SQLiteBackend
 
@@ -156,13 +218,11 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
 
     def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
         # substr, not LIKE: a prefix is matched exactly (LIKE ignores ASCII case).
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                f"SELECT originator_id FROM {self.events_table_name} "
-                "WHERE originator_version = 1 AND substr(originator_id, 1, ?) = ? "
-                "ORDER BY originator_id", (len(prefix), prefix))
-            rows = [row["originator_id"] for row in c.fetchall()]
-        return iter(rows)
+        rows = read(self.datastore,
+            f"SELECT originator_id FROM {self.events_table_name} "
+            "WHERE originator_version = 1 AND substr(originator_id, 1, ?) = ? "
+            "ORDER BY originator_id", (len(prefix), prefix))
+        return iter([row[0] for row in rows])
 
     def insert_head_if_absent(self, head: StreamHead) -> bool:
         with self._write_transaction() as c:
@@ -172,37 +232,29 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             return bool(c.fetchone()["n"] == 1)
 
     def select_heads(self) -> Iterator[StreamHead]:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute("SELECT stream_id, version, head FROM ledger_heads ORDER BY stream_id")
-            rows = c.fetchall()
+        rows = read(self.datastore,
+            "SELECT stream_id, version, head FROM ledger_heads ORDER BY stream_id")
         return iter([StreamHead(r["stream_id"], r["version"], r["head"]) for r in rows])
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute("SELECT value FROM ledger_lookups WHERE key=?", (key,))
-            row = c.fetchone()
-        if row is None:
+        rows = read(self.datastore, "SELECT value FROM ledger_lookups WHERE key=?", (key,))
+        if not rows:
             return None
-        value: dict[str, str] = json.loads(row["value"])
+        value: dict[str, str] = json.loads(rows[0][0])
         return value
 
     def select_due(
         self, upto: datetime, limit: int, cursor: str | None = None
     ) -> tuple[list[DueWork], str | None]:
         upper = f"{int(upto.timestamp() * 1000):015d}#~"
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(
+        rows = [
+            (row["sort_key"],
+             DueWork(row["attempt_id"], datetime.fromisoformat(row["next_action_at"])))
+            for row in read(self.datastore,
                 "SELECT attempt_id, sort_key, next_action_at FROM ledger_due "
                 "WHERE sort_key <= ? AND sort_key > ? ORDER BY sort_key LIMIT ?",
-                (upper, cursor or "", limit + 1),
-            )
-            rows = [
-                (
-                    row["sort_key"],
-                    DueWork(row["attempt_id"], datetime.fromisoformat(row["next_action_at"])),
-                )
-                for row in c.fetchall()
-            ]
+                (upper, cursor or "", limit + 1))
+        ]
         return check_due_page(rows, limit)
 
     def close(self) -> None:

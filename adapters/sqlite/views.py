@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from eventsourcing.persistence import Tracking
 from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteTrackingRecorder
 
+from adapters.sqlite.datastore import read
 from projections.ports import ViewRecord
 
 CREATE = [
@@ -38,14 +39,18 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
         return [*super().construct_create_table_statements(), *CREATE]
 
     def get_view(self, name: str, key: str) -> ViewRecord | None:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute("SELECT * FROM ledger_views WHERE name=? AND key=?", (name, key))
-            row = c.fetchone()
-        return _record(row) if row is not None else None
+        rows = read(self.datastore, "SELECT * FROM ledger_views WHERE name=? AND key=?",
+                    (name, key))
+        return _record(rows[0]) if rows else None
 
     def put_view(self, record: ViewRecord, *, force: bool = False) -> bool:
         with self.datastore.transaction(commit=True) as c:
             return self._put(c, record, force=force)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        rows = read(self.datastore, self.select_max_tracking_id_statement, (application_name,))
+        value: int | None = rows[0][0]
+        return value
 
     @staticmethod
     def _put(c: SQLiteCursor, record: ViewRecord, *, force: bool = False) -> bool:
@@ -67,13 +72,9 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
     def list_views(
         self, list_pk: str, limit: int, cursor: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute(
-                "SELECT * FROM ledger_views WHERE list_pk=? AND list_sk>? "
-                "ORDER BY list_sk LIMIT ?",
-                (list_pk, cursor or "", limit + 1),
-            )
-            rows = [_record(r) for r in c.fetchall()]
+        rows = [_record(r) for r in read(self.datastore,
+            "SELECT * FROM ledger_views WHERE list_pk=? AND list_sk>? ORDER BY list_sk LIMIT ?",
+            (list_pk, cursor or "", limit + 1))]
         page = rows[:limit]
         return page, (page[-1].list_sk if len(rows) > limit and page else None)
 

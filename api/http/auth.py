@@ -10,8 +10,12 @@ conversation), which is taken from here and never from a request body.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -38,6 +42,7 @@ MAX_CONVERSATION_KEY_CHARS = 256
 DEFAULT_TTL_SECONDS = 3600
 PROVENANCE_CLAIMS = ("actor_id", "identity_binding_id", "channel_binding_id", "conversation_key")
 REQUIRED_CLAIMS = ("exp", "sub", "role")
+VERIFIED_CACHE_SIZE = 4096
 
 _MISSING = "Missing bearer token."
 _INVALID = "Invalid or expired bearer token."
@@ -141,9 +146,19 @@ class TokenVerifier:
     """
 
     def __init__(self, keys: dict[str, list[Any]],
-                 max_lifetime_seconds: int = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS) -> None:
+                 max_lifetime_seconds: int = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
+                 *, now: Callable[[], float] = time.time,
+                 cache_size: int = VERIFIED_CACHE_SIZE) -> None:
         self._keys = {alg: list(found) for alg, found in keys.items() if found}
         self.max_lifetime_seconds = max_lifetime_seconds
+        # Tokens verified before, by their SHA-256 (the token itself is not kept),
+        # with their expiry: the signature check and PyJWT's parsing are most of
+        # the CPU of a status read, and a client sends the same token many times.
+        # Only tokens that passed every check get in; each use re-checks ``exp``.
+        self._now = now
+        self._cache_size = cache_size
+        self._verified: OrderedDict[bytes, tuple[Caller, float]] = OrderedDict()
+        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenVerifier:
@@ -170,6 +185,23 @@ class TokenVerifier:
             raise Unauthenticated(_MISSING)
         if len(token) > MAX_TOKEN_CHARS:
             raise Unauthenticated(_INVALID)
+        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+        with self._lock:
+            known = self._verified.get(digest)
+            if known is not None:
+                if self._now() < known[1]:
+                    self._verified.move_to_end(digest)
+                    return known[0]
+                del self._verified[digest]
+        caller, expires = self._verify(token)
+        with self._lock:
+            self._verified[digest] = (caller, expires)
+            while len(self._verified) > self._cache_size:
+                self._verified.popitem(last=False)
+        return caller
+
+    def _verify(self, token: str) -> tuple[Caller, float]:
+        """Every check, and the caller with its expiry (Unauthenticated otherwise)."""
         try:
             header_alg = jwt.get_unverified_header(token).get("alg")
         except jwt.PyJWTError:
@@ -185,10 +217,12 @@ class TokenVerifier:
                 continue
             except jwt.PyJWTError:
                 raise Unauthenticated(_INVALID) from None
-            if claimed_lifetime(claims, time.time()) > self.max_lifetime_seconds:
+            now = self._now()
+            if (claimed_lifetime(claims, now) > self.max_lifetime_seconds
+                    or now >= float(claims["exp"])):  # the remembered path's rule too
                 raise Unauthenticated(_INVALID)
             try:
-                return caller_from_claims(claims)
+                return caller_from_claims(claims), float(claims["exp"])
             except InvalidInput:
                 raise Unauthenticated(_INVALID) from None
         raise Unauthenticated(_INVALID)

@@ -57,3 +57,16 @@ def test_waiter_benchmark_runs_and_prints_its_tables(tmp_path: Path) -> None:
     assert "long polls waiting at once" in done.stdout
     assert "From the view change to the waiter's answer" in done.stdout
     assert (tmp_path / "bench_waiters.quick.md").exists()
+
+
+def test_sqlite_callers_benchmark_prints_both_paths_side_by_side(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_throughput.py"), "--quick", "--sqlite-only"],
+        cwd=BENCH, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "SQLite: lifecycles per second, 1 vs 4 callers" in done.stdout
+    assert "| disk | before |" in done.stdout and "| RAM | after |" in done.stdout
+    assert "SQLite: statements per lifecycle" in done.stdout
+    assert (tmp_path / "bench_throughput.quick.md").exists()

@@ -141,3 +141,25 @@ def test_the_memory_ledger_is_bounded_and_counts_stay_exact(
     assert len(ledger.calls) == 50 and ledger.call_count() == 55
     assert len(ledger.effects) == 50
     assert ledger.first("k0") is None and ledger.effect_count("k54") == 1
+
+
+def test_a_ledger_in_an_sqlite_file_keeps_the_fakes_effects_beside_it(tmp_path: Path) -> None:
+    # In memory the fake provider grew with every execution of a long-running
+    # server; beside the ledger file it stays on disk and outlives a restart.
+    db = tmp_path / "data" / "ledger.db"
+    settings = Settings(store="sqlite", sqlite_path=str(db))
+    first = build_ledger(settings)
+    assert isinstance(first.effects, FileEffectLedger)
+    assert first.effects.path == str(db) + ".fake-effects"
+    first.effects.apply("idk_kept", {"provider_id": "p"}, once=True)
+    first.close()
+
+    restarted = build_ledger(settings)
+    assert restarted.effects is not None
+    assert restarted.effects.apply("idk_kept", {"provider_id": "q"}, once=True) == {
+        "provider_id": "p"}  # still applied once: the provider remembers
+    assert restarted.effects.effect_count("idk_kept") == 1
+    restarted.close()
+    in_memory = build_ledger(Settings(store="sqlite", sqlite_path=":memory:"))
+    assert isinstance(in_memory.effects, EffectLedger)
+    in_memory.close()
