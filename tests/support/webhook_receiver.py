@@ -7,7 +7,8 @@ The secret comes from the environment variable ``RECEIVER_SECRET``. Each request
 appends one JSON line to ``--log``: the webhook-id, whether the signature
 verified, the status answered, the headers and the body. ``--mode-file``
 holds what to do with the next request: ``ok`` (204), ``500``, or ``stall``
-(sleep ``--stall-seconds`` before answering 204, past the sender's timeout);
+(sleep ``--stall-seconds`` before answering 204, past the sender's timeout),
+or ``ok:N`` (answer the first N, then stall every later request);
 it is read on every request. "Down" is the process stopped.
 
 :class:`Receiver` runs one as a subprocess and reads its log.
@@ -36,6 +37,7 @@ SECRET_ENV = "RECEIVER_SECRET"
 
 def serve(port: int, log: Path, mode_file: Path, stall_seconds: float, secret: str) -> None:
     lock = threading.Lock()
+    granted = [0]  # answers given in an ``ok:N`` mode
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -47,6 +49,10 @@ def serve(port: int, log: Path, mode_file: Path, stall_seconds: float, secret: s
                 mode = mode_file.read_text().strip() or "ok"
             except OSError:
                 mode = "ok"
+            if mode.startswith("ok:"):  # the first N answered, every later one stalled
+                with lock:
+                    mode = "ok" if granted[0] < int(mode[3:]) else "stall"
+                    granted[0] += mode == "ok"
             status = 500 if mode == "500" else (204 if valid else 401)
             entry = {"path": self.path, "id": headers.get("webhook-id"), "valid": valid,
                      "status": status, "mode": mode, "headers": headers,
