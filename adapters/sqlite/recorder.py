@@ -26,19 +26,34 @@ from adapters.recorder import (
     check_due_page,
     due_sort_key,
 )
+from adapters.sqlite.durability import (
+    DEFAULT_SYNCHRONOUS,
+    DurableCommits,
+    LedgerConnectionPool,
+    Synchronous,
+    synchronous_for,
+)
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
 
 
-def open_datastore(path: str, *, lock_timeout: int = 10) -> SQLiteDatastore:
-    """A datastore for a file path (or ``:memory:``) with text stream ids."""
-    return SQLiteDatastore(
+def open_datastore(path: str, *, lock_timeout: int = 10,
+                   synchronous: Synchronous = DEFAULT_SYNCHRONOUS) -> SQLiteDatastore:
+    """A datastore for a file path (or ``:memory:``) with text stream ids.
+
+    Connections run with ``synchronous`` (NORMAL: only durable commits fsync,
+    see ``adapters/sqlite/durability.py``; FULL: every commit does)."""
+    datastore = SQLiteDatastore(
         db_name=path,
         lock_timeout=lock_timeout,
         originator_id_type="text",
     )
+    datastore.pool.close()  # the library's pool (no connection yet), replaced by ours
+    datastore.pool = LedgerConnectionPool(db_name=path, lock_timeout=lock_timeout,
+                                          synchronous=synchronous)
+    return datastore
 
 
 class _ImmediateTransaction(SQLiteTransaction):
@@ -65,6 +80,9 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
+        pool = datastore.pool
+        self.synchronous: Synchronous = getattr(pool, "synchronous", "FULL")
+        self.durable_commits = DurableCommits()
         t = self.events_table_name
         self._version_exists = f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
 
@@ -86,13 +104,21 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        with self._write_transaction() as c:
-            return self._insert_events(c, stored_events, **kwargs)
+        durable = bool(kwargs.get("durable", True))
+        with self._write_transaction(durable=durable) as c:
+            result = self._insert_events(c, stored_events, **kwargs)
+        if durable:
+            self.durable_commits.done()
+        return result
 
     @contextmanager
-    def _write_transaction(self) -> Iterator[SQLiteCursor]:
+    def _write_transaction(self, *, durable: bool = False) -> Iterator[SQLiteCursor]:
+        """One ``BEGIN IMMEDIATE`` transaction; ``durable`` fsyncs the WAL at its
+        commit (and with it every earlier commit)."""
+        level: Synchronous = "FULL" if durable else self.synchronous
         with (
             self.datastore.get_connection(commit=True) as connection,
+            synchronous_for(connection, level, self.synchronous),
             _ImmediateTransaction(connection, commit=True) as cursor,
             cursor,
         ):
