@@ -120,12 +120,12 @@ precede a call ({target}: propose 201, present 201, approve 202, dispatch
 marker, result). Counted with {strace} (`-f -y`, so each call names its
 file): a checkpoint (SQLite's, every 1,000 WAL pages) syncs the WAL once and
 the main file once, and nothing else syncs the main file, so "of which
-checkpoints" is twice the main file's syncs and the rest are commits. With `synchronous=FULL` (main before)
-every commit fsyncs the WAL: the lease and the projector's two tracked-view
-writes too. With durability by need only the five durable commits do; the
-checkpoints' share is the same under both settings (they copy the same pages).
-On a RAM file system an fsync costs
-next to nothing, so the rate there shows what is left of our CPU.
+checkpoints" is twice the main file's syncs and the rest are commits. With
+`synchronous=FULL` (main before) every commit fsyncs the WAL: the lease and
+the projector's two tracked-view writes too. With durability by need only the
+five durable commits do; the checkpoints' share is the same under both
+settings (they copy the same pages). On a RAM file system an fsync costs next
+to nothing, so the rate there shows what is left of our CPU.
 """
 
 
