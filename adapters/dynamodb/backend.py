@@ -81,8 +81,9 @@ class DynamoDBBackend(Backend):
         return running.lag(now) if running is not None else None
 
     def attempt_ids(self) -> Iterator[str]:
-        """A paginated Scan for the first event of every attempt stream, each page
-        through the recorder's retrier (an admin operation, never on a request path)."""
+        """A consistent Scan for the first event of every attempt stream, in
+        ``SCAN_SEGMENTS`` parallel segments, each page through the recorder's
+        retrier (an admin operation, never on a request path)."""
         request: dict[str, Any] = {
             "TableName": self.recorder.table_name,
             "ProjectionExpression": "#pk",
@@ -91,12 +92,21 @@ class DynamoDBBackend(Backend):
             "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}, ":one": {"N": "1"}},
             "ConsistentRead": True,
         }
+        with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS,
+                                thread_name_prefix="rebuild-scan") as pool:
+            for items in pool.map(lambda n: self._scan_all(request, n), range(SCAN_SEGMENTS)):
+                yield from (item[it.PK]["S"] for item in items)
+
+    def _scan_all(self, request: dict[str, Any], segment: int) -> list[dict[str, Any]]:
+        """Every item of one segment of a Scan (all its pages)."""
+        page_request = {**request, "Segment": segment, "TotalSegments": SCAN_SEGMENTS}
+        items: list[dict[str, Any]] = []
         while True:
-            page = self._scan(dict(request))
-            yield from (item[it.PK]["S"] for item in page.get("Items", []))
+            page = self._scan(dict(page_request))
+            items += page.get("Items", [])
             if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+                return items
+            page_request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def attempt_streams(self, batch: int) -> Iterator[AttemptStreams]:
         """Every attempt event in one consistent Scan split into ``SCAN_SEGMENTS``
@@ -122,18 +132,12 @@ class DynamoDBBackend(Backend):
             "ExpressionAttributeNames": {"#pk": it.PK},
             "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}},
             "ConsistentRead": True,
-            "Segment": segment,
-            "TotalSegments": SCAN_SEGMENTS,
         }
         found: dict[str, list[StoredEvent]] = {}
-        while True:
-            page = self._scan(dict(request))
-            for item in page.get("Items", []):
-                stream_id = item[it.PK]["S"]
-                found.setdefault(stream_id, []).append(it.stored_event(item, stream_id))
-            if "LastEvaluatedKey" not in page:
-                return found
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        for item in self._scan_all(request, segment):
+            stream_id = item[it.PK]["S"]
+            found.setdefault(stream_id, []).append(it.stored_event(item, stream_id))
+        return found
 
     def _complete(self, stream_id: str, events: list[StoredEvent]) -> list[StoredEvent]:
         events.sort(key=lambda e: e.originator_version)
