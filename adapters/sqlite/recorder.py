@@ -53,6 +53,7 @@ def open_datastore(path: str, *, lock_timeout: int = 10,
     datastore.pool.close()  # the library's pool (no connection yet), replaced by ours
     datastore.pool = LedgerConnectionPool(db_name=path, lock_timeout=lock_timeout,
                                           synchronous=synchronous)
+    datastore.synchronous = synchronous  # type: ignore[attr-defined]  # what new connections use
     return datastore
 
 
@@ -80,8 +81,9 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
-        pool = datastore.pool
-        self.synchronous: Synchronous = getattr(pool, "synchronous", "FULL")
+        # The level every connection of the datastore runs with (SQLite's own
+        # default, FULL, for a datastore not opened by ``open_datastore``).
+        self.synchronous: Synchronous = getattr(datastore, "synchronous", "FULL")
         self.durable_commits = DurableCommits()
         t = self.events_table_name
         self._version_exists = f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
