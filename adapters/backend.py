@@ -10,6 +10,8 @@ else asks which store it runs on. A backend hands out:
 - ``subscription(name)``: the ordered log for one subscriber, resuming from
   the position that subscriber recorded with its last write;
 - ``attempt_ids()``: every attempt stream, for rebuilds (admin batch work);
+- ``attempt_streams(batch)``: every attempt stream with its events, in
+  batches (one ordered pass for a rebuild);
 - ``lag(name)``: how far a subscriber is behind the log;
 - ``from_settings(settings)``: the backend opened as the settings say;
   ``preflight(settings)``: a start-up check, before anything is opened, of
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from eventsourcing.persistence import ApplicationRecorder, Mapper, Tracking
+from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent, Tracking
 
 from adapters.recorder import LedgerRecorder
 
@@ -41,6 +43,10 @@ from domain.spec import ATTEMPT_ID_PREFIX
 from projections.ports import LogBatch, TrackedViewStore
 
 BATCH_LIMIT = 100
+REBUILD_BATCH = 500
+"""Attempt streams folded, compared and written per batch of a rebuild."""
+
+AttemptStreams = list[tuple[str, list[StoredEvent]]]
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,21 @@ class Backend(ABC):
     @abstractmethod
     def attempt_ids(self) -> Iterator[str]:
         """Every attempt stream id (admin batch enumeration, for rebuilds)."""
+
+    rebuild_batch: int = REBUILD_BATCH
+
+    def attempt_streams(self, batch: int) -> Iterator[AttemptStreams]:
+        """Every attempt stream with its stored events in version order, ``batch``
+        streams at a time (admin batch work, for rebuilds). This default reads
+        each stream on its own; a backend that can do better does it in one pass."""
+        ids: list[str] = []
+        for attempt_id in self.attempt_ids():
+            ids.append(attempt_id)
+            if len(ids) >= batch:
+                yield [(i, list(self.recorder.select_events(i))) for i in ids]
+                ids = []
+        if ids:
+            yield [(i, list(self.recorder.select_events(i))) for i in ids]
 
     @abstractmethod
     def lag(self, name: str, now: datetime) -> Lag | None:

@@ -8,7 +8,10 @@ A ledger recorder is an eventsourcing ``AggregateRecorder`` whose
 - ``lookups``: create-only ``Lookup`` items (the token-hash index);
 - ``due``: ``DueWork`` upserts (or removals when ``next_action_at`` is None);
 - ``heads``: ``StreamHead`` upserts, the head index an audit digest reads
-  (one entry per stream: its version and the hash of its newest event).
+  (one entry per stream: its version and the hash of its newest event);
+- ``durable``: True (the default) when the write must survive a power cut
+  before the call returns; False lets a store that pays for each fsync
+  (SQLite) leave it to the next durable write (docs/durability.md).
 
 A clash raises an ``IntegrityError`` subclass that names what clashed, so the
 library's own recorder test cases still hold and the store can map it to a

@@ -209,6 +209,7 @@ class LedgerStore:
                 lookups=commit.lookups,
                 due=commit.due,
                 heads=heads,
+                durable=commit.durable,
             )
         except StreamConflictError as exc:
             raise ConcurrencyConflict(exc.stream_id) from exc

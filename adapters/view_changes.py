@@ -121,6 +121,14 @@ class NotifyingViewStore:
             self.changes.notify(record.name, record.key)
         return moved
 
+    def replace_views(self, records: Sequence[ViewRecord], *, force: bool = False) -> int:
+        """A rebuild's batched write: the rows named are signalled (read back)."""
+        written: int = self.inner.replace_views(records, force=force)
+        if written:
+            for record in records:
+                self.changes.notify(record.name, record.key)
+        return written
+
     def list_views(
         self, list_pk: str, limit: int, cursor: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:

@@ -153,13 +153,21 @@ class ReadCheck:
 
 @dataclass
 class Commit:
-    """One atomic unit of work."""
+    """One atomic unit of work.
+
+    ``durable`` (the default) asks the store to make the commit survive a power
+    cut before it returns: every commit whose answer reaches a caller or that
+    precedes an external call. A commit that can be lost without harm (a lease,
+    a requeue, a rebuilt due entry: recovery redoes it) passes False, and is
+    made durable by the next durable commit (docs/durability.md).
+    """
 
     aggregates: Sequence[LedgerAggregate] = ()
     read_set: Sequence[ReadCheck] = ()
     lookups: Sequence[Lookup] = ()
     due: Sequence[DueWork] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    durable: bool = True
 
 
 class EventStore(Protocol):

@@ -71,6 +71,17 @@ class TrackedViewStore(ViewStore, Protocol):
         """The last position recorded for a subscriber (eventsourcing convention)."""
         ...
 
+    def get_views(self, name: str, keys: Sequence[str]) -> Mapping[str, ViewRecord]:
+        """The stored rows of ``keys`` (absent ones left out), read in batches."""
+        ...
+
+    def replace_views(self, records: Sequence[ViewRecord], *, force: bool = False) -> int:
+        """A rebuild's batched write: each row only if the stored one is older
+        (``force``: not newer), so a row written meanwhile by the live projector
+        at a newer version is never replaced; need not be durable (rebuildable).
+        Returns how many rows were written."""
+        ...
+
 
 class Subscriber(Protocol):
     """One read model or notifier fed by the ordered log (a "subscriber of the log").

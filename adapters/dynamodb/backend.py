@@ -5,6 +5,7 @@ subscribers of the local runtime (on AWS, Lambda event source mappings do)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,16 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
+from eventsourcing.persistence import StoredEvent
 
-from adapters.backend import Backend, Lag, LogSubscription, PreflightError, WorkFeed
+from adapters.backend import (
+    AttemptStreams,
+    Backend,
+    Lag,
+    LogSubscription,
+    PreflightError,
+    WorkFeed,
+)
 from adapters.dynamodb import items as it
 from adapters.dynamodb.client import (
     DynamoDBClient,
@@ -27,7 +36,7 @@ from adapters.dynamodb.client import (
 )
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.streams import DynamoDBStreamFeed, StreamSubscription
-from adapters.dynamodb.views import DynamoDBViewStore
+from adapters.dynamodb.views import REBUILD_ITEMS, DynamoDBViewStore
 from domain.spec import ATTEMPT_ID_PREFIX
 
 if TYPE_CHECKING:
@@ -39,11 +48,15 @@ STREAMS_UNREACHABLE = (
     "AWS_ENDPOINT_URL_DYNAMODB)"
 )
 
+SCAN_SEGMENTS = 8
+"""Parallel segments of a rebuild's Scan (``Segment``/``TotalSegments``), one thread each."""
+
 
 class DynamoDBBackend(Backend):
     """``streams_client`` is injected, or built from boto3's configuration on first use."""
 
     kind = "dynamodb"
+    rebuild_batch = REBUILD_ITEMS
 
     def __init__(self, recorder: DynamoDBLedgerRecorder, *,
                  streams_client: DynamoDBStreamsClient | None = None,
@@ -128,8 +141,9 @@ class DynamoDBBackend(Backend):
         return running.lag(now) if running is not None else None
 
     def attempt_ids(self) -> Iterator[str]:
-        """A paginated Scan for the first event of every attempt stream, each page
-        through the recorder's retrier (an admin operation, never on a request path)."""
+        """A consistent Scan for the first event of every attempt stream, in
+        ``SCAN_SEGMENTS`` parallel segments, each page through the recorder's
+        retrier (an admin operation, never on a request path)."""
         request: dict[str, Any] = {
             "TableName": self.recorder.table_name,
             "ProjectionExpression": "#pk",
@@ -138,12 +152,58 @@ class DynamoDBBackend(Backend):
             "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}, ":one": {"N": "1"}},
             "ConsistentRead": True,
         }
+        with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS,
+                                thread_name_prefix="rebuild-scan") as pool:
+            for items in pool.map(lambda n: self._scan_all(request, n), range(SCAN_SEGMENTS)):
+                yield from (item[it.PK]["S"] for item in items)
+
+    def _scan_all(self, request: dict[str, Any], segment: int) -> list[dict[str, Any]]:
+        """Every item of one segment of a Scan (all its pages)."""
+        page_request = {**request, "Segment": segment, "TotalSegments": SCAN_SEGMENTS}
+        items: list[dict[str, Any]] = []
         while True:
-            page = self._scan(dict(request))
-            yield from (item[it.PK]["S"] for item in page.get("Items", []))
+            page = self._scan(dict(page_request))
+            items += page.get("Items", [])
             if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+                return items
+            page_request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def attempt_streams(self, batch: int) -> Iterator[AttemptStreams]:
+        """Every attempt event in one consistent Scan split into ``SCAN_SEGMENTS``
+        parallel segments (a stream's items all fall in one segment). A stream
+        whose versions read are not 1..n (it grew between two pages) is read
+        again with a consistent Query."""
+        with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS,
+                                thread_name_prefix="rebuild-scan") as pool:
+            pending: AttemptStreams = []
+            for found in pool.map(self._scan_segment, range(SCAN_SEGMENTS)):
+                for stream_id, events in sorted(found.items()):
+                    pending.append((stream_id, self._complete(stream_id, events)))
+                    if len(pending) >= batch:
+                        yield pending
+                        pending = []
+            if pending:
+                yield pending
+
+    def _scan_segment(self, segment: int) -> dict[str, list[StoredEvent]]:
+        request: dict[str, Any] = {
+            "TableName": self.recorder.table_name,
+            "FilterExpression": "begins_with(#pk, :att)",
+            "ExpressionAttributeNames": {"#pk": it.PK},
+            "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}},
+            "ConsistentRead": True,
+        }
+        found: dict[str, list[StoredEvent]] = {}
+        for item in self._scan_all(request, segment):
+            stream_id = item[it.PK]["S"]
+            found.setdefault(stream_id, []).append(it.stored_event(item, stream_id))
+        return found
+
+    def _complete(self, stream_id: str, events: list[StoredEvent]) -> list[StoredEvent]:
+        events.sort(key=lambda e: e.originator_version)
+        if [e.originator_version for e in events] == list(range(1, len(events) + 1)):
+            return events
+        return list(self.recorder.select_events(stream_id))
 
     def _scan(self, request: dict[str, Any]) -> Any:
         return self._call(lambda: self.recorder.client.scan(**request))

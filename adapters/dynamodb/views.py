@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
@@ -46,7 +48,10 @@ T = TypeVar("T")
 VIEW_PREFIX = "view#"
 POSITION_DIGITS = 48  # stream sequence numbers have up to 40 digits
 TRANSACTION_ITEMS = 50  # views per atomic write (DynamoDB allows 100 items)
+REBUILD_ITEMS = 100  # rows per guarded rebuild write (DynamoDB's bound per transaction)
+BATCH_GET_KEYS = 100  # DynamoDB's bound per BatchGetItem
 MAX_CONFLICT_ROUNDS = 8
+MAX_UNPROCESSED_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,12 @@ class DynamoDBViewStore:
     """Implements ``projections.ports.ViewStore`` on the ledger table."""
 
     def __init__(self, client: DynamoDBClient, table_name: str, *,
-                 retrier: Retrier | None = None) -> None:
+                 retrier: Retrier | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.client = client
         self.table_name = table_name
         self.retrier = retrier or Retrier()
+        self.sleep = sleep
 
     def _call(
         self, operation: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None
@@ -130,12 +137,49 @@ class DynamoDBViewStore:
         return True
 
     @staticmethod
-    def _newer_than_stored(record: ViewRecord) -> _Condition:
+    def _newer_than_stored(record: ViewRecord, *, or_same: bool = False) -> _Condition:
         return {
-            "ConditionExpression": "attribute_not_exists(#pk) OR #v < :v",
+            "ConditionExpression": f"attribute_not_exists(#pk) OR #v {'<=' if or_same else '<'} :v",
             "ExpressionAttributeNames": {"#pk": it.PK, "#v": "view_version"},
             "ExpressionAttributeValues": {":v": {"N": str(record.version)}},
         }
+
+    # -- rebuilds -------------------------------------------------------------------
+
+    def get_views(self, name: str, keys: Sequence[str]) -> Mapping[str, ViewRecord]:
+        """Consistent ``BatchGetItem`` reads of 100 keys each; unprocessed keys are
+        asked again with a growing pause."""
+        found: dict[str, ViewRecord] = {}
+        for start in range(0, len(keys), BATCH_GET_KEYS):
+            pending: dict[str, Any] = {self.table_name: {"ConsistentRead": True, "Keys": [
+                {it.PK: {"S": self._pk(name, k)}, it.SK: {"N": "0"}}
+                for k in dict.fromkeys(keys[start:start + BATCH_GET_KEYS])]}}
+            for round_ in range(MAX_UNPROCESSED_ROUNDS):
+                answer = self._call(lambda p=pending: self.client.batch_get_item(  # type: ignore[misc]
+                    RequestItems=p))
+                for item in answer.get("Responses", {}).get(self.table_name, []):
+                    record = _record(item)
+                    found[record.key] = record
+                pending = answer.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                self.sleep(min(0.05 * 2 ** round_, 1.0))
+            else:
+                raise StoreUnavailable()
+        return found
+
+    def replace_views(self, records: Sequence[ViewRecord], *, force: bool = False) -> int:
+        """Rebuilt rows in ``TransactWriteItems`` of 100 conditional puts, each
+        under the version guard (``force``: not newer). ``BatchWriteItem`` would
+        take fewer capacity units but has no conditions, so it could put an
+        older fold over a row the live projector wrote meanwhile; a refused row
+        is dropped and the rest of its part sent again. Returns rows written."""
+        rows = list(records)
+        # A token of its own per call: an identical rebuild within DynamoDB's
+        # 10-minute idempotency window must still write (a row forged meanwhile).
+        nonce = secrets.token_hex(8)
+        return sum(self._transact(rows[i:i + REBUILD_ITEMS], [], or_same=force, nonce=nonce)
+                   for i in range(0, len(rows), REBUILD_ITEMS))
 
     # -- tracked writes (subscribers of the log) --------------------------------
 
@@ -153,14 +197,16 @@ class DynamoDBViewStore:
             moved += self._transact(part, list(tracking) if last else [])
         return moved
 
-    def _transact(self, rows: list[ViewRecord], tracking: list[Tracking]) -> int:
+    def _transact(self, rows: list[ViewRecord], tracking: list[Tracking], *,
+                  or_same: bool = False, nonce: str = "") -> int:
         for _ in range(MAX_CONFLICT_ROUNDS):
             actions: list[TransactWriteItemTypeDef] = [
-                {"Put": self._newer_view_put(r)} for r in rows]
+                {"Put": self._newer_view_put(r, or_same=or_same)} for r in rows]
             actions += [{"Put": self._tracking_put(t)} for t in tracking]
             if not actions:
                 return 0
-            token = hashlib.sha256(json.dumps(actions, sort_keys=True).encode()).hexdigest()[:36]
+            token = hashlib.sha256(
+                (nonce + json.dumps(actions, sort_keys=True)).encode()).hexdigest()[:36]
             try:
                 self.retrier.call(
                     partial(self.client.transact_write_items,
@@ -185,8 +231,8 @@ class DynamoDBViewStore:
         mapped = request_error(exc)
         return StoreUnavailable() if isinstance(mapped, DynamoDBUnavailableError) else mapped
 
-    def _newer_view_put(self, record: ViewRecord) -> PutTypeDef:
-        condition = self._newer_than_stored(record)
+    def _newer_view_put(self, record: ViewRecord, *, or_same: bool = False) -> PutTypeDef:
+        condition = self._newer_than_stored(record, or_same=or_same)
         return {
             "TableName": self.table_name,
             "Item": self._view_item(record),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from eventsourcing.persistence import Tracking
 from eventsourcing.popo import POPOTrackingRecorder
@@ -41,6 +41,24 @@ class MemoryViewStore(POPOTrackingRecorder):
             for position in tracking:
                 self._insert_tracking(position)
             return moved
+
+    def get_views(self, name: str, keys: Sequence[str]) -> Mapping[str, ViewRecord]:
+        with self._database_lock:
+            return {k: self._rows[(name, k)] for k in keys if (name, k) in self._rows}
+
+    def replace_views(self, records: Sequence[ViewRecord], *, force: bool = False) -> int:
+        """Rebuilt rows under the version guard (``force``: replace a row that is
+        not newer); a newer stored row is never overwritten."""
+        with self._database_lock:
+            written = 0
+            for record in records:
+                current = self._rows.get((record.name, record.key))
+                if current is not None and (current.version > record.version or (
+                        current.version == record.version and not force)):
+                    continue
+                self._rows[(record.name, record.key)] = record
+                written += 1
+            return written
 
     def list_views(
         self, list_pk: str, limit: int, cursor: str | None = None

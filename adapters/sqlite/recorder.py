@@ -23,18 +23,35 @@ from adapters.recorder import (
     due_sort_key,
 )
 from adapters.sqlite.datastore import ImmediateTransaction, LedgerDatastore, is_pooled, read
+from adapters.sqlite.durability import (
+    DEFAULT_SYNCHRONOUS,
+    DurableCommits,
+    LedgerConnectionPool,
+    Synchronous,
+    synchronous_for,
+)
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
 
 
-def open_datastore(path: str, *, lock_timeout: int = 10, pooled: bool = False) -> LedgerDatastore:
+def open_datastore(path: str, *, lock_timeout: int = 10, pooled: bool = False,
+                   synchronous: Synchronous = DEFAULT_SYNCHRONOUS) -> LedgerDatastore:
     """A datastore for a file path (or ``:memory:``) with text stream ids.
 
+    Connections run with ``synchronous`` (NORMAL: only durable commits fsync,
+    see ``adapters/sqlite/durability.py``; FULL: every commit does).
     ``pooled=True`` is the path before per-thread connections (benchmarks only).
+
     """
-    return LedgerDatastore(path, lock_timeout=lock_timeout, pooled=pooled)
+    datastore = LedgerDatastore(path, lock_timeout=lock_timeout, pooled=pooled,
+                                synchronous=synchronous)
+    if pooled:  # the library's pool, its connections set to the same level
+        datastore.pool.close()
+        datastore.pool = LedgerConnectionPool(db_name=path, lock_timeout=lock_timeout,
+                                              synchronous=synchronous)
+    return datastore
 
 
 _CHECKS_PER_SELECT = 100
@@ -50,6 +67,10 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, *, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name=events_table_name)
+        # The level every connection of the datastore runs with (SQLite's own
+        # default, FULL, for a datastore not opened by ``open_datastore``).
+        self.synchronous: Synchronous = getattr(datastore, "synchronous", None) or "FULL"
+        self.durable_commits = DurableCommits()
         t = self.events_table_name
         self._version_exists = f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
         self._select_events = (
@@ -73,13 +94,21 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        with self._write_transaction() as c:
-            return self._insert_events(c, stored_events, **kwargs)
+        durable = bool(kwargs.get("durable", True))
+        with self._write_transaction(durable=durable) as c:
+            result = self._insert_events(c, stored_events, **kwargs)
+        if durable:
+            self.durable_commits.done()
+        return result
 
     @contextmanager
-    def _write_transaction(self) -> Iterator[SQLiteCursor]:
+    def _write_transaction(self, *, durable: bool = False) -> Iterator[SQLiteCursor]:
+        """One ``BEGIN IMMEDIATE`` transaction; ``durable`` fsyncs the WAL at its
+        commit (and with it every earlier commit)."""
+        level: Synchronous = "FULL" if durable else self.synchronous
         with (
             self.datastore.get_connection(commit=True) as connection,
+            synchronous_for(connection, level, self.synchronous),
             ImmediateTransaction(connection, commit=True) as cursor,
             cursor,
         ):

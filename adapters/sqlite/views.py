@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from eventsourcing.persistence import Tracking
 from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteTrackingRecorder
@@ -25,6 +25,8 @@ _UPSERT = (
     "list_sk=excluded.list_sk"
 )
 _NEWER = " WHERE excluded.version > ledger_views.version"
+_NOT_OLDER = " WHERE excluded.version >= ledger_views.version"
+_KEYS_PER_READ = 500  # well under SQLite's bound on bound parameters
 
 
 class SQLiteViewStore(SQLiteTrackingRecorder):
@@ -68,6 +70,40 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
             for position in tracking:
                 self._insert_tracking(c, position)  # IntegrityError rolls all back
             return moved
+
+    # -- rebuilds ------------------------------------------------------------------
+
+    def get_views(self, name: str, keys: Sequence[str]) -> Mapping[str, ViewRecord]:
+        """The stored rows of ``keys`` (absent keys are left out), in one read
+        per few hundred keys."""
+        found: dict[str, ViewRecord] = {}
+        for start in range(0, len(keys), _KEYS_PER_READ):
+            part = list(keys[start:start + _KEYS_PER_READ])
+            marks = ",".join("?" * len(part))
+            with self.datastore.transaction(commit=False) as c:
+                c.execute(f"SELECT * FROM ledger_views WHERE name=? AND key IN ({marks})",
+                          (name, *part))
+                rows = c.fetchall()
+            for row in rows:
+                record = _record(row)
+                found[record.key] = record
+        return found
+
+    def replace_views(self, records: Sequence[ViewRecord], *, force: bool = False) -> int:
+        """Rebuilt rows in ONE transaction, each under the version guard: a row
+        replaces a stored one only if that is older (``force``: not newer), so a
+        newer row written meanwhile by the live projector is never overwritten.
+        The commit is not fsynced (the views are rebuildable); returns rows written."""
+        if not records:
+            return 0
+        with self.datastore.transaction(commit=True) as c:
+            c.sqlite_cursor.executemany(
+                _UPSERT + (_NOT_OLDER if force else _NEWER),
+                [(r.name, r.key, r.version,
+                  json.dumps(dict(r.data), sort_keys=True, separators=(",", ":")),
+                  r.list_pk, r.list_sk) for r in records],
+            )
+            return max(0, c.sqlite_cursor.rowcount)
 
     def list_views(
         self, list_pk: str, limit: int, cursor: str | None = None

@@ -130,7 +130,7 @@ class Worker:
             return Outcome.SKIPPED
         if not attempt.dispatched:
             attempt.requeue(generation=None, reason="lease_expired", not_before=now, now=now)
-            if not self._commit(attempt, due=now):
+            if not self._commit(attempt, due=now, durable=False):
                 return Outcome.SKIPPED
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY:
@@ -168,7 +168,9 @@ class Worker:
             generation = attempt.lease(owner=owner, now=now,
                                        lease_seconds=self.policy.lease_seconds)
             span.set("ledger.lease_generation", generation)
-            if not self._commit(attempt, due=_time(attempt.lease_expires_at)):
+            # Not durable: a lease lost to a power cut is taken again by recovery, and
+            # the durable dispatch marker makes it durable before any executor call.
+            if not self._commit(attempt, due=_time(attempt.lease_expires_at), durable=False):
                 span.set("ledger.outcome", Outcome.SKIPPED.value)
                 return Outcome.SKIPPED
         self.crash_hook(CrashPoint.AFTER_LEASE, attempt.id)
@@ -400,7 +402,9 @@ class Worker:
             attempt.requeue(generation=generation, reason=reason, not_before=not_before, now=now)
         except IllegalTransition:
             return Outcome.STALE
-        return Outcome.REQUEUED if self._commit(attempt, due=not_before) else Outcome.SKIPPED
+        # Not durable: if a power cut takes it back, the lease expires and recovery requeues.
+        requeued = self._commit(attempt, due=not_before, durable=False)
+        return Outcome.REQUEUED if requeued else Outcome.SKIPPED
 
     def _record(
         self,
@@ -479,6 +483,7 @@ class Worker:
                 self.ctx.store.commit(Commit(
                     read_set=[ReadCheck(attempt.id, attempt.version)],
                     due=[DueWork(attempt.id, attempt.next_action_at())],
+                    durable=False,  # lost: recovery finds the attempt due again
                 ))
             return Outcome.PENDING
         try:
@@ -490,16 +495,18 @@ class Worker:
     def _settle(self, attempt: ExecutionAttempt, outcome: Outcome) -> Outcome:
         return outcome if self._commit(attempt, due=attempt.next_action_at()) else Outcome.SKIPPED
 
-    def _commit(self, attempt: ExecutionAttempt, *, due: datetime | None) -> bool:
+    def _commit(self, attempt: ExecutionAttempt, *, due: datetime | None,
+                durable: bool = True) -> bool:
         """Append the attempt's new events with its due-work entry; False on a lost race."""
         try:
-            self.ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, due)]))
+            self.ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, due)],
+                                         durable=durable))
         except ConcurrencyConflict:
             return False
         return True
 
     def _drop_stale_due(self, attempt: ExecutionAttempt) -> None:
-        self.ctx.store.commit(Commit(due=[DueWork(attempt.id, None)]))
+        self.ctx.store.commit(Commit(due=[DueWork(attempt.id, None)], durable=False))
 
 
 def _bounded(code: object) -> str:

@@ -41,7 +41,8 @@ def test_protocol_and_rebuild_benchmarks_run_and_print_their_tables(tmp_path: Pa
     assert "On-demand cost per million attempts" in out
     assert (tmp_path / "bench_protocol.quick.md").read_text().startswith("# bench_protocol")
     out = outputs["bench_rebuild.py"]
-    assert "Embedded (SQLite)" in out and "DynamoDB (ministack)" in out
+    assert "SQLite on the repository's disk" in out and "DynamoDB (ministack)" in out
+    assert "after: batched rebuild" in out and "before: per-row rebuild" in out
     assert (tmp_path / "bench_rebuild.quick.md").exists()
     out = outputs["bench_digest.py"]
     assert "Digest over 2,000 streams" in out and "head index on" in out
@@ -70,3 +71,23 @@ def test_sqlite_callers_benchmark_prints_both_paths_side_by_side(tmp_path: Path)
     assert "| disk | before |" in done.stdout and "| RAM | after |" in done.stdout
     assert "SQLite: statements per lifecycle" in done.stdout
     assert (tmp_path / "bench_throughput.quick.md").exists()
+
+
+def test_durability_benchmark_counts_at_most_one_fsync_per_answered_commit(
+    tmp_path: Path,
+) -> None:
+    """Not a timing: the number of fsync/fdatasync calls per lifecycle that
+    strace counts (when installed) stays within the durable commits."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
+    done = subprocess.run([sys.executable, str(BENCH / "bench_durability.py"), "--quick"],
+                          cwd=BENCH, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines()
+            if "durable commits |" in line]
+    assert len(rows) == 2  # disk and RAM
+    for cells in rows:
+        commit_fsyncs, durable = cells[5].strip(), float(cells[6])
+        assert durable <= 5
+        if commit_fsyncs != "-":  # strace is installed
+            assert float(commit_fsyncs) <= 5

@@ -1,0 +1,81 @@
+"""Durability by need on SQLite: fsync only the commits an answer depends on.
+
+The file runs in WAL mode with ``synchronous=NORMAL`` on every connection: a
+commit appends its frames to the WAL without waiting for the disk, so a power
+cut may lose the newest commits (never corrupt the file, never keep a later
+commit without an earlier one: the WAL is replayed as a checksummed prefix).
+
+A commit whose answer is given to a caller (201/202/200), or that must exist
+before an external call (the dispatch marker), is *durable*: its transaction
+runs with ``synchronous=FULL``, which fsyncs the WAL when it commits. One
+fsync of the WAL file covers every frame written before it, whichever
+connection wrote them, so a durable commit also makes every earlier commit
+durable. Everything else (leases, requeues, view rows, subscriber positions,
+head-index repairs, rebuilds) is recoverable from what is durable and waits
+for the next durable commit or checkpoint. docs/durability.md lists each
+commit of a lifecycle and why it is or is not durable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool
+
+Synchronous = Literal["OFF", "NORMAL", "FULL"]
+DEFAULT_SYNCHRONOUS: Synchronous = "NORMAL"
+
+
+class LedgerConnectionPool(SQLiteConnectionPool):
+    """The library's pool, with every new connection set to ``synchronous``."""
+
+    def __init__(self, *, synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
+                 **kwargs: object) -> None:
+        self.synchronous: Synchronous = synchronous
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    def _create_connection(self) -> SQLiteConnection:
+        connection = super()._create_connection()
+        connection.cursor().execute(f"PRAGMA synchronous={self.synchronous}")
+        return connection
+
+
+class DurableCommits:
+    """Counts durable commits and runs test-time hooks after each one.
+
+    ``after`` callbacks run once the durable commit has returned (its fsync
+    done), in the committing thread: a test reads the WAL's size there to
+    know which prefix of the file a power cut cannot take away.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+        self.after: list[Callable[[], None]] = []
+
+    def done(self) -> None:
+        with self._lock:
+            self.count += 1
+        for hook in list(self.after):
+            hook()
+
+
+@contextmanager
+def synchronous_for(connection: SQLiteConnection, level: Synchronous,
+                    default: Synchronous) -> Iterator[None]:
+    """Run the block (one transaction) with ``level``, then restore ``default``.
+
+    ``PRAGMA synchronous`` is read by SQLite when the transaction commits, so
+    it is set before ``BEGIN`` and restored after ``COMMIT`` (or rollback).
+    """
+    if level == default:
+        yield
+        return
+    connection.cursor().execute(f"PRAGMA synchronous={level}")
+    try:
+        yield
+    finally:
+        connection.cursor().execute(f"PRAGMA synchronous={default}")
