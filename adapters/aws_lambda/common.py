@@ -16,7 +16,12 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.logs import CONTENT_KEYS
@@ -167,3 +172,42 @@ class StreamBatchProcessor(BatchProcessor):
             raw = getattr(message, "raw_event", None)
             failures.append({"itemIdentifier": record_keys(raw).get("sequence_number", "")})
         return failures
+
+
+def each_stream_once(event: Mapping[str, Any], context: Any, logger: Logger,
+                     apply: Callable[[str], int], *, skipped: str, applied: str,
+                     ) -> tuple[dict[str, Any], set[str], int]:
+    """Run ``apply`` once for every attempt or proposal stream a stream batch names.
+
+    A record names only the stream that changed and every record of the batch
+    was written before the batch was delivered, so one call per stream covers
+    them all. A record that fails is logged with its keys (never its content)
+    and reported in the partial batch response, so Lambda retries it. Returns
+    the response, the streams applied and the sum of what ``apply`` returned.
+    """
+    from adapters.aws_lambda.records import stream_id_from_record
+    from adapters.streams import MalformedRecord
+
+    done: set[str] = set()
+    total = 0
+
+    def handle(record: DynamoDBRecord) -> str:
+        nonlocal total
+        raw = record.raw_event
+        try:
+            stream_id = stream_id_from_record(raw)
+            if stream_id is None:
+                return skipped
+            if stream_id in done:
+                return "already_" + applied
+            total += apply(stream_id)
+        except Exception as exc:
+            code = "malformed_record" if isinstance(exc, MalformedRecord) else reason_code(exc)
+            logger.warning("stream record failed", extra={"reason": code, **record_keys(raw)})
+            raise RecordFailed(code) from exc
+        done.add(stream_id)
+        return applied
+
+    response = process_partial_response(event=dict(event), record_handler=handle,
+                                        processor=StreamBatchProcessor(), context=context)
+    return dict(response), done, total

@@ -25,23 +25,17 @@ from typing import Any
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import process_partial_response
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from adapters.aws_lambda.common import (
     NAMESPACE,
-    RecordFailed,
-    StreamBatchProcessor,
+    each_stream_once,
     emf_forwarder,
     get_ledger,
     make_logger,
     reason_code,
-    record_keys,
     set_ledger_for_tests,
 )
-from adapters.aws_lambda.projector import stream_id_from_record
 from adapters.bootstrap import Ledger
-from adapters.streams import MalformedRecord
 
 __all__ = ["DELIVER_MODE", "handler", "set_ledger_for_tests"]
 
@@ -79,31 +73,13 @@ def _record_batch(ledger: Ledger, event: Mapping[str, Any], context: Any
     notifiers = ledger.webhook_notifiers()
     assert ledger.views is not None
     views = ledger.views
-    done: set[str] = set()
-    written = 0
 
-    def handle(record: DynamoDBRecord) -> str:
-        nonlocal written
-        raw = record.raw_event
-        try:
-            stream_id = stream_id_from_record(raw)
-            if stream_id is None:
-                return "not_an_event"
-            if stream_id in done:
-                return "already_recorded"
-            for notifier in notifiers:
-                for row in notifier.records([stream_id]):
-                    written += views.put_view(row)
-        except Exception as exc:
-            code = "malformed_record" if isinstance(exc, MalformedRecord) else reason_code(exc)
-            logger.warning("stream record failed", extra={"reason": code, **record_keys(raw)})
-            raise RecordFailed(code) from exc
-        done.add(stream_id)
-        return "recorded"
+    def record(stream_id: str) -> int:
+        return sum(views.put_view(row) for notifier in notifiers
+                   for row in notifier.records([stream_id]))
 
-    response = process_partial_response(event=dict(event), record_handler=handle,
-                                        processor=StreamBatchProcessor(), context=context)
-    return dict(response), done, written
+    return each_stream_once(event, context, logger, record,
+                            skipped="not_an_event", applied="recorded")
 
 
 @metrics.log_metrics
