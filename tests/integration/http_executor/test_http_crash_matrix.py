@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
 from domain.services.execution import CrashPoint, SimulatedCrash
 from tests.support.provider_fixtures import Provider
@@ -56,15 +55,10 @@ FAULTS = {
 }
 
 
-@pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.dynamodb)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStore]:
-    if request.param == "sqlite":
-        recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "ledger.db")))
-        recorder.create_table()
-        yield LedgerStore(recorder)
-        recorder.close()
-    else:
-        yield LedgerStore(request.getfixturevalue("dynamodb_recorder"))
+@pytest.fixture
+def store(engine_store: LedgerStore) -> LedgerStore:
+    """The crash matrix runs on real storage engines: SQLite and the DynamoDB emulator."""
+    return engine_store
 
 
 @pytest.fixture

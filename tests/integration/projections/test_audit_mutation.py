@@ -7,12 +7,10 @@ directly. The attempt stream is anchored to its status view's recorded head.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
-from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
 from projections.audit import audit_attempt
 from projections.ports import ViewStore
@@ -67,16 +65,10 @@ MUTATIONS: dict[str, Callable[[list[Row], int], list[Row]]] = {
 }
 
 
-@pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.dynamodb)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStore]:
+@pytest.fixture
+def store(engine_store: LedgerStore) -> LedgerStore:
     """Tampering needs a real storage engine: SQLite and the DynamoDB emulator."""
-    if request.param == "sqlite":
-        recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "ledger.db")))
-        recorder.create_table()
-        yield LedgerStore(recorder)
-        recorder.close()
-    else:
-        yield LedgerStore(request.getfixturevalue("dynamodb_recorder"))
+    return engine_store
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))

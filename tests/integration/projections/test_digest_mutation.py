@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from adapters.audit.digests import verify_consistency, verify_ledger
-from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
 from domain.digest import Digest, build_digest
 from domain.directory import DirectoryKind, actor_record_id
@@ -105,16 +103,10 @@ MUTATIONS: dict[str, tuple[Mutation, str]] = {
 KINDS = ("proposal", "directory record", "attempt")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.dynamodb)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStore]:
+@pytest.fixture
+def store(engine_store: LedgerStore) -> LedgerStore:
     """Tampering needs a real storage engine: SQLite and the DynamoDB emulator."""
-    if request.param == "sqlite":
-        recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "ledger.db")))
-        recorder.create_table()
-        yield LedgerStore(recorder)
-        recorder.close()
-    else:
-        yield LedgerStore(request.getfixturevalue("dynamodb_recorder"))
+    return engine_store
 
 
 def executed_world(pworld: ExecutionWorld) -> dict[str, str]:
