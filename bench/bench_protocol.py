@@ -361,9 +361,12 @@ on-demand, standard table class; see bench/CAPACITY.md for the source).
 
 **Writes.** The happy path is {approval_writes} write request for the approval
 and {worker_writes} for the worker: the lease, the dispatch marker and the
-result, each one `TransactWriteItems` (the event plus its due-work entry, and
-for the marker the condition checks on the directory records), so **4 write
-requests per attempt**, as targeted. The status projection adds one
+result, each one `TransactWriteItems` (the event, its stream's head-index
+entry and its due-work entry, and for the marker the condition checks on the
+directory records), so **4 write requests per attempt**, as targeted. With
+the head index no event is a one-item write: a lone event (the proposal's
+first) is a two-item transaction, the event and its stream's head. The
+status projection adds one
 conditional `PutItem` per stream batch (on AWS the projector runs on the
 stream, off the attempt's path).
 
