@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections import Counter
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,7 @@ from domain.services.read_cache import DEFAULT_ENTRIES, ReadCache
 from domain.services.recovery import run_recovery
 from domain.services.resolution import resolve
 from projections.projector import Projector
+from tests.support.faults import recorder_reads
 from tests.support.worlds.execution import CrashAfterEffect, CrashAt
 
 # us-east-1 on-demand, standard table class; see bench/CAPACITY.md for the source and date.
@@ -167,28 +166,6 @@ SIDE_HEADERS = ["reads", "propose + present", "approval", "worker", "lifecycle r
                 "lifecycle requests by operation", "approval consistent reads",
                 "worker consistent reads", "cold worker consistent reads",
                 "cold worker requests", "lifecycle RCU", "lifecycle WCU"]
-
-
-@contextlib.contextmanager
-def recorder_reads(recorder: Any) -> Iterator[Counter[str]]:
-    """Count the recorder's reads (one SELECT each on SQLite) while the block runs."""
-    counts: Counter[str] = Counter()
-    names = ("select_events", "get_lookup")
-    originals = {name: getattr(recorder, name) for name in names}
-
-    def counted(name: str) -> Any:
-        def read(*args: Any, **kwargs: Any) -> Any:
-            counts[name] += 1
-            return originals[name](*args, **kwargs)
-        return read
-
-    for name in names:
-        setattr(recorder, name, counted(name))
-    try:
-        yield counts
-    finally:
-        for name in names:
-            delattr(recorder, name)
 
 
 def sqlite_side_by_side() -> list[list[Any]]:

@@ -160,6 +160,14 @@ def receipt_key(pointer: str) -> tuple[str, tuple[str, ...]]:
     return key, tokens
 
 
+def entry_error(exc: ValidationError) -> str:
+    """``<key>: <what is wrong>`` for the first error of a config table (never its input)."""
+    err = exc.errors(include_input=False, include_url=False)[0]
+    where = ".".join(str(p) for p in err["loc"]) or "entry"
+    message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    return f"{where}: {message}"
+
+
 def check_entry(raw: Any, position: int, environ: Mapping[str, str], *, production: bool
                 ) -> HttpExecutorConfig:
     """Validate one ``[[http]]`` table and resolve its ``env:`` references."""
@@ -169,10 +177,7 @@ def check_entry(raw: Any, position: int, environ: Mapping[str, str], *, producti
     try:
         entry = HttpEntry.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors(include_input=False, include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "entry"
-        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise HttpConfigError(f"{label}: {where}: {message}") from None
+        raise HttpConfigError(f"{label}: {entry_error(exc)}") from None
     try:
         url = parse_template(entry.url, URL_FIELDS, "url", production=production)
         lookup = None

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters.executors.http_config import ENV_REFERENCE, LOOPBACK_HOSTS
+from adapters.executors.http_config import ENV_REFERENCE, LOOPBACK_HOSTS, entry_error
 from adapters.webhooks.standard import signing_key
 from domain.errors import InvalidInput
 from domain.notifications import NotificationType
@@ -86,10 +86,7 @@ def check_webhook(raw: Any, position: int, environ: Mapping[str, str], *,
     try:
         entry = WebhookEntry.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors(include_input=False, include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"]) or "entry"
-        message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise WebhookConfigError(f"{label}: {where}: {message}") from None
+        raise WebhookConfigError(f"{label}: {entry_error(exc)}") from None
     parts = urlsplit(entry.url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookConfigError(f"{label}: url: needs an http:// or https:// scheme and a host")

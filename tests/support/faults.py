@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
@@ -233,3 +234,25 @@ class RequestCounter:
     def reset(self) -> None:
         with self._lock:
             self.by_operation.clear()
+
+
+@contextmanager
+def recorder_reads(recorder: Any) -> Iterator[Counter[str]]:
+    """Count the recorder's reads (one SELECT each on SQLite) while the block runs."""
+    counts: Counter[str] = Counter()
+    names = ("select_events", "get_lookup")
+    originals = {name: getattr(recorder, name) for name in names}
+
+    def counted(name: str) -> Any:
+        def read(*args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return originals[name](*args, **kwargs)
+        return read
+
+    for name in names:
+        setattr(recorder, name, counted(name))
+    try:
+        yield counts
+    finally:
+        for name in names:
+            delattr(recorder, name)

@@ -21,6 +21,7 @@ from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from domain.services.approval import approve
 from domain.services.execution import Outcome
 from domain.services.read_cache import ReadCache
+from tests.support.faults import recorder_reads
 from tests.support.worlds.execution import MODES, ExecutionWorld
 
 MODE = "provider_idempotency"
@@ -64,22 +65,10 @@ def counting(xworld: ExecutionWorld) -> Iterator[Counts]:
         finally:
             events.unregister("provide-client-params.dynamodb", seen)
         return
-    originals = {name: getattr(recorder, name) for name in ("select_events", "get_lookup")}
-
-    def wrap(name: str) -> Any:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            counts.ops[name] += 1
-            counts.consistent += 1
-            return originals[name](*args, **kwargs)
-        return counted
-
-    for name in originals:
-        setattr(recorder, name, wrap(name))
-    try:
+    with recorder_reads(recorder) as reads:  # one SELECT each on SQLite
         yield counts
-    finally:
-        for name in originals:
-            delattr(recorder, name)  # back to the class's method
+    counts.ops.update(reads)
+    counts.consistent += sum(reads.values())
 
 
 def lifecycle(xworld: ExecutionWorld) -> tuple[Counts, Counts]:
