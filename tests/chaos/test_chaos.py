@@ -86,15 +86,25 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
     assert any("I5" in e for e in errors), errors
 
 
-# Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
-# A schedule depends on every read and commit the actors make (each is a point
-# where the simulation may switch actors), so a change in the reads moves these.
-LATE_EFFECT_SEEDS = (22, 111)
+# A planted bug of this kind shows only on schedules where a call lands after its
+# lease ran out, about one seed in a hundred. A schedule depends on every read and
+# commit the actors make (each is a point where the simulation may switch actors),
+# so fixed seeds break whenever the reads change: the checks search for a seed.
+PLANTED_SEARCH = range(3_000)
 
 
-@pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
+def first_seed_caught(message: str) -> int:
+    """The first seed whose schedule (memory) fails with ``message``; fails the test
+    when none of ``PLANTED_SEARCH`` does (the oracle no longer catches the bug)."""
+    for seed in PLANTED_SEARCH:
+        outcome = run_schedule(seed, "memory")
+        if not outcome.ok and message in outcome.error:
+            return seed
+    pytest.fail(f"no seed in {PLANTED_SEARCH} caught: {message}")
+
+
 def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
-    monkeypatch: pytest.MonkeyPatch, seed: int
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Issue 14.2: the planted bug of 14.1. With the old rule back (a lookup's "not
     applied" is proof at once, recovery looks at lease expiry), an executor call that
@@ -102,12 +112,10 @@ def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
     after every tick finds it. The same seed passes with the rule in place."""
     from domain.attempt import ExecutionAttempt
 
-    assert run_schedule(seed, "memory").ok
     monkeypatch.setattr(ExecutionAttempt, "lookup_trusted_after", lambda self: None)
-    planted = run_schedule(seed, "memory")
-    assert not planted.ok
-    assert "failed_safe while the provider holds an effect for its key" in planted.error, (
-        planted.error)
+    seed = first_seed_caught("failed_safe while the provider holds an effect for its key")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok
 
 
 def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,16 +125,12 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
     from domain.errors import IllegalTransition
     from domain.timeutil import format_utc
 
-    # Several seeds, any of which must catch it: a schedule moves with every
-    # change in the reads the actors make, and one seed alone breaks too easily.
-    seeds = (112, 297, 331)
-    assert all(run_schedule(seed, "memory").ok for seed in seeds)
-
     def only_observes(self: ExecutionAttempt, *, generation: int, kind: str, now: Any) -> None:
         if self.holds_lease(generation, now):
             raise IllegalTransition("The current lease must record a result, not observe.")
         self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
 
     monkeypatch.setattr(ExecutionAttempt, "observe_late_result", only_observes)
-    errors = [run_schedule(seed, "memory").error for seed in seeds]
-    assert any("was only observed, not flagged" in e for e in errors), errors
+    seed = first_seed_caught("was only observed, not flagged")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok
