@@ -152,8 +152,8 @@ def measure(ledgers: dict[str, Ledger], empty: Callable[[], None], repeat: int,
     run("before: per-row rebuild again (every row identical)",
         lambda: rebuild_per_row(ledgers["before"], "status"),
         lambda r: expect(r.identical, len(ids)))
-    for label, from_stored in (("batched, folded through the aggregate (main)", False),
-                               ("after: batched, folded from the stored data", True)):
+    for label, from_stored in (("batched rebuild folded through the aggregate (main)", False),
+                               ("after: batched rebuild folded from the stored data", True)):
         run(f"{label}, views empty (writes every row)",
             lambda f=from_stored: rebuild(ledger, "status", from_stored=f),
             lambda r: expect((r.total, r.identical, r.written), (len(ids), 0, len(ids))),
