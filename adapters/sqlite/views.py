@@ -134,9 +134,14 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
         return page, (page[-1].list_sk if len(rows) > limit and page else None)
 
 
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+"""What ``json.dumps(data, sort_keys=True, separators=(",", ":"))`` is, built once
+(``dumps`` builds an encoder per call)."""
+
+
 def encode_data(data: Mapping[str, Any]) -> str:
     """A row's data as stored."""
-    return json.dumps(dict(data), sort_keys=True, separators=(",", ":"))
+    return _encode(data if type(data) is dict else dict(data))
 
 
 def _record(row: sqlite3.Row) -> ViewRecord:
