@@ -89,8 +89,9 @@ def fold_status(stream_id: str, events: Iterable[tuple[str, dict[str, Any]]],
                 if data["originator_topic"] != ATTEMPT_TOPIC:
                     return None
                 authorized = data.get("authorized")
-                if authorized is not None:  # what the aggregate converts, or fails on
-                    [(str(i), int(v)) for i, v in authorized]
+                if authorized is not None:  # the aggregate keeps [(str(i), int(v))]:
+                    for _, v in authorized:  # it fails where this does (str() never)
+                        int(v)
                 delivery_mode = _MODES[data["delivery_mode"]]
                 proposal_id, proposal_version = data["proposal_id"], data["proposal_version"]
                 actor_id = data["actor_id"]
