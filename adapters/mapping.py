@@ -20,6 +20,7 @@ that starts like a canonical body but is not one does not decode.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from eventsourcing.persistence import (
@@ -40,6 +41,9 @@ CANONICAL_PREFIX = b'{"data":'
 BODY_KEYS = frozenset({"data", "stream", "timestamp", "type", "version"})
 HEADER_KEYS = frozenset({"originator_id", "originator_version", "timestamp"})
 _decode = json.JSONDecoder().decode
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""(value, end) of the JSON value at an index: the decoder's C scanner, without
+the two whitespace matches around it that ``decode`` adds."""
 
 
 class StateMismatch(ValueError):
@@ -101,3 +105,30 @@ class LedgerMapper(Mapper[str]):
         # insertion): the event is the row's, and its hash is computed from its
         # fields as for any event, so the audit can tell what was moved where.
         return event
+
+
+def canonical_body(stored_event: StoredEvent, event_type: str) -> dict[str, Any] | None:
+    """The decoded body of a canonical state that describes its own row as an
+    ``event_type`` event, checked as :meth:`LedgerMapper.to_domain_event` checks
+    it (its time parsed too), without building the event; None for anything
+    else (a library state, a moved or malformed one, trailing bytes), which
+    the caller then reads through the mapper, whose answer it gives."""
+    state = stored_event.state
+    if type(state) is not bytes:
+        state = bytes(state)
+    if not state.startswith(CANONICAL_PREFIX):
+        return None
+    try:
+        text = state.decode("utf-8")
+        body, end = _scan(text, 0)  # one scan: a canonical body has no whitespace
+        if (end != len(text) or type(body) is not dict or body.keys() != BODY_KEYS
+                or type(body["data"]) is not dict or type(body["timestamp"]) is not str
+                or not HEADER_KEYS.isdisjoint(body["data"])
+                or body["stream"] != stored_event.originator_id
+                or body["version"] != stored_event.originator_version
+                or body["type"] != event_type):
+            return None
+        parse_utc(body["timestamp"])
+    except Exception:  # the mapper's read gives the error
+        return None
+    return body

@@ -4,8 +4,11 @@ meanwhile, nor a due-work entry a transition wrote meanwhile."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +17,8 @@ import adapters.rebuild as rebuild_module
 from adapters.bootstrap import Ledger, backend_for, build_ledger
 from adapters.rebuild import rebuild, rebuild_per_row
 from adapters.settings import load_settings
+from adapters.sqlite.recorder import open_datastore
+from adapters.sqlite.views import SQLiteViewStore
 from adapters.store import LedgerStore
 from domain.ports import Commit, DueWork
 from projections.ports import ViewRecord
@@ -51,7 +56,14 @@ class Interleaved:
         return written
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        found = getattr(self.inner, name)
+        if name != "identical_views":
+            return found
+
+        def compared_as_stored(records: Sequence[ViewRecord]) -> Any:  # a read too
+            self.reads += 1
+            return found(records)
+        return compared_as_stored
 
 
 @pytest.mark.parametrize("force", [True, False])
@@ -235,3 +247,26 @@ def test_dynamodb_batch_reads_ask_again_for_unprocessed_keys(dynamodb_recorder: 
     # the same rows again: every guard refuses (same version), nothing written
     assert views.replace_views(rows) == 0
     assert views.replace_views(rows, force=True) == 6
+
+
+def test_sqlite_compares_rebuilt_rows_with_its_rows_byte_for_byte_as_stored(
+    tmp_path: Path,
+) -> None:
+    """Equal in Python is not enough (``True == 1``), nor equal once decoded: a
+    row is identical only when the store holds exactly what it would write."""
+    views = SQLiteViewStore(open_datastore(str(tmp_path / "views.db")))
+    row = ViewRecord(STATUS_VIEW, "att_1", 2, {"status": "queued", "n": 1, "r": {"b": 1, "a": "é"}},
+                     "status#queued", "2026-01-01T00:00:00Z#att_1")
+    assert views.replace_views([row]) == 1
+    assert views.identical_views([row]) == {"att_1"}
+    for other in (replace(row, version=3), replace(row, list_sk="x"),
+                  replace(row, list_pk=None), replace(row, data={**row.data, "n": True}),
+                  replace(row, key="att_2")):
+        assert views.identical_views([other]) == set(), other
+    with views.datastore.transaction(commit=True) as c:  # the same value, other bytes
+        c.execute("UPDATE ledger_views SET data=? WHERE key='att_1'",
+                  (json.dumps(dict(row.data)),))
+    assert views.get_view(STATUS_VIEW, "att_1") == row
+    assert views.identical_views([row]) == set()
+    assert views.replace_views([row], force=True) == 1
+    assert views.identical_views([row]) == {"att_1"}

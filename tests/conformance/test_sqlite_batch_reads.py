@@ -1,0 +1,52 @@
+"""Events at exact slots on SQLite: one SELECT per hundred slots, the same
+events the one-slot-per-statement path reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eventsourcing.persistence import StoredEvent
+
+import adapters.sqlite.recorder as sqlite_recorder
+from adapters.recorder import LedgerRecorder
+from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
+
+
+def _event(stream: str, version: int) -> StoredEvent:
+    return StoredEvent(originator_id=stream, originator_version=version, topic="tests:Event",
+                       state=f"{stream}@{version}".encode())
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_slots_are_read_in_one_select_per_hundred_and_absent_ones_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "l.db"), pooled=pooled))
+    recorder.create_table()
+    names = [f"actor:{n}" for n in range(3)]
+    for name in names:
+        recorder.insert_events([_event(name, v) for v in range(1, 51)])
+    wanted = [(name, v) for name in names for v in range(1, 51)]  # 150 present
+    asked = [*wanted, (names[0], 51), ("actor:never", 1), (names[1], 7)]  # 2 absent, 1 twice
+    reads: list[str] = []
+    real = sqlite_recorder.read
+
+    def counted(datastore: Any, statement: str, params: Any = ()) -> Any:
+        reads.append(statement)
+        return real(datastore, statement, params)
+
+    monkeypatch.setattr(sqlite_recorder, "read", counted)
+    found = recorder.select_events_at(asked)
+    monkeypatch.undo()
+
+    def key(e: StoredEvent) -> tuple[str, int]:
+        return str(e.originator_id), e.originator_version
+
+    assert sorted(set(map(key, found))) == sorted(wanted)
+    one_by_one = {key(e): e for e in LedgerRecorder.select_events_at(recorder, asked)}
+    assert {key(e): e for e in found} == one_by_one
+    # 153 distinct slots: two SELECTs; the pooled datastore keeps the path before
+    assert len(reads) == (len(asked) if pooled else 2)
+    recorder.close()
