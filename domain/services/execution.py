@@ -59,7 +59,7 @@ from domain.services.worker_policy import (
     WorkerPolicy,
     settle_seconds,
 )
-from domain.spec import ProposalSpec, parse_spec, payload_hash
+from domain.spec import ProposalSpec, stored_spec
 from domain.timeutil import parse_utc
 
 __all__ = ["CrashHook", "CrashPoint", "Outcome", "SimulatedCrash", "Worker", "WorkerPolicy"]
@@ -349,10 +349,10 @@ class Worker:
 
     def _queued_spec(self, attempt: ExecutionAttempt) -> ProposalSpec:
         try:
-            spec = parse_spec(attempt.spec)
+            spec = stored_spec(attempt.spec, attempt.payload_hash)
         except InvalidSpec:
             raise AuthorizationFailed("stored_spec_invalid") from None
-        if payload_hash(spec) != attempt.payload_hash:
+        if spec is None:
             raise AuthorizationFailed("hash_mismatch")
         return spec
 
@@ -366,11 +366,11 @@ class Worker:
         ):
             raise AuthorizationFailed("proposal_not_claimed")
         try:
-            spec = parse_spec(record["spec"])
+            spec = stored_spec(record["spec"], attempt.payload_hash)
         except InvalidSpec:
             raise AuthorizationFailed("stored_spec_invalid") from None
         if (
-            payload_hash(spec) != attempt.payload_hash
+            spec is None
             or record["payload_hash"] != attempt.payload_hash
             or record["view_hash"] != attempt.view_hash
         ):
