@@ -271,7 +271,7 @@ def round_robin(operations: list[Callable[[], Any]], samples: int, per_sample: i
 
     The CPU rate is what a loaded machine cannot distort: the wall rate of a
     lifecycle also pays for every wait to be scheduled again (the executor call
-    runs on a thread of its own), which a shared machine makes long.
+    runs on another thread), which a shared machine makes long.
     """
     for op in operations:
         rate(op, max(1, per_sample // 4))
