@@ -358,6 +358,63 @@ PROFILE_PARTS: list[tuple[str, str, str]] = [
 ]
 
 
+class TimedCalls:
+    """Wraps a call runner: wall time inside ``run`` and inside the executor itself."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.waited = self.executed = 0.0
+
+    def run(self, call: Callable[[], Any], timeout: float, late: LateAnswer) -> Any:
+        def timed() -> Any:
+            started = time.perf_counter()
+            try:
+                return call()
+            finally:
+                self.executed += time.perf_counter() - started
+
+        started = time.perf_counter()
+        try:
+            return self.inner.run(timed, timeout, late)
+        finally:
+            self.waited += time.perf_counter() - started
+
+
+def hand_offs(directory: Path, count: int) -> list[list[str]]:
+    """Wall time per lifecycle spent handing the executor call to another thread and
+    getting its answer back (time in the runner minus the executor's own), pooled
+    and thread per call, in turn on the same kind of file."""
+    runs = {name: LedgerRun(directory / f"handoff-{name}.db", name)
+            for name in ("new", "before_pool")}
+    timers = {}
+    for name, run in runs.items():
+        timers[name] = TimedCalls(run.worker.calls)
+        run.worker.calls = timers[name]
+    totals = {name: [0.0, 0.0] for name in runs}
+    for name, run in runs.items():
+        for _ in range(10):
+            run.one()
+        timers[name].waited = timers[name].executed = 0.0
+    for _ in range(count // 10):
+        for name, run in runs.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            for _ in range(10):
+                run.one()
+            totals[name][0] += time.perf_counter() - wall
+            totals[name][1] += time.process_time() - cpu
+    rows = []
+    done = (count // 10) * 10
+    for name, run in runs.items():
+        timer = timers[name]
+        rows.append([VARIANTS[name], f"{totals[name][0] / done * 1000:.2f}",
+                     f"{totals[name][1] / done * 1000:.2f}",
+                     f"{timer.executed / done * 1000:.3f}",
+                     f"{(timer.waited - timer.executed) / done * 1000:.3f}",
+                     f"{(timer.waited - timer.executed) / totals[name][0]:.0%}"])
+        run.close()
+    return rows
+
+
 def profile(directory: Path, count: int) -> tuple[list[list[str]], str]:
     """cProfile of ``count`` new-path lifecycles: shares of the parts, and the top."""
     run = LedgerRun(directory / "profile.db", "new")
@@ -442,6 +499,7 @@ def main() -> None:
         enc = encoders(Path(tmp), 3 if args.quick else 7)
         parts, prof = (profile(Path(tmp), 30 if args.quick else 300) if args.profile
                        else ([], ""))
+        handed = hand_offs(Path(tmp), 20 if args.quick else 300) if args.profile else []
     report.table("Canonical encodings per lifecycle (counted over the run)",
                  ["path", "encodings", "of event bodies", "by the rfc8785 package"],
                  [["previous", f"{old_all:.0f}", f"{old_events:.0f}", f"{old_all:.0f}"],
@@ -454,6 +512,13 @@ def main() -> None:
         report.table("Where a lifecycle's time goes (cProfile, new path, RAM file system; "
                      "the profiler inflates small calls)",
                      ["part", "ms per lifecycle", "share"], parts, align="lrr")
+    if handed:
+        report.table("The executor call's hand-off, RAM file system (wall time per "
+                     "lifecycle waiting for another thread to take the call and for "
+                     "the answer to come back; load average now "
+                     + " / ".join(f"{x:.1f}" for x in os.getloadavg()) + ")",
+                     ["code", "wall ms", "CPU ms", "executor ms", "hand-off ms",
+                      "hand-off / wall"], handed, align="lrrrrr")
     if prof:
         report.add(f"### cProfile of the new path, RAM file system (tottime)\n\n```\n"
                    f"{prof.strip()}\n```")
