@@ -87,8 +87,12 @@ class _Call:
         self.finished: threading.Event | None = None  # set once an abandoned call is through
 
     def execute(self) -> None:
+        # The late callback too runs in the caller's context, as the call did.
+        self.context.run(self._execute)
+
+    def _execute(self) -> None:
         try:
-            self.result = self.context.run(self.call)
+            self.result = self.call()
         except BaseException as exc:  # handed to the waiting worker, or to ``late``
             self.error = exc
         self.owner.answered(self)

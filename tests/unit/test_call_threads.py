@@ -110,6 +110,21 @@ def test_errors_and_context_variables_follow_the_call(pool: CallThreads) -> None
         calls.run(provider_error, 5, ignore)
 
 
+def test_a_late_answer_is_handed_over_in_the_callers_context(pool: CallThreads) -> None:
+    calls = ThreadedCalls(pool)
+    release = threading.Event()
+    seen: list[str] = []
+    token = SPAN.set("worker")
+    try:
+        with pytest.raises(DeadlineExceeded):
+            calls.run(lambda: release.wait(30), 0.01, lambda result, error: seen.append(SPAN.get()))
+    finally:
+        SPAN.reset(token)
+    release.set()
+    assert calls.wait_abandoned(30)
+    assert seen == ["worker"]
+
+
 def _call_in_child(answers: multiprocessing.Queue[object]) -> None:
     try:
         answers.put(ThreadedCalls().run(lambda: "child", 5, ignore))
