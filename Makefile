@@ -76,8 +76,13 @@ e2e-aws: $(STAMP) $(MINISTACK) ## deploy the SAM stack into the emulator and dri
 test-fast: $(STAMP) $(MINISTACK) ## the inner loop: every test not marked slow, in parallel
 	$(BIN)/pytest -n auto -m "not slow"
 
+# Arguments of one script in the same loop: bench_application also records the
+# profile that says where a lifecycle's time goes.
 bench: $(STAMP) $(MINISTACK) ## run the benchmarks and write bench/results/
-	@for script in bench/bench_*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+	@for script in bench/bench_*.py; do \
+	  case $$script in bench/bench_application.py) args=--profile;; *) args=;; esac; \
+	  echo "== $$script $$args"; $(BIN)/python $$script $$args || exit 1; \
+	done
 
 # `make chaos`: >= 10,000 randomized schedules on memory + SQLite (one in four), then
 # CHAOS_DYNAMODB schedules and the LOAD_PROPOSALS x 25 approvals load run on ministack.

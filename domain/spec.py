@@ -9,7 +9,9 @@ and absent optional fields are omitted, never ``null``.
 from __future__ import annotations
 
 import hashlib
+import threading
 import unicodedata
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -236,6 +238,51 @@ def sha256_tag(data: bytes) -> str:
 def payload_hash(spec: ProposalSpec) -> str:
     """The hash every approval is bound to."""
     return sha256_tag(canonical_bytes(spec))
+
+
+# Specs this process has validated, by payload hash. A stored spec is immutable
+# and was validated when it was proposed; reading it back, the approval and the
+# pre-dispatch recheck need the model again. When the stored JSON hashes to the
+# expected payload hash and that hash is here, the stored bytes are exactly the
+# canonical bytes of a spec this code validated (validation depends on nothing
+# but the bytes), so validating them once more would decide nothing new.
+# Anything else (another process, an evicted entry, bytes that hash otherwise)
+# is validated in full. Bounded: the oldest entries go first.
+_VALIDATED_MAX = 256
+_validated: OrderedDict[str, ProposalSpec] = OrderedDict()
+_validated_lock = threading.Lock()
+
+
+def validated_payload_hash(spec: ProposalSpec) -> str:
+    """``payload_hash(spec)`` of a spec just validated, remembered for :func:`stored_spec`."""
+    tag = payload_hash(spec)
+    with _validated_lock:
+        _validated[tag] = spec
+        _validated.move_to_end(tag)
+        while len(_validated) > _VALIDATED_MAX:
+            _validated.popitem(last=False)
+    return tag
+
+
+def stored_spec(data: Any, expected_hash: str) -> ProposalSpec | None:
+    """The stored spec ``data`` whose approved payload hash is ``expected_hash``.
+
+    None when the spec's payload hash is not ``expected_hash``; InvalidSpec when
+    the stored data is not a valid spec. Validated once per process: see above.
+    """
+    try:
+        tag = sha256_tag(canonical_json(data))
+    except (TypeError, ValueError, RecursionError):
+        tag = None  # not even JSON: the full validation below says what is wrong
+    if tag == expected_hash:
+        with _validated_lock:
+            known = _validated.get(tag)
+        if known is not None:
+            return known
+    spec = parse_spec(data)
+    if validated_payload_hash(spec) != expected_hash:
+        return None
+    return spec
 
 
 def view_hash(payload_hash_: str, renderer_build: str, text: str) -> str:

@@ -39,7 +39,7 @@ from domain.services.context import ServiceContext
 from domain.services.proposals import token_hash, token_lookup_key
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
-from domain.spec import derive_attempt_id, derive_idempotency_key, parse_spec, payload_hash
+from domain.spec import derive_attempt_id, derive_idempotency_key, stored_spec
 from domain.timeutil import format_utc
 from domain.tracing import clean_trace_context
 
@@ -141,10 +141,10 @@ def _approve_once(
         raise unavailable("not_claimable") from None
 
     try:
-        spec = parse_spec(record["spec"])
+        spec = stored_spec(record["spec"], record["payload_hash"])
     except InvalidSpec:
         raise unavailable("stored_spec_invalid") from None
-    if payload_hash(spec) != record["payload_hash"]:
+    if spec is None:
         raise unavailable("payload_hash_mismatch")
     try:
         auth = authorize(ctx, who, spec, now, DirectoryReads(ctx, fresh=fresh))

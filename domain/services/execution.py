@@ -1,20 +1,19 @@
 """The worker (SPEC 5.3): lease, recheck, durable dispatch marker, call, record.
 
-One conditional append takes the lease. The pre-dispatch recheck of I7 reads
-every directory record from the exact ids stored on the attempt, and the
-``DispatchStarted`` commit condition-checks that none of them changed, so the
-authorization that dispatch relies on is the one in force at the marker. Only
-the current, unexpired lease generation can record a result (I5); a stale
-generation's result becomes a non-authoritative observation (I8).
+One conditional append takes the lease. The pre-dispatch recheck of I7
+(``recheck.py``) reads every directory record from the exact ids stored on the
+attempt, and the ``DispatchStarted`` commit (``dispatch.py``) condition-checks
+that none of them changed, so the authorization that dispatch relies on is the
+one in force at the marker. Only the current, unexpired lease generation can
+record a result (I5); a stale generation's result becomes a non-authoritative
+observation (I8) (``results.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from domain.attempt import AttemptStatus, ExecutionAttempt
@@ -22,11 +21,9 @@ from domain.directory import DeliveryMode
 from domain.errors import (
     ConcurrencyConflict,
     ExecutorNoEffect,
-    ExecutorReceiptUnusable,
     IllegalTransition,
     InvalidSpec,
     ReconcilerUnavailable,
-    StoreUnavailable,
 )
 from domain.ports import (
     Commit,
@@ -36,21 +33,18 @@ from domain.ports import (
     Executor,
     ReadCheck,
 )
-from domain.proposal import Proposal, ProposalStatus
-from domain.redaction import validate_receipt
-from domain.services.authorization import (
-    Approver,
-    Authorization,
-    AuthorizationFailed,
-    DirectoryReads,
-    TargetDrift,
-    authorize,
-)
 from domain.services.context import ServiceContext
 from domain.services.deadline import CallRunner, DeadlineExceeded, ThreadedCalls
-from domain.services.read_cache import commit
+from domain.services.dispatch import judge_call, mark_dispatch
 from domain.services.resolution import NOT_SETTLED, lookup_outcome
-from domain.services.retry import retry_on_conflict
+from domain.services.results import (
+    commit_attempt,
+    drop_stale_due,
+    observe,
+    record,
+    settle,
+    stored_time,
+)
 from domain.services.worker_policy import (
     CrashHook,
     CrashPoint,
@@ -59,21 +53,9 @@ from domain.services.worker_policy import (
     WorkerPolicy,
     settle_seconds,
 )
-from domain.spec import ProposalSpec, parse_spec, payload_hash
-from domain.timeutil import parse_utc
 
-__all__ = ["CrashHook", "CrashPoint", "Outcome", "SimulatedCrash", "Worker", "WorkerPolicy"]
-
-_REASON_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A passed pre-dispatch recheck."""
-
-    spec: ProposalSpec
-    executor: Executor
-    authorization: Authorization
+__all__ = ["CrashHook", "CrashPoint", "Outcome", "SimulatedCrash", "Worker", "WorkerPolicy",
+           "settle_seconds"]
 
 
 def _no_crash(point: CrashPoint, attempt_id: str) -> None:
@@ -108,7 +90,7 @@ class Worker:
             return Outcome.MISSING
         if attempt.status is not AttemptStatus.QUEUED:
             return Outcome.SKIPPED
-        if self.ctx.clock.now() < _time(attempt.not_before):
+        if self.ctx.clock.now() < stored_time(attempt.not_before):
             return Outcome.SKIPPED
         return self._traced(attempt, "ledger.worker.process", self._lease_and_run,
                             trigger=trigger)
@@ -120,29 +102,29 @@ class Worker:
             return Outcome.MISSING
         now = self.ctx.clock.now()
         if attempt.is_terminal or attempt.status is AttemptStatus.OUTCOME_UNKNOWN:
-            self._drop_stale_due(attempt)
+            drop_stale_due(self.ctx, attempt)
             return Outcome.SKIPPED
         if attempt.status is AttemptStatus.QUEUED:
-            if now < _time(attempt.not_before):
+            if now < stored_time(attempt.not_before):
                 return Outcome.SKIPPED
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if not attempt.lease_expired(now):
             return Outcome.SKIPPED
         if not attempt.dispatched:
             attempt.requeue(generation=None, reason="lease_expired", not_before=now, now=now)
-            if not self._commit(attempt, due=now, durable=False):
+            if not commit_attempt(self.ctx, attempt, due=now, durable=False):
                 return Outcome.SKIPPED
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY:
             if attempt.dispatch_count >= self.policy.max_dispatches:
                 attempt.record_unknown(reason_code="dispatch_limit", now=now)
-                return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
+                return settle(self.ctx, attempt, Outcome.OUTCOME_UNKNOWN)
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.CORRELATION_LOOKUP:
             return self._traced(attempt, "ledger.worker.reconcile",
                                 lambda a: self._reconcile_expired(a, now))
         attempt.record_unknown(reason_code="operator_reconciliation_required", now=now)
-        return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
+        return settle(self.ctx, attempt, Outcome.OUTCOME_UNKNOWN)
 
     # -- the leased run ----------------------------------------------------------
 
@@ -162,7 +144,7 @@ class Worker:
         limit = self.policy.max_predispatch_leases
         if not attempt.dispatched and attempt.predispatch_leases >= limit:
             attempt.fail_safe(reason_code="predispatch_lease_limit", now=now)
-            return self._settle(attempt, Outcome.FAILED_SAFE)
+            return settle(self.ctx, attempt, Outcome.FAILED_SAFE)
         owner = self.ctx.tokens.new_id("lease")
         with self.ctx.tracer.span("ledger.worker.lease") as span:
             generation = attempt.lease(owner=owner, now=now,
@@ -170,12 +152,13 @@ class Worker:
             span.set("ledger.lease_generation", generation)
             # Not durable: a lease lost to a power cut is taken again by recovery, and
             # the durable dispatch marker makes it durable before any executor call.
-            if not self._commit(attempt, due=_time(attempt.lease_expires_at), durable=False):
+            if not commit_attempt(self.ctx, attempt, due=stored_time(attempt.lease_expires_at),
+                                  durable=False):
                 span.set("ledger.outcome", Outcome.SKIPPED.value)
                 return Outcome.SKIPPED
         self.crash_hook(CrashPoint.AFTER_LEASE, attempt.id)
 
-        marked = self._mark_dispatch(attempt, generation)
+        marked = mark_dispatch(self.ctx, self.policy, attempt, generation)
         if isinstance(marked, Outcome):
             return marked
         attempt, checked, deadline = marked
@@ -187,31 +170,15 @@ class Worker:
             idempotency_key=attempt.idempotency_key,
             deadline=deadline,
         )
-        status: AttemptStatus
-        reason: str | None = None
-        receipt: dict[str, Any] | None = None
-        try:
-            answer = self._call(checked.executor, request, generation)
-        except ExecutorNoEffect as no_effect:
-            status, reason = AttemptStatus.FAILED_SAFE, _bounded(no_effect.reason_code)
-        except ExecutorReceiptUnusable as unusable:
-            # Applied by the provider's word, but nothing safe to store: a human decides.
-            status, reason = AttemptStatus.OUTCOME_UNKNOWN, _bounded(unusable.reason_code)
-        except Exception:  # timeout, lost response, deadline, provider error: uncertain
-            if attempt.delivery_mode is not DeliveryMode.OPERATOR_RECONCILIATION_ONLY:
-                # Recovery retries with the same key, or looks it up, after the lease.
-                return Outcome.PENDING
-            status, reason = AttemptStatus.OUTCOME_UNKNOWN, "executor_outcome_uncertain"
-        else:
-            receipt = validate_receipt(answer.data)
-            if receipt is None:
-                status, reason = AttemptStatus.OUTCOME_UNKNOWN, "unsafe_receipt"
-            else:
-                status = AttemptStatus.SUCCEEDED
+        answer = judge_call(lambda: self._call(checked.executor, request, generation),
+                            attempt.delivery_mode)
+        if answer is None:
+            return Outcome.PENDING
         self.crash_hook(CrashPoint.AFTER_RESPONSE, attempt.id)
         with self.ctx.tracer.span("ledger.worker.record_result",
-                                  {"ledger.status": status.value}) as span:
-            outcome = self._record(attempt, generation, status, reason, receipt)
+                                  {"ledger.status": answer.status.value}) as span:
+            outcome = record(self.ctx, attempt, generation, answer.status, answer.reason,
+                             answer.receipt)
             span.set("ledger.outcome", outcome.value)
             return outcome
 
@@ -241,228 +208,7 @@ class Worker:
             return  # still ambiguous: nothing to add to what recovery will find
         # A background thread: if the store fails here, recovery settles the rest.
         with contextlib.suppress(Exception):
-            self._observe(attempt_id, generation, kind)
-
-    def _mark_dispatch(
-        self, attempt: ExecutionAttempt, generation: int
-    ) -> tuple[ExecutionAttempt, Checked, datetime] | Outcome:
-        """Recheck I7 and commit the dispatch marker, or say what happened instead.
-
-        The marker condition-checks every directory record the recheck used, at
-        the version used. Those may come from the read cache or from the versions
-        the approval stored on ``Queued``; if one has moved on since, the marker
-        conflicts, the entries are dropped, and the recheck runs once more on
-        fresh reads under the same lease. A second conflict backs off.
-        """
-        current, fresh = attempt, False
-
-        def mark_once() -> tuple[ExecutionAttempt, Checked, datetime] | Outcome:
-            nonlocal current, fresh
-            try:
-                checked = self._confirmed_recheck(current, fresh)
-            except AuthorizationFailed as failed:
-                return self._refuse(current, generation, failed.reason)
-            except TargetDrift:
-                return self._refuse(current, generation, "target_drift")
-            except StoreUnavailable:
-                return self._back_off(current, generation, "store_unavailable")
-            now = self.ctx.clock.now()
-            if checked.spec.expires_at <= now:
-                # The recheck's reads take time: expiry is judged at the marker's own time.
-                return self._refuse(current, generation, "spec_expired")
-            deadline = _time(current.lease_expires_at) - timedelta(
-                seconds=self.policy.deadline_margin_seconds
-            )
-            try:
-                current.mark_dispatch(generation=generation, now=now, deadline=deadline,
-                                      settle_seconds=settle_seconds(checked.executor))
-            except IllegalTransition:
-                return Outcome.STALE
-            try:
-                with self.ctx.tracer.span("ledger.worker.dispatch_marker",
-                                          {"ledger.lease_generation": generation}):
-                    commit(self.ctx.store, self.ctx.cache, Commit(
-                        aggregates=[current],
-                        read_set=checked.authorization.read_set,
-                        due=[DueWork(current.id, _time(current.lease_expires_at))],
-                    ))
-            except ConcurrencyConflict as conflict:
-                if conflict.stream_id == current.id:
-                    return Outcome.SKIPPED
-                # A directory record changed between the recheck and the marker.
-                latest = self.ctx.store.get(ExecutionAttempt, current.id)
-                if latest is None or not latest.holds_lease(generation, self.ctx.clock.now()):
-                    return Outcome.SKIPPED
-                current, fresh = latest, True
-                raise
-            return current, checked, deadline
-
-        return retry_on_conflict(
-            mark_once, limit=2,
-            exhausted=lambda: self._back_off(current, generation, "directory_changed"),
-        )
-
-    def _confirmed_recheck(self, attempt: ExecutionAttempt, fresh: bool) -> Checked:
-        """The recheck; a refusal judged on cached or pinned records is judged
-        again on fresh reads (a stale entry must not refuse either)."""
-        if fresh or not self.ctx.cache.enabled:
-            return self._recheck(attempt, self.ctx.clock.now(), fresh=True)
-        try:
-            return self._recheck(attempt, self.ctx.clock.now(), fresh=False)
-        except (AuthorizationFailed, TargetDrift):
-            pass
-        self.ctx.cache.forget([attempt.proposal_id, *(i for i, _ in attempt.authorized or ())])
-        return self._recheck(attempt, self.ctx.clock.now(), fresh=True)
-
-    def _recheck(self, attempt: ExecutionAttempt, now: datetime, *, fresh: bool) -> Checked:
-        """I7 again, from the exact stored ids; I4: the stored spec, hashes intact.
-
-        Not ``fresh`` and with what the approval stored on ``Queued``: the spec
-        from there (its hash is the approved payload hash; a claimed proposal
-        version never changes again and the attempt exists only with its
-        claim, I3), and the directory records from the cache or, for those it
-        lacks, one batched read of the versions the approval authorized."""
-        if not fresh and attempt.spec is not None:
-            spec = self._queued_spec(attempt)
-            pins = attempt.authorized
-        else:
-            spec = self._claimed_spec(attempt)
-            pins = None
-        if spec.capability != attempt.capability or spec.executor_build != attempt.executor_build:
-            raise AuthorizationFailed("executor_build_mismatch")
-        who = Approver(
-            attempt.actor_id,
-            attempt.identity_binding_id,
-            attempt.channel_binding_id,
-            attempt.conversation_key,
-        )
-        reads = DirectoryReads(self.ctx, fresh=fresh, pins=pins)
-        authorization = authorize(self.ctx, who, spec, now, reads)
-        if authorization.delivery_mode != attempt.delivery_mode.value:
-            raise AuthorizationFailed("delivery_mode_mismatch")
-        if self.ctx.registry is None:
-            raise AuthorizationFailed("executor_not_registered")
-        executor = self.ctx.registry.get(attempt.capability, attempt.executor_build)
-        if executor is None:
-            raise AuthorizationFailed("executor_not_registered")
-        return Checked(spec=spec, executor=executor, authorization=authorization)
-
-    def _queued_spec(self, attempt: ExecutionAttempt) -> ProposalSpec:
-        try:
-            spec = parse_spec(attempt.spec)
-        except InvalidSpec:
-            raise AuthorizationFailed("stored_spec_invalid") from None
-        if payload_hash(spec) != attempt.payload_hash:
-            raise AuthorizationFailed("hash_mismatch")
-        return spec
-
-    def _claimed_spec(self, attempt: ExecutionAttempt) -> ProposalSpec:
-        proposal = self.ctx.store.get(Proposal, attempt.proposal_id)
-        record = proposal.version_record(attempt.proposal_version) if proposal else None
-        if (
-            record is None
-            or record["status"] != ProposalStatus.CLAIMED.value
-            or record["attempt_id"] != attempt.id
-        ):
-            raise AuthorizationFailed("proposal_not_claimed")
-        try:
-            spec = parse_spec(record["spec"])
-        except InvalidSpec:
-            raise AuthorizationFailed("stored_spec_invalid") from None
-        if (
-            payload_hash(spec) != attempt.payload_hash
-            or record["payload_hash"] != attempt.payload_hash
-            or record["view_hash"] != attempt.view_hash
-        ):
-            raise AuthorizationFailed("hash_mismatch")
-        return spec
-
-    # -- transitions ---------------------------------------------------------------
-
-    def _refuse(self, attempt: ExecutionAttempt, generation: int, reason: str) -> Outcome:
-        """The recheck failed: no executor call (I7)."""
-        now = self.ctx.clock.now()
-        try:
-            if attempt.dispatched:
-                # An earlier generation may have applied the effect: a human decides.
-                attempt.record_unknown(reason_code=reason, now=now, generation=generation)
-                return self._settle(attempt, Outcome.OUTCOME_UNKNOWN)
-            attempt.fail_safe(reason_code=reason, now=now, generation=generation)
-        except IllegalTransition:
-            return Outcome.STALE
-        return self._settle(attempt, Outcome.FAILED_SAFE)
-
-    def _back_off(self, attempt: ExecutionAttempt, generation: int, reason: str) -> Outcome:
-        """A transient failure before dispatch: requeue with bounded backoff."""
-        if attempt.dispatched:
-            return Outcome.PENDING
-        now = self.ctx.clock.now()
-        not_before = now + self.policy.backoff(attempt.predispatch_leases)
-        try:
-            attempt.requeue(generation=generation, reason=reason, not_before=not_before, now=now)
-        except IllegalTransition:
-            return Outcome.STALE
-        # Not durable: if a power cut takes it back, the lease expires and recovery requeues.
-        requeued = self._commit(attempt, due=not_before, durable=False)
-        return Outcome.REQUEUED if requeued else Outcome.SKIPPED
-
-    def _record(
-        self,
-        attempt: ExecutionAttempt,
-        generation: int,
-        status: AttemptStatus,
-        reason: str | None,
-        receipt: dict[str, Any] | None,
-    ) -> Outcome:
-        """Record the result if our lease still holds; otherwise only observe it.
-
-        A lost commit race is not proof that the lease is gone: a stale
-        generation's late observation also appends to the stream. So re-read and
-        record again while the lease holds; only then fall back to observing.
-        """
-        current = attempt
-
-        def record_once() -> Outcome:
-            nonlocal current
-            try:
-                current.record_result(
-                    generation=generation, status=status, now=self.ctx.clock.now(),
-                    reason_code=reason, receipt=receipt,
-                )
-            except IllegalTransition:
-                return self._observe(current.id, generation, status)
-            try:
-                self.ctx.store.commit(
-                    Commit(aggregates=[current], due=[DueWork(current.id, None)])
-                )
-            except ConcurrencyConflict:
-                fresh = self.ctx.store.get(ExecutionAttempt, current.id)
-                if fresh is None:
-                    return Outcome.MISSING
-                current = fresh
-                raise
-            return Outcome(status.value)
-
-        return retry_on_conflict(
-            record_once, exhausted=lambda: self._observe(attempt.id, generation, status)
-        )
-
-    def _observe(self, attempt_id: str, generation: int, status: AttemptStatus) -> Outcome:
-        def observe_once() -> Outcome:
-            fresh = self.ctx.store.get(ExecutionAttempt, attempt_id)
-            if fresh is None:
-                return Outcome.MISSING
-            try:
-                fresh.observe_late_result(
-                    generation=generation, kind=status.value, now=self.ctx.clock.now()
-                )
-            except IllegalTransition:
-                return Outcome.STALE
-            due = DueWork(fresh.id, fresh.next_action_at())
-            self.ctx.store.commit(Commit(aggregates=[fresh], due=[due]))
-            return Outcome.STALE
-
-        return retry_on_conflict(observe_once, exhausted=lambda: Outcome.STALE)
+            observe(self.ctx, attempt_id, generation, kind)
 
     def _reconcile_expired(self, attempt: ExecutionAttempt, now: datetime) -> Outcome:
         """correlation_lookup after an expired dispatched lease: look it up first.
@@ -490,33 +236,4 @@ class Worker:
             attempt.record_reconciled(status=status, now=now, reason_code=reason, receipt=receipt)
         except IllegalTransition:
             return Outcome.SKIPPED
-        return self._settle(attempt, Outcome(status.value))
-
-    def _settle(self, attempt: ExecutionAttempt, outcome: Outcome) -> Outcome:
-        return outcome if self._commit(attempt, due=attempt.next_action_at()) else Outcome.SKIPPED
-
-    def _commit(self, attempt: ExecutionAttempt, *, due: datetime | None,
-                durable: bool = True) -> bool:
-        """Append the attempt's new events with its due-work entry; False on a lost race."""
-        try:
-            self.ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, due)],
-                                         durable=durable))
-        except ConcurrencyConflict:
-            return False
-        return True
-
-    def _drop_stale_due(self, attempt: ExecutionAttempt) -> None:
-        self.ctx.store.commit(Commit(due=[DueWork(attempt.id, None)], durable=False))
-
-
-def _bounded(code: object) -> str:
-    """An executor's reason code if it is a short code, else a generic one (I10)."""
-    if isinstance(code, str) and _REASON_CODE.fullmatch(code):
-        return code
-    return "executor_reason_invalid"
-
-
-def _time(text: str | None) -> datetime:
-    if text is None:
-        raise IllegalTransition("missing timestamp")
-    return parse_utc(text)
+        return settle(self.ctx, attempt, Outcome(status.value))

@@ -36,7 +36,7 @@ from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
-from domain.spec import ProposalSpec, parse_spec, payload_hash, view_hash
+from domain.spec import ProposalSpec, parse_spec, validated_payload_hash, view_hash
 from domain.timeutil import format_utc
 
 MIN_PRESENTATION_TTL = 60
@@ -79,7 +79,7 @@ def _render(ctx: ServiceContext, spec: ProposalSpec) -> tuple[str, str, str]:
     second = ctx.renderer.render(spec)
     if first != second:
         raise NondeterministicRenderer()
-    ph = payload_hash(spec)
+    ph = validated_payload_hash(spec)
     return ph, first, view_hash(ph, ctx.renderer.build, first)
 
 

@@ -198,9 +198,9 @@ def test_the_search_finds_a_leak_when_a_guard_is_removed(
 ) -> None:
     """Prove the search can fail: accept every receipt as safe, and the receipt
     canaries reach the status views, the lists and the audit."""
-    from domain.services import execution
+    from domain.services import dispatch
 
-    monkeypatch.setattr(execution, "validate_receipt", lambda data: dict(data or {}))
+    monkeypatch.setattr(dispatch, "validate_receipt", lambda data: dict(data or {}))
     leaked = run_everything(*canary_ledger, caplog, capsys, strict=False)
     assert "receipt_value" in leaked and "receipt_key" in leaked, leaked
 

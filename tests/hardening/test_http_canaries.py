@@ -209,9 +209,9 @@ def test_the_search_finds_the_echoed_credential_when_the_receipt_rules_are_off(
     http_ledger: tuple[Ledger, Any, Path], caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from domain.services import execution
+    from domain.services import dispatch
 
-    monkeypatch.setattr(execution, "validate_receipt", lambda data: dict(data or {}))
+    monkeypatch.setattr(dispatch, "validate_receipt", lambda data: dict(data or {}))
     outputs, statuses = run_life(*http_ledger, caplog, capsys)
     assert statuses["echo"] == "succeeded"
     assert search(outputs)["authorization"] > 0

@@ -1,0 +1,124 @@
+"""Dispatch: the durable marker before the executor call, and what the
+executor's answer makes of the attempt (SPEC 5.3).
+
+The marker condition-checks every directory record the recheck used, at the
+version used, so the authorization that dispatch relies on is the one in force
+at the marker. The call itself is bounded by its deadline (``deadline.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from domain.attempt import AttemptStatus, ExecutionAttempt
+from domain.directory import DeliveryMode
+from domain.errors import (
+    ConcurrencyConflict,
+    ExecutorNoEffect,
+    ExecutorReceiptUnusable,
+    IllegalTransition,
+    StoreUnavailable,
+)
+from domain.ports import Commit, DueWork, ExecutionReceipt
+from domain.redaction import validate_receipt
+from domain.services.authorization import AuthorizationFailed, TargetDrift
+from domain.services.context import ServiceContext
+from domain.services.read_cache import commit
+from domain.services.recheck import Checked, confirmed_recheck
+from domain.services.results import back_off, bounded, refuse, stored_time
+from domain.services.retry import retry_on_conflict
+from domain.services.worker_policy import Outcome, WorkerPolicy, settle_seconds
+
+Marked = tuple[ExecutionAttempt, Checked, datetime]
+"""The attempt with its marker committed, the passed recheck, the call's deadline."""
+
+
+def mark_dispatch(ctx: ServiceContext, policy: WorkerPolicy, attempt: ExecutionAttempt,
+                  generation: int) -> Marked | Outcome:
+    """Recheck I7 and commit the dispatch marker, or say what happened instead.
+
+    The records the recheck used may come from the read cache or from the
+    versions the approval stored on ``Queued``; if one has moved on since, the
+    marker conflicts, the entries are dropped, and the recheck runs once more
+    on fresh reads under the same lease. A second conflict backs off.
+    """
+    current, fresh = attempt, False
+
+    def mark_once() -> Marked | Outcome:
+        nonlocal current, fresh
+        try:
+            checked = confirmed_recheck(ctx, current, fresh)
+        except AuthorizationFailed as failed:
+            return refuse(ctx, current, generation, failed.reason)
+        except TargetDrift:
+            return refuse(ctx, current, generation, "target_drift")
+        except StoreUnavailable:
+            return back_off(ctx, policy, current, generation, "store_unavailable")
+        now = ctx.clock.now()
+        if checked.spec.expires_at <= now:
+            # The recheck's reads take time: expiry is judged at the marker's own time.
+            return refuse(ctx, current, generation, "spec_expired")
+        deadline = stored_time(current.lease_expires_at) - timedelta(
+            seconds=policy.deadline_margin_seconds
+        )
+        try:
+            current.mark_dispatch(generation=generation, now=now, deadline=deadline,
+                                  settle_seconds=settle_seconds(checked.executor))
+        except IllegalTransition:
+            return Outcome.STALE
+        try:
+            with ctx.tracer.span("ledger.worker.dispatch_marker",
+                                 {"ledger.lease_generation": generation}):
+                commit(ctx.store, ctx.cache, Commit(
+                    aggregates=[current],
+                    read_set=checked.authorization.read_set,
+                    due=[DueWork(current.id, stored_time(current.lease_expires_at))],
+                ))
+        except ConcurrencyConflict as conflict:
+            if conflict.stream_id == current.id:
+                return Outcome.SKIPPED
+            # A directory record changed between the recheck and the marker.
+            latest = ctx.store.get(ExecutionAttempt, current.id)
+            if latest is None or not latest.holds_lease(generation, ctx.clock.now()):
+                return Outcome.SKIPPED
+            current, fresh = latest, True
+            raise
+        return current, checked, deadline
+
+    return retry_on_conflict(
+        mark_once, limit=2,
+        exhausted=lambda: back_off(ctx, policy, current, generation, "directory_changed"),
+    )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an executor call makes of the attempt, to be recorded under the lease."""
+
+    status: AttemptStatus
+    reason: str | None = None
+    receipt: dict[str, Any] | None = None
+
+
+def judge_call(call: Callable[[], ExecutionReceipt], mode: DeliveryMode) -> Answer | None:
+    """Run the call and judge its answer; None when it is ambiguous and the delivery
+    mode leaves it to recovery (a retry with the same key, or a lookup)."""
+    try:
+        answer = call()
+    except ExecutorNoEffect as no_effect:
+        return Answer(AttemptStatus.FAILED_SAFE, bounded(no_effect.reason_code))
+    except ExecutorReceiptUnusable as unusable:
+        # Applied by the provider's word, but nothing safe to store: a human decides.
+        return Answer(AttemptStatus.OUTCOME_UNKNOWN, bounded(unusable.reason_code))
+    except Exception:  # timeout, lost response, deadline, provider error: uncertain
+        if mode is not DeliveryMode.OPERATOR_RECONCILIATION_ONLY:
+            # Recovery retries with the same key, or looks it up, after the lease.
+            return None
+        return Answer(AttemptStatus.OUTCOME_UNKNOWN, "executor_outcome_uncertain")
+    receipt = validate_receipt(answer.data)
+    if receipt is None:
+        return Answer(AttemptStatus.OUTCOME_UNKNOWN, "unsafe_receipt")
+    return Answer(AttemptStatus.SUCCEEDED, receipt=receipt)
