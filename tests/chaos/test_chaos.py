@@ -89,7 +89,7 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
 # Seeds whose schedules (memory) meet a late-landing call with the old rule planted.
 # A schedule depends on every read and commit the actors make (each is a point
 # where the simulation may switch actors), so a change in the reads moves these.
-LATE_EFFECT_SEEDS = (22, 111)
+LATE_EFFECT_SEEDS = (32, 59)
 
 
 @pytest.mark.parametrize("seed", LATE_EFFECT_SEEDS)
@@ -119,7 +119,7 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
 
     # Several seeds, any of which must catch it: a schedule moves with every
     # change in the reads the actors make, and one seed alone breaks too easily.
-    seeds = (112, 297, 331)
+    seeds = (24, 128, 261)
     assert all(run_schedule(seed, "memory").ok for seed in seeds)
 
     def only_observes(self: ExecutionAttempt, *, generation: int, kind: str, now: Any) -> None:
