@@ -269,7 +269,8 @@ def cold_approvals(emulator: Emulator, rounds: int,
     before, after = (statistics.median(r) for r in rates.values())
     rows = [[name, f"{statistics.median(rates[name]):,.1f}",
              f"{statistics.median(rates[name]) / before:.2f}", str(used[name].total),
-             used[name].ops(), f"{cpu[name] / done * 1000:.2f}"] for name in paths]
+             used[name].ops(), f"{used[name].rcu:g}", f"{cpu[name] / done * 1000:.2f}"]
+            for name in paths]
     return rows, {"cold_ratio": after / before}
 
 
