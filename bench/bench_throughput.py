@@ -21,8 +21,8 @@
    cached nothing), before (a ``Query`` per directory record) and after (the
    head index, then one batch of those versions), in alternating rounds.
 
-Run: ``.venv/bin/python bench/bench_throughput.py [--quick] [--sqlite-only]
-[--sqlite-path before|after|both]``.
+Run: ``.venv/bin/python bench/bench_throughput.py [--quick] [--sqlite-only |
+--ministack-only] [--sqlite-path before|after|both]``.
 """
 
 from __future__ import annotations
@@ -192,13 +192,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a small smoke run (seconds); results are not meaningful")
     parser.add_argument("--sqlite-only", action="store_true", help="skip the ministack parts")
+    parser.add_argument("--ministack-only", action="store_true", help="skip the SQLite part")
     parser.add_argument("--sqlite-path", choices=["before", "after", "both"], default="both",
                         help="which SQLite path to measure (default: both, side by side)")
     args = parser.parse_args()
     report = Report("bench_throughput", args.quick)
-    sqlite = sqlite_section(report, args.quick, args.sqlite_path)
-    sqlite_intro = SQLITE_INTRO.format_map(
-        _Missing({k.replace(" ", "_"): v for k, v in sqlite.items()}))
+    sqlite_intro = ""
+    if not args.ministack_only:
+        sqlite = sqlite_section(report, args.quick, args.sqlite_path)
+        sqlite_intro = SQLITE_INTRO.format_map(
+            _Missing({k.replace(" ", "_"): v for k, v in sqlite.items()}))
     if args.sqlite_only:
         report.write(sqlite_intro)
         return
