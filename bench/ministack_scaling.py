@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import statistics
 import threading
 import time
@@ -143,7 +144,10 @@ class Shape:
 def run_shape(url: str, server_pid: int, processes: int, threads: int,
               lifecycles: int) -> Shape:
     ctx = multiprocessing.get_context("fork")
-    ready, go, results = ctx.Barrier(processes + 1), ctx.Barrier(processes + 1), ctx.Queue()
+    # a client that dies breaks the barriers (timeout) instead of hanging the run
+    ready = ctx.Barrier(processes + 1, timeout=300)
+    go = ctx.Barrier(processes + 1, timeout=300)
+    results = ctx.Queue()
     per_thread = max(1, lifecycles // (processes * threads))
     children = [ctx.Process(target=client_process,
                             args=(url, threads, per_thread, ready, go, results))
@@ -154,7 +158,14 @@ def run_shape(url: str, server_pid: int, processes: int, threads: int,
     server0, (all0, idle0) = cpu_seconds(server_pid), machine_seconds()
     start = time.perf_counter()
     go.wait()
-    runs: list[ClientRun] = [results.get(timeout=600) for _ in children]
+    runs: list[ClientRun] = []
+    while len(runs) < len(children):
+        try:
+            runs.append(results.get(timeout=1))
+        except queue.Empty:
+            failed = [c.exitcode for c in children if c.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"a client process failed (exit codes {failed})") from None
     elapsed = time.perf_counter() - start
     server, (all1, idle1) = cpu_seconds(server_pid) - server0, machine_seconds()
     for child in children:
