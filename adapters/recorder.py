@@ -85,6 +85,15 @@ class LedgerRecorder(AggregateRecorder, ABC):
             found.extend(self.select_events(stream_id, gt=version - 1, lte=version))
         return found
 
+    def select_latest_events(self, stream_ids: Sequence[str]) -> list[StoredEvent]:
+        """The newest stored event of each stream; streams without events are left out.
+
+        One read per stream here; a backend with a batched read overrides it."""
+        found: list[StoredEvent] = []
+        for stream_id in dict.fromkeys(stream_ids):
+            found.extend(self.select_events(stream_id, desc=True, limit=1))
+        return found
+
     @abstractmethod
     def make_backend(self) -> Backend:
         """The backend around this recorder (its views, feeds and enumeration)."""

@@ -172,6 +172,18 @@ class LedgerStore:
                 found[(str(event.originator_id), event.originator_version)] = decoded
         return found
 
+    def latest_events(self, stream_ids: Sequence[str]) -> Mapping[str, LedgerEvent]:
+        try:
+            stored = self.recorder.select_latest_events(stream_ids)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+        found: dict[str, LedgerEvent] = {}
+        for event in stored:
+            decoded = self.mapper.to_domain_event(event)
+            if isinstance(decoded, LedgerEvent):
+                found[str(event.originator_id)] = decoded
+        return found
+
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         try:
             return self.recorder.get_lookup(key)

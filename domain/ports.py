@@ -197,6 +197,11 @@ class EventStore(Protocol):
         few requests as the backend allows; a slot with no event is left out."""
         ...
 
+    def latest_events(self, stream_ids: Sequence[str]) -> Mapping[str, LedgerEvent]:
+        """The newest event of each stream, strongly consistent, in as few requests
+        as the backend allows; a stream with no events is left out."""
+        ...
+
     def audit_events(self, stream_id: str) -> tuple[list[LedgerEvent], int | None]:
         """A stream's events in version order, decoded one by one for an audit.
 

@@ -138,24 +138,50 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             (it.stream_pk(stream_id, self.key_prefix), version) for stream_id, version in keys))
         found: list[StoredEvent] = []
         for start in range(0, len(wanted), 100):
-            pending: dict[str, Any] = {self.table_name: {
-                "Keys": [it.event_key(pk, version) for pk, version in wanted[start:start + 100]],
-                "ConsistentRead": True,
-                "ProjectionExpression": "#pk, #sk, #topic, #state",
-                "ExpressionAttributeNames": _EVENT_NAMES,
-            }}
-            for round_number in range(1, self.retrier.max_attempts + 1):
-                answer = self._call(
-                    lambda p=pending: self.client.batch_get_item(RequestItems=p))  # type: ignore[misc]
-                for item in answer.get("Responses", {}).get(self.table_name, []):
-                    found.append(it.stored_event(item, by_pk[item[it.PK]["S"]]))
-                pending = answer.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                self.retrier.sleep(self.retrier.delay(round_number))
-            else:
-                raise DynamoDBUnavailableError("DynamoDB left keys of a BatchGetItem unprocessed")
+            batch = [it.event_key(pk, version) for pk, version in wanted[start:start + 100]]
+            for item in self._batch_get(batch, "#pk, #sk, #topic, #state", _EVENT_NAMES):
+                found.append(it.stored_event(item, by_pk[item[it.PK]["S"]]))
         return found
+
+    def select_latest_events(self, stream_ids: Sequence[str]) -> list[StoredEvent]:
+        """Two consistent ``BatchGetItem``s for up to 100 streams: their head-index
+        entries (each written in the same transaction as the stream's newest
+        event, so it names that event's version), then the events at those
+        versions. A stream without an entry (written before the head index, or
+        never written) is read by a ``Query`` of its own, so an answer that
+        leaves a stream out means it has no events."""
+        if self.key_prefix:  # the head index covers the ledger's own streams only
+            return super().select_latest_events(stream_ids)
+        wanted = list(dict.fromkeys(it.stream_pk(s) for s in stream_ids))
+        versions: dict[str, int] = {}
+        for start in range(0, len(wanted), 100):
+            keys = [it.head_key(s) for s in wanted[start:start + 100]]
+            for item in self._batch_get(keys, "#i, #v", {"#i": it.STREAM_ID, "#v": it.VERSION}):
+                versions[item[it.STREAM_ID]["S"]] = int(item[it.VERSION]["N"])
+        found = {str(e.originator_id): e for e in self.select_events_at(list(versions.items()))}
+        for stream_id in wanted:
+            if stream_id not in found:
+                found.update((stream_id, e) for e in
+                             self.select_events(stream_id, desc=True, limit=1))
+        return [found[s] for s in wanted if s in found]
+
+    def _batch_get(self, keys: list[dict[str, Any]], projection: str,
+                   names: Mapping[str, str]) -> list[dict[str, Any]]:
+        """One consistent ``BatchGetItem`` of at most 100 keys (unprocessed keys asked again)."""
+        pending: dict[str, Any] = {self.table_name: {
+            "Keys": keys, "ConsistentRead": True,
+            "ProjectionExpression": projection, "ExpressionAttributeNames": dict(names),
+        }}
+        found: list[dict[str, Any]] = []
+        for round_number in range(1, self.retrier.max_attempts + 1):
+            answer = self._call(
+                lambda p=pending: self.client.batch_get_item(RequestItems=p))  # type: ignore[misc]
+            found.extend(answer.get("Responses", {}).get(self.table_name, []))
+            pending = answer.get("UnprocessedKeys") or {}
+            if not pending:
+                return found
+            self.retrier.sleep(self.retrier.delay(round_number))
+        raise DynamoDBUnavailableError("DynamoDB left keys of a BatchGetItem unprocessed")
 
     def make_backend(self) -> Backend:
         from adapters.dynamodb.backend import DynamoDBBackend

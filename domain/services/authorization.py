@@ -25,7 +25,12 @@ from domain.directory import (
 )
 from domain.ports import ReadCheck
 from domain.services.context import ServiceContext
-from domain.services.read_cache import DirectorySnapshot, read_directory, read_directory_at
+from domain.services.read_cache import (
+    DirectorySnapshot,
+    read_directory,
+    read_directory_at,
+    read_directory_latest,
+)
 from domain.spec import ProposalSpec
 
 
@@ -88,11 +93,13 @@ def directory_ids(who: Approver, spec: ProposalSpec) -> list[str]:
 class DirectoryReads:
     """Where an authorization gets its records.
 
-    ``fresh``: from the store, always. Otherwise from the read cache, then
-    (with ``pins``, the versions an approval authorized, stored on ``Queued``)
-    from one batched read of exactly those versions, then from the store.
-    A refusal reached on anything but fresh reads is judged again on fresh
-    ones by the caller before it is acted on.
+    ``fresh``: from the store, always, one stream at a time. Otherwise from the
+    read cache, then (with ``pins``, the versions an approval authorized,
+    stored on ``Queued``) from one batched read of exactly those versions, or
+    (without pins) from one batched read of the newest version of every record
+    the cache lacks, then from the store. A refusal reached on anything but
+    fresh reads is judged again on fresh ones by the caller before it is
+    acted on.
     """
 
     def __init__(self, ctx: ServiceContext, *, fresh: bool = True,
@@ -101,11 +108,20 @@ class DirectoryReads:
         self.fresh = fresh or not ctx.cache.enabled
         self.pins = {stream_id: version for stream_id, version in pins or ()}
         self._pinned: Mapping[str, DirectorySnapshot] = {}
+        self._absent: set[str] = set()
 
     def prefetch(self, stream_ids: Sequence[str]) -> None:
-        """Read at once the pinned versions of every record the cache does not
-        hold, or holds at a version older than the approval saw (known stale)."""
-        if self.fresh or not self.pins:
+        """Read at once every record the cache does not hold: with pins, at the
+        pinned versions (and those the cache holds at a version older than the
+        approval saw, known stale); without, at their newest versions."""
+        if self.fresh:
+            return
+        if not self.pins:
+            lacking = [i for i in stream_ids
+                       if not isinstance(self.ctx.cache.get(i), DirectorySnapshot)]
+            if len(lacking) > 1:  # one record is one read either way
+                self._pinned, self._absent = read_directory_latest(
+                    self.ctx.store, self.ctx.cache, lacking)
             return
         missing = [(i, self.pins[i]) for i in stream_ids  # version 0: was untracked
                    if self.pins.get(i, 0) > 0 and _older(self.ctx.cache.get(i), self.pins[i])]
@@ -115,6 +131,8 @@ class DirectoryReads:
         pinned = self._pinned.get(stream_id)
         if pinned is not None:
             return pinned
+        if stream_id in self._absent:
+            return None  # no events at the batched read; the commit checks it is still so
         if not self.fresh and self.pins.get(stream_id) == 0:
             return None  # untracked at approval; the commit checks it still is
         found, _ = read_directory(self.ctx.store, self.ctx.cache, stream_id, fresh=self.fresh)

@@ -184,6 +184,28 @@ def read_directory_at(
     return snapshots
 
 
+def read_directory_latest(
+    store: EventStore, cache: ReadCache, stream_ids: Sequence[str]
+) -> tuple[dict[str, DirectorySnapshot], set[str]]:
+    """The newest version of each record (one batched read), and the ids that have
+    no events. Like :func:`read_directory_at`, the newest event is the record."""
+    if not stream_ids:
+        return {}, set()
+    found = store.latest_events(stream_ids)
+    snapshots: dict[str, DirectorySnapshot] = {}
+    absent: set[str] = set()
+    for stream_id in stream_ids:
+        event = found.get(stream_id)
+        values = getattr(event, "values", None)
+        if event is None:
+            absent.add(stream_id)
+        elif isinstance(values, dict):
+            snapshot = DirectorySnapshot.of(stream_id, event.originator_version, values)
+            snapshots[stream_id] = snapshot
+            cache.put(stream_id, snapshot)
+    return snapshots, absent
+
+
 def read_proposal(store: EventStore, cache: ReadCache, proposal_id: str) -> Proposal | None:
     """A proposal to change and commit (its append is version-checked)."""
     held = cache.get(proposal_id)

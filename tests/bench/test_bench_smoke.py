@@ -16,19 +16,21 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.mark.dynamodb
-def test_protocol_and_rebuild_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None:
+def test_ministack_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
     runs = {  # side by side: each mostly waits for its own emulator
         script: subprocess.Popen(
-            [sys.executable, str(BENCH / script), "--quick"], cwd=BENCH, env=env,
+            [sys.executable, str(BENCH / script), "--quick", *extra], cwd=BENCH, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for script in ("bench_protocol.py", "bench_rebuild.py", "bench_digest.py")
+        for script, extra in (("bench_protocol.py", ()), ("bench_rebuild.py", ()),
+                              ("bench_digest.py", ()),
+                              ("bench_throughput.py", ("--ministack-only",)))
     }
     outputs = {}
     for script, process in runs.items():
         try:
-            out, err = process.communicate(timeout=120)
+            out, err = process.communicate(timeout=240)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -39,7 +41,13 @@ def test_protocol_and_rebuild_benchmarks_run_and_print_their_tables(tmp_path: Pa
     assert "Happy path of one attempt" in out and "| happy | approval |" in out
     assert "Worker reads" in out and "Recovery paths" in out
     assert "On-demand cost per million attempts" in out
+    assert "cold approval requests" in out and "BatchGetItem 2" in out
     assert (tmp_path / "bench_protocol.quick.md").read_text().startswith("# bench_protocol")
+    out = outputs["bench_throughput.py"]
+    assert "Cold approvals per second" in out and "| before: a Query per directory" in out
+    assert "| 1 x 8 |" in out and "| 2 x 4 |" in out  # processes x threads, each forked
+    assert "where the client's CPU goes" in out and "the ledger's own code" in out
+    assert (tmp_path / "bench_throughput.quick.md").exists()
     out = outputs["bench_rebuild.py"]
     assert "SQLite on the repository's disk" in out and "DynamoDB (ministack)" in out
     assert "after: batched rebuild" in out and "before: per-row rebuild" in out

@@ -60,6 +60,11 @@ class ChaosStore:
         self.sim.maybe_read_fault()
         return self.inner.events_at(keys)
 
+    def latest_events(self, stream_ids: Any) -> Any:
+        self.sim.yield_point("read", self.sim.profile.read_switch_rate)
+        self.sim.maybe_read_fault()
+        return self.inner.latest_events(stream_ids)
+
     def due_work(self, now: datetime, limit: int, cursor: str | None = None) -> DuePage:
         self.sim.maybe_read_fault()
         return self.inner.due_work(now, limit, cursor)

@@ -69,7 +69,7 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:PutItem", TABLE_ARN, frozenset({ATTEMPTS, DUE}) | heads(ATTEMPTS)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
-        ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY),
+        ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
     },
     "ProjectorRole": _stream_consumer("ProjectorLogGroup", "ProjectorFailureQueue") | {
         ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
@@ -86,6 +86,7 @@ EXPECTED: dict[str, set[Grant]] = {
          | heads(*ALL_STREAMS)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
+        ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
     },
     # reads attempt and proposal streams; reads and writes delivery records only
     "WebhookRole": _stream_consumer("WebhookLogGroup", "WebhookFailureQueue") | {
@@ -180,18 +181,21 @@ def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> Non
                  "dynamodb:BatchGetItem", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
                  "dynamodb:CreateTable", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLInsert"}
     for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole", "WebhookRole"):
-        allowed = {"dynamodb:BatchGetItem"} if role == "WorkerRole" else set()
+        allowed = {"dynamodb:BatchGetItem"} if role in ("WorkerRole", "ApiRole") else set()
         assert not set(_actions(template["Resources"][role])) & (forbidden - allowed), role
 
 
-def test_the_worker_batch_reads_directory_records_and_nothing_else(
-    template: dict[str, Any]
+@pytest.mark.parametrize("role", ["WorkerRole", "ApiRole"])
+def test_batch_reads_are_of_directory_records_and_their_heads_only(
+    template: dict[str, Any], role: str
 ) -> None:
-    """The recheck's one batched read (the versions stored on Queued) is scoped to
-    directory streams: no proposal, lookup, attempt or view item."""
-    batch = [keys for a, _, keys in grants(template["Resources"]["WorkerRole"])
+    """The recheck's batched read (the versions stored on Queued) and a cold
+    approval's (the head-index entries, then those versions) are scoped to
+    directory streams: no proposal, lookup, attempt or view item, and no head
+    entry of another stream."""
+    batch = [keys for a, _, keys in grants(template["Resources"][role])
              if a == "dynamodb:BatchGetItem"]
-    assert batch == [DIRECTORY]
+    assert batch == [DIRECTORY | heads(*DIRECTORY)]
 
 
 def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(

@@ -1,4 +1,5 @@
-"""Events at exact slots: one consistent BatchGetItem per 100 keys (ministack)."""
+"""Events at exact slots: one consistent BatchGetItem per 100 keys; the newest event
+of each stream: its head-index entry, then that slot (ministack)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from adapters.dynamodb.client import DynamoDBUnavailableError, Retrier
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+from domain.ports import StreamHead
 from tests.support.dynamodb_events import event, new_stream
 from tests.support.dynamodb_fixtures import new_client
 from tests.support.faults import RequestCounter
@@ -94,3 +96,45 @@ def test_keys_left_unprocessed_for_good_make_the_store_unavailable(
     with pytest.raises(DynamoDBUnavailableError):
         recorder.select_events_at([(names[0], 1), (names[0], 2)])
     assert client.calls == 3
+
+
+def write_with_heads(recorder: DynamoDBLedgerRecorder, name: str, versions: int) -> None:
+    """Events written as the ledger writes them: each commit moves the stream's head."""
+    for v in range(1, versions + 1):
+        recorder.insert_events([event(name, v)], heads=[StreamHead(name, v, f"h{v}")])
+
+
+def test_newest_events_come_from_the_head_index_in_two_batches(
+    own_client: Any, dynamodb_table_name: str
+) -> None:
+    recorder = DynamoDBLedgerRecorder(dynamodb_table_name, own_client)
+    names = [new_stream("latest") for _ in range(120)]
+    for n, name in enumerate(names):
+        write_with_heads(recorder, name, 1 + n % 3)
+    counter = RequestCounter(own_client)
+
+    found = recorder.select_latest_events(names)
+
+    # 120 heads: 2 batches of heads, 2 batches of events; no Query
+    assert counter.by_operation == {"BatchGetItem": 4}
+    assert [(e.originator_id, e.originator_version) for e in found] == [
+        (name, 1 + n % 3) for n, name in enumerate(names)]
+    assert all(e.state == event(name, 1 + n % 3).state for n, (e, name)
+               in enumerate(zip(found, names, strict=True)))
+
+
+def test_a_stream_without_a_head_entry_is_read_by_its_own_query(
+    own_client: Any, dynamodb_table_name: str
+) -> None:
+    """Written before the head index (no entry), or never written: a Query each, so
+    a stream left out of the answer really has no events."""
+    recorder = DynamoDBLedgerRecorder(dynamodb_table_name, own_client)
+    indexed, legacy, never = new_stream("idx"), new_stream("legacy"), new_stream("never")
+    write_with_heads(recorder, indexed, 2)
+    recorder.insert_events([event(legacy, 1), event(legacy, 2), event(legacy, 3)])  # no heads
+    counter = RequestCounter(own_client)
+
+    found = recorder.select_latest_events([indexed, legacy, never])
+
+    assert counter.by_operation == {"BatchGetItem": 2, "Query": 2}
+    assert [(e.originator_id, e.originator_version) for e in found] == [(indexed, 2), (legacy, 3)]

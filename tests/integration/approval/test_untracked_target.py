@@ -20,6 +20,7 @@ from domain.ports import Commit
 from domain.proposal import Proposal
 from domain.services.approval import approve
 from domain.services.directory import put_record
+from domain.services.read_cache import ReadCache
 from tests.support.worlds.approval import World
 
 UNTRACKED = "task:99"
@@ -48,11 +49,18 @@ class TargetAppearsBeforeTheClaim:
         return getattr(self.inner, name)
 
 
-def test_a_target_tracked_between_the_read_and_the_claim_is_caught(world: World) -> None:
+@pytest.mark.parametrize("cache", ["warm", "cold"])
+def test_a_target_tracked_between_the_read_and_the_claim_is_caught(
+    world: World, cache: str
+) -> None:
+    """cold: a process that has cached nothing reads every record in one batch,
+    which finds the target absent; the claim still checks it."""
     proposal_id = world.propose(target={"id": UNTRACKED, "base_revision": "r1"})
     token = world.present(proposal_id).token
     store = TargetAppearsBeforeTheClaim(world)
     ctx = replace(world.ctx, store=store)
+    if cache == "cold":
+        ctx = replace(ctx, cache=ReadCache())
 
     with pytest.raises(ProposalConflicted):
         approve(ctx, token=token, provenance=world.who)
@@ -63,7 +71,9 @@ def test_a_target_tracked_between_the_read_and_the_claim_is_caught(world: World)
     assert world.executor_calls() == 0
 
 
-def test_an_untracked_target_that_stays_untracked_is_approved(world: World) -> None:
+@pytest.mark.parametrize("cache", ["warm", "cold"])
+def test_an_untracked_target_that_stays_untracked_is_approved(world: World, cache: str) -> None:
     proposal_id = world.propose(target={"id": UNTRACKED, "base_revision": "r1"})
-    result = approve(world.ctx, token=world.present(proposal_id).token, provenance=world.who)
+    ctx = world.ctx if cache == "warm" else replace(world.ctx, cache=ReadCache())
+    result = approve(ctx, token=world.present(proposal_id).token, provenance=world.who)
     assert result.status == "execution_pending"

@@ -119,3 +119,36 @@ def test_a_lifecycle_meets_the_read_targets_side_by_side_with_the_previous_reads
         # lookup each in memory
         sqlite = isinstance(xworld.store.recorder, SQLiteLedgerRecorder)
         assert cold_worker.consistent == (2 if sqlite else 7)
+
+
+def test_a_cold_approval_reads_the_directory_records_in_two_batches(
+    xworld: ExecutionWorld,
+) -> None:
+    """A process that has cached nothing: on DynamoDB the six directory records
+    are their head-index entries and then those versions, two ``BatchGetItem``s
+    instead of a ``Query`` each; the claim commit checks each at that version."""
+    dynamodb = isinstance(xworld.store.recorder, DynamoDBLedgerRecorder)
+
+    def cold_approval(cache: ReadCache) -> tuple[Counts, str]:
+        token = xworld.present(xworld.propose(
+            capability=MODES[MODE], content={"title": "Buy milk", "simulate": "success"},
+        )).token
+        with counting(xworld) as counts:
+            attempt_id = approve(replace(xworld.ctx, cache=cache), token=token,
+                                 provenance=xworld.who).attempt_id
+        return counts, attempt_id
+
+    before, _ = cold_approval(ReadCache(0))  # the previous reads: a Query per record
+    after, attempt_id = cold_approval(ReadCache())
+    print(f"\n{type(xworld.store.recorder).__name__}: cold approval {dict(before.ops)} -> "
+          f"{dict(after.ops)}")
+    queued = xworld.attempt(attempt_id)
+    assert queued.authorized and len(queued.authorized) == 6
+    assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
+    if dynamodb:
+        # the token lookup, the proposal stream, heads + versions, the claim
+        assert dict(before.ops) == {"GetItem": 1, "Query": 7, "TransactWriteItems": 1}
+        assert dict(after.ops) == {"GetItem": 1, "Query": 1, "BatchGetItem": 2,
+                                   "TransactWriteItems": 1}
+    else:  # one SELECT per record here, as before
+        assert after.reads == before.reads
