@@ -228,6 +228,26 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
                       for row in rows]
         return found
 
+    def select_latest_events(self, stream_ids: Sequence[str]) -> list[StoredEvent]:
+        """The newest event of each stream in ONE ``SELECT`` per hundred streams
+        (SQLite takes a bare column's value from the row that gives ``MAX``), where
+        the default reads one stream per statement: a cold approval reads every
+        directory record it lacks. Streams without events are left out."""
+        if is_pooled(self.datastore):  # the path before: one statement per stream
+            return super().select_latest_events(stream_ids)
+        wanted = list(dict.fromkeys(_text_id(i) for i in stream_ids))
+        found: list[StoredEvent] = []
+        for start in range(0, len(wanted), _CHECKS_PER_SELECT):
+            chunk = wanted[start:start + _CHECKS_PER_SELECT]
+            rows = read(self.datastore,
+                        "SELECT originator_id, MAX(originator_version), topic, state FROM "
+                        f"{self.events_table_name} WHERE originator_id IN "
+                        f"({','.join('?' * len(chunk))}) GROUP BY originator_id", chunk)
+            found += [StoredEvent(originator_id=self.convert_originator_id(row[0]),
+                                  originator_version=row[1], topic=row[2], state=row[3])
+                      for row in rows]
+        return found
+
     def select_notifications(
         self, start: int | None, limit: int, stop: int | None = None,
         topics: Sequence[str] = (), *, inclusive_of_start: bool = True,

@@ -50,3 +50,35 @@ def test_slots_are_read_in_one_select_per_hundred_and_absent_ones_left_out(
     # 153 distinct slots: two SELECTs; the pooled datastore keeps the path before
     assert len(reads) == (len(asked) if pooled else 2)
     recorder.close()
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_the_newest_event_of_each_stream_in_one_select_per_hundred_streams(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "l.db"), pooled=pooled))
+    recorder.create_table()
+    names = [f"actor:{n}" for n in range(150)]
+    for n, name in enumerate(names):  # streams of different lengths: 1..7 events
+        recorder.insert_events([_event(name, v) for v in range(1, n % 7 + 2)])
+    asked = [*names, "actor:never", names[3]]  # one without events, one twice
+    reads: list[str] = []
+    real = sqlite_recorder.read
+
+    def counted(datastore: Any, statement: str, params: Any = ()) -> Any:
+        reads.append(statement)
+        return real(datastore, statement, params)
+
+    monkeypatch.setattr(sqlite_recorder, "read", counted)
+    found = recorder.select_latest_events(asked)
+    monkeypatch.undo()
+
+    newest = {str(e.originator_id): e for e in found}
+    assert len(found) == len(newest) == 150
+    assert {n: e.originator_version for n, e in newest.items()} == {
+        name: n % 7 + 1 for n, name in enumerate(names)}
+    one_by_one = LedgerRecorder.select_latest_events(recorder, asked)
+    assert newest == {str(e.originator_id): e for e in one_by_one}
+    # 151 distinct streams: two SELECTs; the pooled datastore keeps the path before
+    assert len(reads) == (151 if pooled else 2)
+    recorder.close()

@@ -240,12 +240,14 @@ class RequestCounter:
 def recorder_reads(recorder: Any) -> Iterator[Counter[str]]:
     """Count the recorder's reads (one SELECT each on SQLite) while the block runs.
 
-    Events at exact slots count as the reads they take: read slot by slot (the
-    default), each slot's ``select_events``; read in batches (SQLite: one
-    SELECT per hundred slots), one ``select_events_at`` per batch."""
+    Batched reads count as the reads they take: read slot by slot or stream by
+    stream (the defaults), each ``select_events``; read in batches (SQLite: one
+    SELECT per hundred), one ``select_events_at`` / ``select_latest_events`` per
+    batch."""
     counts: Counter[str] = Counter()
     names = ("select_events", "get_lookup")
-    originals = {name: getattr(recorder, name) for name in (*names, "select_events_at")}
+    batched = ("select_events_at", "select_latest_events")
+    originals = {name: getattr(recorder, name) for name in (*names, *batched)}
 
     def counted(name: str) -> Any:
         def read(*args: Any, **kwargs: Any) -> Any:
@@ -253,18 +255,21 @@ def recorder_reads(recorder: Any) -> Iterator[Counter[str]]:
             return originals[name](*args, **kwargs)
         return read
 
-    def read_at(keys: Any) -> Any:
-        before = counts["select_events"]
-        found = originals["select_events_at"](keys)
-        if counts["select_events"] == before:  # not slot by slot: one read per hundred
-            counts["select_events_at"] += -(-len(set(keys)) // 100)
-        return found
+    def batch(name: str) -> Any:
+        def read(keys: Any) -> Any:
+            before = counts["select_events"]
+            found = originals[name](keys)
+            if counts["select_events"] == before:  # not one by one: one read per hundred
+                counts[name] += -(-len(set(keys)) // 100)
+            return found
+        return read
 
     for name in names:
         setattr(recorder, name, counted(name))
-    recorder.select_events_at = read_at
+    for name in batched:
+        setattr(recorder, name, batch(name))
     try:
         yield counts
     finally:
-        for name in (*names, "select_events_at"):
+        for name in (*names, *batched):
             delattr(recorder, name)
