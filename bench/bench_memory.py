@@ -209,8 +209,11 @@ def lifecycles_child(db_path: str, checkpoints: list[int], executors: str) -> No
                               "kind": type(ledger.effects).__name__,
                               "sqlite": sqlite_memory_used(), **memory}), flush=True)
     finally:
-        runtime.stop()
-        ledger.close()
+        # On a loaded machine a loop can still be in a step after stop()'s default
+        # wait; closing the connections under it could crash the process.
+        runtime.stop(timeout=120)
+        if not any(thread.is_alive() for thread in runtime.threads):
+            ledger.close()
 
 
 def embedded_runtime(tmp: Path, checkpoints: list[int], executors: str
@@ -220,7 +223,11 @@ def embedded_runtime(tmp: Path, checkpoints: list[int], executors: str
         out = subprocess.run(
             [sys.executable, __file__, "--child", "lifecycles", str(Path(where) / "l.db"),
              ",".join(map(str, checkpoints)), executors],
-            env=child_env(), cwd=ROOT, capture_output=True, text=True, timeout=900, check=True)
+            env=child_env(PYTHONFAULTHANDLER="1"), cwd=ROOT, capture_output=True, text=True,
+            timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(f"the {executors} child failed ({out.returncode}):\n{out.stdout}"
+                           f"\n{out.stderr[-4000:]}")
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
