@@ -196,6 +196,8 @@ class Ledger:
 
     def close(self) -> None:
         self.registry.close()
+        if isinstance(self.effects, FileEffectLedger):
+            self.effects.close()
         self.store.recorder.close()
 
 

@@ -18,8 +18,10 @@ count the effects of every process.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +45,8 @@ FAKE_CAPABILITIES: dict[str, DeliveryMode] = {
 # without bound; counts of calls stay exact.
 MAX_RECORDS = 100_000
 MAX_SLOW_SECONDS = 86_400
+# The page cache of the file-backed ledger's connection, in KiB.
+CACHE_KIB = 256
 
 
 def fake_build_digest(capability: str) -> str:
@@ -139,37 +143,76 @@ class FileEffectLedger:
 
     Every operation is one short transaction (``BEGIN IMMEDIATE`` for writes),
     so a check-and-apply (``once``) is atomic across processes.
+
+    One connection per process, behind a lock, serves every thread: the worker
+    calls an executor on a fresh thread each time, and a connection per thread
+    meant a new connection, its own page cache and two PRAGMAs per call, with
+    the connections of ended threads freed only when the collector got to them.
+    A forked child opens its own (an SQLite connection must not cross a fork).
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        _FILE_LEDGERS.add(self)
         with self._tx() as db:
             for statement in _SCHEMA:
                 db.execute(statement)
 
-    def _db(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            # It plays a remote provider for development: a commit must survive the
-            # process (WAL does that without a sync); a power cut may lose it.
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """The process's one connection, held under the lock for one operation."""
+        with self._lock:
+            if self._conn is None or self._pid != os.getpid():
+                # After a fork the parent's connection (and the lock's state) belong to
+                # the parent: drop them unclosed and start afresh in this process.
+                self._conn = self._connect()
+                self._pid = os.getpid()
+            yield self._conn
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                             check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        # It plays a remote provider for development: a commit must survive the
+        # process (WAL does that without a sync); a power cut may lose it.
+        db.execute("PRAGMA synchronous=NORMAL")
+        # The connection lives as long as the process and the file only grows: a page
+        # cache of SQLite's default size (2 MiB) would fill up with it. A lookup by key
+        # reads a handful of index pages, so a small cache costs nothing that matters.
+        db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         return db
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        with self._db() as db:
+            return db.execute(sql, args).fetchall()
+
+    def close(self) -> None:
+        """Close this process's connection (the next operation opens a new one)."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def _forget_after_fork(self) -> None:
+        # A thread of the parent may have held the lock at the fork; that thread
+        # does not exist here, so the child starts with a fresh lock.
+        self._lock = threading.RLock()
+        self._conn = None
 
     def record_call(self, capability: str, key: str) -> None:
         with self._tx() as db:
@@ -192,38 +235,47 @@ class FileEffectLedger:
         return receipt
 
     def first(self, key: str) -> dict[str, Any] | None:
-        row = self._db().execute("SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1",
-                                 (key,)).fetchone()
-        return None if row is None else dict(json.loads(row[0]))
+        rows = self._rows("SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1",
+                          (key,))
+        return dict(json.loads(rows[0][0])) if rows else None
 
     def effect_count(self, key: str) -> int:
-        return int(self._db().execute("SELECT COUNT(*) FROM effects WHERE key = ?",
-                                      (key,)).fetchone()[0])
+        return int(self._rows("SELECT COUNT(*) FROM effects WHERE key = ?", (key,))[0][0])
 
     def max_effects_per_key(self) -> int:
-        row = self._db().execute(
-            "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM effects GROUP BY key)"
-        ).fetchone()
-        return int(row[0])
+        rows = self._rows(
+            "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM effects GROUP BY key)")
+        return int(rows[0][0])
 
     def call_count(self) -> int:
-        return int(self._db().execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        return int(self._rows("SELECT COUNT(*) FROM calls")[0][0])
 
     @property
     def calls(self) -> list[tuple[str, str]]:
-        rows = self._db().execute("SELECT capability, key FROM calls ORDER BY seq").fetchall()
+        rows = self._rows("SELECT capability, key FROM calls ORDER BY seq")
         return [(str(c), str(k)) for c, k in rows]
 
     @property
     def lookups(self) -> list[str]:
-        return [str(k) for (k,) in self._db().execute("SELECT key FROM lookups ORDER BY seq")]
+        return [str(k) for (k,) in self._rows("SELECT key FROM lookups ORDER BY seq")]
 
     @property
     def effects(self) -> dict[str, list[dict[str, Any]]]:
         found: dict[str, list[dict[str, Any]]] = {}
-        for key, receipt in self._db().execute("SELECT key, receipt FROM effects ORDER BY seq"):
+        for key, receipt in self._rows("SELECT key, receipt FROM effects ORDER BY seq"):
             found.setdefault(str(key), []).append(json.loads(receipt))
         return found
+
+
+_FILE_LEDGERS: weakref.WeakSet[FileEffectLedger] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for ledger in list(_FILE_LEDGERS):
+        ledger._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _simulate(request: ExecutionRequest) -> str:
