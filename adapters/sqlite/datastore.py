@@ -210,12 +210,20 @@ class LedgerDatastore(SQLiteDatastore):
                 raise persistence_error(exc) from exc
 
     def close(self) -> None:
+        """Close this thread's connection and those of finished threads. A thread
+        still running (a worker whose executor call outlived the shutdown's wait)
+        may be inside a statement on its connection, and closing a connection under
+        a running statement from another thread can crash the process; that one is
+        closed by its own thread when it lets go of it (its next use opens a fresh
+        connection, so a late result is still recorded, or the thread ends)."""
+        me = threading.current_thread()
         with self._registry_lock:
             self._generation += 1
-            connections = [entry[1] for entry in self._connections.values()]
+            entries = list(self._connections.values())
             self._connections.clear()
-        for connection in connections:
-            connection.close()
+        for thread, connection in entries:
+            if self.memory or thread is me or not thread.is_alive():
+                connection.close()
         super().close()
 
 

@@ -212,3 +212,40 @@ def test_every_new_connection_takes_the_synchronous_level_given(tmp_path: Path) 
     assert datastore.read("PRAGMA synchronous")[0][0] == 1  # NORMAL
     assert box["result"][0][0] == 1  # type: ignore[index]
     datastore.close()
+
+
+def test_close_leaves_a_running_threads_connection_to_that_thread(tmp_path: Path) -> None:
+    """Shutdown closes the store while a worker may still be inside a statement
+    (its executor call outlived the wait): closing that thread's connection from
+    here could crash the process. It stays open for its thread, whose next use
+    opens a fresh connection (a late result is still recorded)."""
+    recorder = _recorder(str(tmp_path / "ledger.db"))
+    datastore = recorder.datastore
+    assert isinstance(datastore, LedgerDatastore)
+    stream = new_stream_id()
+    recorder.insert_events([StoredEvent(stream, 1, "topic", b"{}")])
+    connected, closed = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def worker() -> int:
+        recorder.select_events(stream)
+        seen["connection"] = datastore._local.connection[2]
+        connected.set()
+        assert closed.wait(JOIN_SECONDS)
+        # still usable by its own thread: closing it here would raise
+        seen["old_still_open"] = seen["connection"]._sqlite_conn.execute("SELECT 1").fetchone()[0]
+        recorder.insert_events([StoredEvent(stream, 2, "topic", b"{}")])  # a late result
+        return len(recorder.select_events(stream))
+
+    thread, box = _in_thread(worker)
+    assert connected.wait(JOIN_SECONDS)
+    recorder.select_events(stream)  # this thread's own connection: closed by close()
+    mine = datastore._local.connection[2]
+    recorder.close()
+    closed.set()
+    thread.join(JOIN_SECONDS)
+    assert box == {"result": 2}, box
+    assert seen["old_still_open"] == 1
+    with pytest.raises(Exception, match="closed"):
+        mine._sqlite_conn.execute("SELECT 1")
+    recorder.close()
