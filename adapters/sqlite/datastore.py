@@ -45,6 +45,8 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
+from adapters.sqlite.durability import Synchronous, set_synchronous
+
 SOFT_HEAP_LIMIT_BYTES = 48 * 1024 * 1024
 """SQLite's memory in one process, all connections together (soft: caches shrink past it)."""
 
@@ -166,6 +168,13 @@ class LedgerDatastore(SQLiteDatastore):
         with self._registry_lock:
             return len(self._connections)
 
+    def own_connection(self) -> SQLiteConnection | None:
+        """This thread's own connection (opened if needed), or None where
+        connections are shared (the library's pool, an in-memory database)."""
+        if self.pooled or self.memory:
+            return None
+        return self._thread_connection()
+
     @contextmanager
     def get_connection(self, *, commit: bool) -> Iterator[SQLiteConnection]:
         if self.pooled:
@@ -182,8 +191,17 @@ class LedgerDatastore(SQLiteDatastore):
     # -- transactions and reads ---------------------------------------------------
 
     @contextmanager
-    def transaction(self, *, commit: bool) -> Iterator[SQLiteCursor]:
-        """A write transaction starts with ``BEGIN IMMEDIATE``; a read one with ``BEGIN``."""
+    def transaction(self, *, commit: bool,
+                    synchronous: Synchronous | None = None) -> Iterator[SQLiteCursor]:
+        """A write transaction starts with ``BEGIN IMMEDIATE``; a read one with ``BEGIN``.
+
+        A write on this thread's own connection commits at ``synchronous`` (the
+        datastore's level when not given), set before the write lock is taken."""
+        level = synchronous or self.synchronous
+        if commit and level is not None:
+            own = self.own_connection()
+            if own is not None:
+                set_synchronous(own, level)  # type: ignore[arg-type]
         kind = ImmediateTransaction if commit else SQLiteTransaction
         with (
             self.get_connection(commit=commit) as connection,

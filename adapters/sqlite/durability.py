@@ -79,3 +79,17 @@ def synchronous_for(connection: SQLiteConnection, level: Synchronous,
         yield
     finally:
         connection.cursor().execute(f"PRAGMA synchronous={default}")
+
+
+def set_synchronous(connection: SQLiteConnection, level: Synchronous) -> None:
+    """Leave ``connection`` at ``level`` for its next commit, with a statement
+    only when its level changes (the level set last is kept on the connection).
+
+    For a connection owned by one thread: it runs before the write lock is
+    taken, so the lock is held for the transaction's own statements only (each
+    statement gives up the GIL, and winning it back from callers running
+    Python is what stretches a lock holder's time as callers are added)."""
+    if getattr(connection, "ledger_synchronous", None) != level:
+        connection.cursor().execute(f"PRAGMA synchronous={level}")
+        connection.ledger_synchronous = level  # type: ignore[attr-defined]
+

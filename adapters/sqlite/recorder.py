@@ -106,6 +106,11 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         """One ``BEGIN IMMEDIATE`` transaction; ``durable`` fsyncs the WAL at its
         commit (and with it every earlier commit)."""
         level: Synchronous = "FULL" if durable else self.synchronous
+        if isinstance(self.datastore, LedgerDatastore) and self.datastore.own_connection():
+            # the level set before the write lock is taken, and left for the next
+            with self.datastore.transaction(commit=True, synchronous=level) as cursor:
+                yield cursor
+            return
         with (
             self.datastore.get_connection(commit=True) as connection,
             synchronous_for(connection, level, self.synchronous),

@@ -249,3 +249,40 @@ def test_close_leaves_a_running_threads_connection_to_that_thread(tmp_path: Path
     with pytest.raises(Exception, match="closed"):
         mine._sqlite_conn.execute("SELECT 1")
     recorder.close()
+
+
+def test_each_commit_runs_at_its_own_level_set_outside_the_write_lock(tmp_path: Path) -> None:
+    """Durable commits fsync (``synchronous=FULL``), every other write runs at the
+    store's NORMAL; a connection keeps the level set last, so a run of durable
+    commits sets it once, and it is set before the write lock is taken (the
+    lock is held for the transaction's own statements only)."""
+    recorder = _recorder(str(tmp_path / "ledger.db"))
+    datastore = recorder.datastore
+    assert isinstance(datastore, LedgerDatastore)
+    stream = new_stream_id()
+    seen: list[tuple[str, bool]] = []  # (statement, write lock held by this thread)
+    level_at_write: list[int] = []
+    connection = datastore.own_connection()
+    assert connection is not None
+    connection._sqlite_conn.set_trace_callback(
+        lambda sql: seen.append((sql, datastore._write_lock._is_owned())))  # type: ignore[attr-defined]
+
+    def pragmas() -> list[tuple[str, bool]]:
+        found = [s for s in seen if s[0].startswith("PRAGMA synchronous")]
+        seen.clear()
+        return found
+
+    for version in (1, 2, 3):  # three durable commits in a row: one switch
+        recorder.insert_events([StoredEvent(stream, version, "topic", b"{}")], durable=True)
+    assert pragmas() == [("PRAGMA synchronous=FULL", False)]
+    with datastore.transaction(commit=True) as c:  # a view write: the store's level
+        c.execute("SELECT 1")
+        level_at_write.append(connection._sqlite_conn.execute("PRAGMA synchronous").fetchone()[0])
+    assert pragmas()[0] == ("PRAGMA synchronous=NORMAL", False)
+    recorder.insert_events([StoredEvent(stream, 4, "topic", b"{}")], durable=False)
+    assert pragmas() == []  # already NORMAL
+    recorder.insert_events([StoredEvent(stream, 5, "topic", b"{}")], durable=True)
+    assert pragmas() == [("PRAGMA synchronous=FULL", False)]
+    assert level_at_write == [1]  # NORMAL
+    assert recorder.durable_commits.count == 4
+    recorder.close()
