@@ -166,6 +166,15 @@ def sqlite_section(report: Report, quick: bool, only: str) -> dict[str, float]:
                   "ratio", "CPU ms/lifecycle, 1 caller",
                   f"CPU ms/lifecycle, {embedded_callers.CALLERS} callers", "CPU ratio"],
                  rows, align="llrrrrrr")
+    if only in ("both", "after"):
+        prows, pfig = embedded_callers.processes_side_by_side(rounds, total)
+        report.table(f"SQLite (path after): 1 vs {embedded_callers.CALLERS} callers as "
+                     "threads of one process and as processes of their own, alternating",
+                     ["file system", "callers", "1 caller", f"{embedded_callers.CALLERS} callers",
+                      "ratio", "CPU ms/lifecycle, 1 caller",
+                      f"CPU ms/lifecycle, {embedded_callers.CALLERS} callers"],
+                     prows, align="llrrrrr")
+        figures.update(pfig)
     with tempfile.TemporaryDirectory(dir=ROOT, prefix="bench-count-") as tmp:
         counted, found = embedded_callers.statement_rows(tmp)
     report.table("SQLite: statements per lifecycle (trace callback on every connection)",
@@ -277,6 +286,24 @@ write lock is held for about a tenth of the run. On a machine loaded by other
 work (load average above) a lone caller is starved of CPU and several callers
 win a larger share of the scheduler, so the rate ratio flatters both paths;
 the CPU per lifecycle is the figure the load moves least.
+
+**What bounds the threads ({callers} callers as threads of one process: {disk_threads:.2f}x on
+disk, {RAM_threads:.2f}x in RAM; as processes of their own: {disk_processes:.2f}x and
+{RAM_processes:.2f}x, in the same alternating rounds).** One caller already keeps
+{disk_threads_busy:.2f} of a core busy running Python on disk and {RAM_threads_busy:.2f} in RAM
+(rate x CPU per lifecycle). The GIL lets one thread of a process run Python at a
+time, so threads added to that process cannot add CPU: the best they can do is
+1.0x, and what they cost pushes the ratio under it: each SQLite statement gives up
+the GIL and must win it back from callers running Python (the CPU per lifecycle
+rises with the callers; the write lock covers only a transaction's own
+statements, its level set before it). Callers in processes of their own share
+the file through WAL and can use the second core (as `ledger serve` and
+`ledger worker` run side by side); their writes still take the file's one
+write lock in turn, waiting in SQLite's busy handler, which sleeps, instead of
+on a Python lock, and on disk each durable commit holds that lock through its
+fsync, so the disk rows are bound by the commits one after another. What would
+lift both: fewer statements and fsyncs per lifecycle, or one writer committing
+several callers' writes in one transaction and one fsync (group commit).
 """.replace("{callers}", str(embedded_callers.CALLERS))
 
 INTRO = """

@@ -124,6 +124,71 @@ def callers_side_by_side(rounds: int, total: int) -> tuple[list[list[Any]], dict
     return rows, figures
 
 
+def processes_side_by_side(rounds: int, total: int) -> tuple[list[list[Any]], dict[str, float]]:
+    """The same lifecycles as ``callers_side_by_side`` (the path after), with 1 and
+    with ``CALLERS`` callers each in a process of its own (forked after the
+    directory is seeded; each opens its own connections to the one file),
+    alternating with the threads of one process. Rows: file system, callers,
+    1/s, N/s, ratio, CPU ms per lifecycle (all processes) with 1 and with N."""
+    import multiprocessing
+    import resource
+
+    fork = multiprocessing.get_context("fork")
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def in_processes(op: Callable[[int], None], callers: int) -> tuple[float, float]:
+        per = total // callers
+        go = fork.Event()
+
+        def child(t: int) -> None:
+            go.wait()
+            for _ in range(per):
+                op(t)
+
+        procs = [fork.Process(target=child, args=(t,)) for t in range(callers)]
+        for proc in procs:
+            proc.start()
+        cpu, start = children_cpu(), time.perf_counter()
+        go.set()
+        for proc in procs:
+            proc.join()
+            assert proc.exitcode == 0, proc.exitcode
+        done = callers * per
+        return done / (time.perf_counter() - start), (children_cpu() - cpu) / done * 1000
+
+    rows: list[list[Any]] = []
+    figures: dict[str, float] = {}
+    shm = Path("/dev/shm")
+    for fs, where in (("disk", ROOT), ("RAM", shm if shm.is_dir() else ROOT)):
+        with tempfile.TemporaryDirectory(dir=where, prefix="bench-procs-") as tmp:
+            life = Lifecycle(sqlite_store(f"{tmp}/after.db", pooled=False), actors=CALLERS)
+            workers = [life.worker() for _ in range(CALLERS)]
+            op = _op(life, workers)
+            rate(CALLERS, CALLERS, op)  # warm-up
+            found: dict[tuple[str, int], list[tuple[float, float]]] = {}
+            for _ in range(rounds):  # alternate, so that noise hits both alike
+                for callers in (1, CALLERS):
+                    found.setdefault(("threads", callers), []).append(rate(callers, total, op))
+                    found.setdefault(("processes", callers), []).append(
+                        in_processes(op, callers))
+            for kind in ("threads", "processes"):
+                one = statistics.median(r for r, _ in found[(kind, 1)])
+                many = statistics.median(r for r, _ in found[(kind, CALLERS)])
+                cpu_one = statistics.median(c for _, c in found[(kind, 1)])
+                cpu_many = statistics.median(c for _, c in found[(kind, CALLERS)])
+                label = ("threads of one process" if kind == "threads"
+                         else "one process each (forked)")
+                rows.append([fs, label, f"{one:,.0f}", f"{many:,.0f}", f"{many / one:.2f}",
+                             f"{cpu_one:.1f}", f"{cpu_many:.1f}"])
+                figures[f"{fs} {kind}"] = many / one
+                figures[f"{fs} {kind} busy"] = one * cpu_one / 1000
+            life.store.recorder.close()
+    return rows, figures
+
+
 def _op(life: Lifecycle, workers: list[Any]) -> Callable[[int], None]:
     def op(t: int) -> None:
         outcome = life.run(t, workers[t])

@@ -78,6 +78,8 @@ def test_sqlite_callers_benchmark_prints_both_paths_side_by_side(tmp_path: Path)
     assert "SQLite: lifecycles per second, 1 vs 4 callers" in done.stdout
     assert "| disk | before |" in done.stdout and "| RAM | after |" in done.stdout
     assert "SQLite: statements per lifecycle" in done.stdout
+    assert "| RAM | one process each (forked) |" in done.stdout
+    assert "What bounds the threads" in done.stdout
     assert (tmp_path / "bench_throughput.quick.md").exists()
 
 
