@@ -19,6 +19,19 @@ def _event(stream: str, version: int) -> StoredEvent:
                        state=f"{stream}@{version}".encode())
 
 
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement the recorder reads through ``read`` from now on."""
+    reads: list[str] = []
+    real = sqlite_recorder.read
+
+    def counted(datastore: Any, statement: str, params: Any = ()) -> Any:
+        reads.append(statement)
+        return real(datastore, statement, params)
+
+    monkeypatch.setattr(sqlite_recorder, "read", counted)
+    return reads
+
+
 @pytest.mark.parametrize("pooled", [False, True])
 def test_slots_are_read_in_one_select_per_hundred_and_absent_ones_left_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
@@ -30,14 +43,7 @@ def test_slots_are_read_in_one_select_per_hundred_and_absent_ones_left_out(
         recorder.insert_events([_event(name, v) for v in range(1, 51)])
     wanted = [(name, v) for name in names for v in range(1, 51)]  # 150 present
     asked = [*wanted, (names[0], 51), ("actor:never", 1), (names[1], 7)]  # 2 absent, 1 twice
-    reads: list[str] = []
-    real = sqlite_recorder.read
-
-    def counted(datastore: Any, statement: str, params: Any = ()) -> Any:
-        reads.append(statement)
-        return real(datastore, statement, params)
-
-    monkeypatch.setattr(sqlite_recorder, "read", counted)
+    reads = _count_reads(monkeypatch)
     found = recorder.select_events_at(asked)
     monkeypatch.undo()
 
@@ -62,14 +68,7 @@ def test_the_newest_event_of_each_stream_in_one_select_per_hundred_streams(
     for n, name in enumerate(names):  # streams of different lengths: 1..7 events
         recorder.insert_events([_event(name, v) for v in range(1, n % 7 + 2)])
     asked = [*names, "actor:never", names[3]]  # one without events, one twice
-    reads: list[str] = []
-    real = sqlite_recorder.read
-
-    def counted(datastore: Any, statement: str, params: Any = ()) -> Any:
-        reads.append(statement)
-        return real(datastore, statement, params)
-
-    monkeypatch.setattr(sqlite_recorder, "read", counted)
+    reads = _count_reads(monkeypatch)
     found = recorder.select_latest_events(asked)
     monkeypatch.undo()
 
