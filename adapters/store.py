@@ -13,9 +13,9 @@ test_presentation_bounds.py); through the HTTP API its body is at most 64 KiB.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from eventsourcing.domain import CanMutateAggregate
 from eventsourcing.persistence import (
@@ -161,28 +161,22 @@ class LedgerStore:
     def events_at(
         self, keys: Sequence[tuple[str, int]]
     ) -> Mapping[tuple[str, int], LedgerEvent]:
-        try:
-            stored = self.recorder.select_events_at(keys)
-        except PersistenceError as exc:
-            raise StoreUnavailable() from exc
-        found: dict[tuple[str, int], LedgerEvent] = {}
-        for event in stored:
-            decoded = self.mapper.to_domain_event(event)
-            if isinstance(decoded, LedgerEvent):
-                found[(str(event.originator_id), event.originator_version)] = decoded
-        return found
+        return {(str(e.originator_id), e.originator_version): e
+                for e in self._decoded(self.recorder.select_events_at, keys)}
 
     def latest_events(self, stream_ids: Sequence[str]) -> Mapping[str, LedgerEvent]:
+        return {str(e.originator_id): e
+                for e in self._decoded(self.recorder.select_latest_events, stream_ids)}
+
+    def _decoded(self, select: Callable[[Any], Sequence[StoredEvent]],
+                 asked: Any) -> list[LedgerEvent]:
+        """The ledger events of one batched recorder read, decoded."""
         try:
-            stored = self.recorder.select_latest_events(stream_ids)
+            stored = select(asked)
         except PersistenceError as exc:
             raise StoreUnavailable() from exc
-        found: dict[str, LedgerEvent] = {}
-        for event in stored:
-            decoded = self.mapper.to_domain_event(event)
-            if isinstance(decoded, LedgerEvent):
-                found[str(event.originator_id)] = decoded
-        return found
+        decoded = [self.mapper.to_domain_event(event) for event in stored]
+        return [event for event in decoded if isinstance(event, LedgerEvent)]
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
         try:

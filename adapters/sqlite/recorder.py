@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import Notification, StoredEvent
@@ -55,6 +55,7 @@ def open_datastore(path: str, *, lock_timeout: int = 10, pooled: bool = False,
 
 
 _CHECKS_PER_SELECT = 100
+_T = TypeVar("_T")
 
 
 def _text_id(originator_id: Any) -> str:
@@ -219,19 +220,13 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         its attempt's approval authorized. Absent slots are left out."""
         if is_pooled(self.datastore):  # the path before: one statement per slot
             return super().select_events_at(keys)
-        wanted = list(dict.fromkeys((_text_id(i), v) for i, v in keys))
-        found: list[StoredEvent] = []
-        for start in range(0, len(wanted), _CHECKS_PER_SELECT):  # SQLite's expression depth
-            chunk = wanted[start:start + _CHECKS_PER_SELECT]
+        def slots(chunk: list[tuple[str, int]]) -> tuple[str, list[Any]]:
             where = " OR ".join(["(originator_id=? AND originator_version=?)"] * len(chunk))
-            rows = read(self.datastore,
-                        "SELECT originator_id, originator_version, topic, state FROM "
-                        f"{self.events_table_name} WHERE {where}",
-                        [v for pair in chunk for v in pair])
-            found += [StoredEvent(originator_id=self.convert_originator_id(row[0]),
-                                  originator_version=row[1], topic=row[2], state=row[3])
-                      for row in rows]
-        return found
+            return (f"SELECT originator_id, originator_version, topic, state FROM "
+                    f"{self.events_table_name} WHERE {where}", [v for p in chunk for v in p])
+
+        return self._events_in_chunks(list(dict.fromkeys((_text_id(i), v) for i, v in keys)),
+                                      slots)
 
     def select_latest_events(self, stream_ids: Sequence[str]) -> list[StoredEvent]:
         """The newest event of each stream in ONE ``SELECT`` per hundred streams
@@ -240,17 +235,25 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         directory record it lacks. Streams without events are left out."""
         if is_pooled(self.datastore):  # the path before: one statement per stream
             return super().select_latest_events(stream_ids)
-        wanted = list(dict.fromkeys(_text_id(i) for i in stream_ids))
+        def newest(chunk: list[str]) -> tuple[str, list[Any]]:
+            return (f"SELECT originator_id, MAX(originator_version), topic, state FROM "
+                    f"{self.events_table_name} WHERE originator_id IN "
+                    f"({','.join('?' * len(chunk))}) GROUP BY originator_id", chunk)
+
+        return self._events_in_chunks(list(dict.fromkeys(_text_id(i) for i in stream_ids)),
+                                      newest)
+
+    def _events_in_chunks(self, wanted: list[_T],
+                          query: Callable[[list[_T]], tuple[str, list[Any]]]
+                          ) -> list[StoredEvent]:
+        """The events of one ``SELECT`` per hundred of ``wanted`` (SQLite's expression
+        depth), each row (stream id, version, topic, state)."""
         found: list[StoredEvent] = []
         for start in range(0, len(wanted), _CHECKS_PER_SELECT):
-            chunk = wanted[start:start + _CHECKS_PER_SELECT]
-            rows = read(self.datastore,
-                        "SELECT originator_id, MAX(originator_version), topic, state FROM "
-                        f"{self.events_table_name} WHERE originator_id IN "
-                        f"({','.join('?' * len(chunk))}) GROUP BY originator_id", chunk)
+            statement, params = query(wanted[start:start + _CHECKS_PER_SELECT])
             found += [StoredEvent(originator_id=self.convert_originator_id(row[0]),
                                   originator_version=row[1], topic=row[2], state=row[3])
-                      for row in rows]
+                      for row in read(self.datastore, statement, params)]
         return found
 
     def select_notifications(

@@ -174,13 +174,7 @@ def read_directory_at(
     found = store.events_at(pins)
     snapshots: dict[str, DirectorySnapshot] = {}
     for stream_id, version in pins:
-        event = found.get((stream_id, version))
-        values = getattr(event, "values", None)
-        if event is None or not isinstance(values, dict):
-            continue
-        snapshot = DirectorySnapshot.of(stream_id, version, values)
-        snapshots[stream_id] = snapshot
-        cache.put(stream_id, snapshot)
+        _remember(cache, snapshots, stream_id, found.get((stream_id, version)))
     return snapshots
 
 
@@ -193,17 +187,20 @@ def read_directory_latest(
         return {}, set()
     found = store.latest_events(stream_ids)
     snapshots: dict[str, DirectorySnapshot] = {}
-    absent: set[str] = set()
     for stream_id in stream_ids:
-        event = found.get(stream_id)
-        values = getattr(event, "values", None)
-        if event is None:
-            absent.add(stream_id)
-        elif isinstance(values, dict):
-            snapshot = DirectorySnapshot.of(stream_id, event.originator_version, values)
-            snapshots[stream_id] = snapshot
-            cache.put(stream_id, snapshot)
-    return snapshots, absent
+        _remember(cache, snapshots, stream_id, found.get(stream_id))
+    return snapshots, {i for i in stream_ids if i not in found}
+
+
+def _remember(cache: ReadCache, snapshots: dict[str, DirectorySnapshot], stream_id: str,
+              event: LedgerEvent | None) -> None:
+    """A directory event read in a batch, as the record's snapshot (kept in the cache)."""
+    values = getattr(event, "values", None)
+    if event is None or not isinstance(values, dict):
+        return
+    snapshot = DirectorySnapshot.of(stream_id, event.originator_version, values)
+    snapshots[stream_id] = snapshot
+    cache.put(stream_id, snapshot)
 
 
 def read_proposal(store: EventStore, cache: ReadCache, proposal_id: str) -> Proposal | None:
