@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from eventsourcing.persistence import (
     DatetimeAsISO,
@@ -59,6 +59,14 @@ def make_library_mapper() -> Mapper[str]:
     return Mapper(transcoder=transcoder)
 
 
+def _is_event_body(body: Any) -> TypeGuard[dict[str, Any]]:
+    """A decoded canonical state has the shape of an event body: exactly its keys,
+    its data an object without header fields, its time a string."""
+    return (type(body) is dict and body.keys() == BODY_KEYS
+            and type(body["data"]) is dict and type(body["timestamp"]) is str
+            and HEADER_KEYS.isdisjoint(body["data"]))
+
+
 class LedgerMapper(Mapper[str]):
     """Writes canonical bodies; reads canonical bodies and the library's form."""
 
@@ -84,10 +92,7 @@ class LedgerMapper(Mapper[str]):
             return self.library.to_domain_event(stored_event)
         cls = resolve_topic(stored_event.topic)
         body = _decode(state.decode("utf-8"))
-        if (type(body) is not dict or body.keys() != BODY_KEYS
-                or type(body["data"]) is not dict or type(body["timestamp"]) is not str
-                or not HEADER_KEYS.isdisjoint(body["data"])
-                or not issubclass(cls, LedgerEvent)):
+        if not _is_event_body(body) or not issubclass(cls, LedgerEvent):
             raise StateMismatch(
                 f"the stored state of {stored_event.originator_id} version "
                 f"{stored_event.originator_version} is not an event body")
@@ -121,9 +126,7 @@ def canonical_body(stored_event: StoredEvent, event_type: str) -> dict[str, Any]
     try:
         text = state.decode("utf-8")
         body, end = _scan(text, 0)  # one scan: a canonical body has no whitespace
-        if (end != len(text) or type(body) is not dict or body.keys() != BODY_KEYS
-                or type(body["data"]) is not dict or type(body["timestamp"]) is not str
-                or not HEADER_KEYS.isdisjoint(body["data"])
+        if (end != len(text) or not _is_event_body(body)
                 or body["stream"] != stored_event.originator_id
                 or body["version"] != stored_event.originator_version
                 or body["type"] != event_type):
