@@ -156,7 +156,6 @@ class FileEffectLedger:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
-        self._pid = 0
         _FILE_LEDGERS.add(self)
         with self._tx() as db:
             for statement in _SCHEMA:
@@ -166,11 +165,8 @@ class FileEffectLedger:
     def _db(self) -> Iterator[sqlite3.Connection]:
         """The process's one connection, held under the lock for one operation."""
         with self._lock:
-            if self._conn is None or self._pid != os.getpid():
-                # After a fork the parent's connection (and the lock's state) belong to
-                # the parent: drop them unclosed and start afresh in this process.
+            if self._conn is None:
                 self._conn = self._connect()
-                self._pid = os.getpid()
             yield self._conn
 
     def _connect(self) -> sqlite3.Connection:
@@ -204,13 +200,14 @@ class FileEffectLedger:
     def close(self) -> None:
         """Close this process's connection (the next operation opens a new one)."""
         with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
+            if self._conn is not None:
                 self._conn.close()
             self._conn = None
 
     def _forget_after_fork(self) -> None:
-        # A thread of the parent may have held the lock at the fork; that thread
-        # does not exist here, so the child starts with a fresh lock.
+        # The parent's connection belongs to the parent: dropped unclosed. A thread
+        # of the parent may have held the lock at the fork; that thread does not
+        # exist here, so the child starts with a fresh lock.
         self._lock = threading.RLock()
         self._conn = None
 
