@@ -26,7 +26,7 @@ from eventsourcing.utils import get_topic
 from domain.attempt import AttemptStatus, ExecutionAttempt
 from domain.directory import DeliveryMode
 from projections.ports import ViewRecord
-from projections.status import STATUS_VIEW, status_list_key
+from projections.status import status_row, status_view
 
 REQUIRED: dict[str, frozenset[str]] = {
     "Queued": frozenset({
@@ -128,35 +128,12 @@ def fold_status(stream_id: str, events: Iterable[tuple[str, dict[str, Any]]],
     if version == 0:
         return None
     assert delivery_mode is not None
-    view: dict[str, Any] = {
-        "attempt_id": stream_id,
-        "proposal_id": proposal_id,
-        "proposal_version": proposal_version,
-        "status": status,
-        "revision": version,
-        "delivery_mode": delivery_mode,
-        "created_at": created_at,
-        "updated_at": updated_at,
-        "lease_generation": lease_generation,
-    }
-    # the rest as projections.status.status_record writes it
-    try:
-        if dispatch_started_at is not None:
-            view["dispatch_started_at"] = dispatch_started_at
-        if result is not None:
-            shown: dict[str, Any] = {"kind": result["kind"]}
-            if "reason_code" in result:
-                shown["reason_code"] = result["reason_code"]
-            if result.get("receipt"):
-                shown["receipt"] = dict(result["receipt"])
-            view["result"] = shown
-        if resolution is not None:
-            view["resolution"] = resolution
+    try:  # a value status_view cannot show (a receipt that is not an object)
+        view = status_view(
+            attempt_id=stream_id, proposal_id=proposal_id, proposal_version=proposal_version,
+            status=status, revision=version, delivery_mode=delivery_mode,
+            created_at=created_at, updated_at=updated_at, lease_generation=lease_generation,
+            dispatch_started_at=dispatch_started_at, result=result, resolution=resolution)
     except Exception:
         return None
-    view["owner_actor_id"] = actor_id
-    view["chain_head"] = chain_head
-    return ViewRecord(
-        name=STATUS_VIEW, key=stream_id, version=version, data=view,
-        list_pk=status_list_key(status), list_sk=f"{updated_at}#{stream_id}",
-    )
+    return status_row(view, version=version, owner_actor_id=actor_id, chain_head=chain_head)
