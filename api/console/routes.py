@@ -13,26 +13,22 @@ idempotency key: only what the redacted views and audits already show.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.console.session import SESSION_COOKIE, Session, SessionSigner, same_secret
+from api.console.session import SESSION_COOKIE, Session, SessionSigner
 from api.console.svg import timeline_svg
 from api.http.cursors import decode_cursor, encode_cursor
 from api.http.deps import LedgerDep
-from api.http.errors import status_for
 from api.http.routers.attempts import status_view
 from domain.attempt import AttemptStatus, Resolution
-from domain.errors import LedgerError, NotOutcomeUnknown, StaleRevision
 from domain.proposal import ProposalStatus
-from domain.services.resolution import reconcile, resolve
 from domain.timeutil import parse_utc
 from projections.audit import audit_attempt
 from projections.inbox import list_inbox
@@ -204,67 +200,6 @@ def attempt_page(request: Request, session: SessionDep, ledger: LedgerDep,
     return _attempt_page(request, session, ledger, attempt_id, notice=notice)
 
 
-def _stale_words(ledger: LedgerDep, attempt_id: str, seen: int) -> str:
-    """The 409 in words: what the form was for, where the attempt is now."""
-    view = status_view(ledger, attempt_id)
-    now_at = view.version if view is not None else "?"
-    state = view.data.get("status", "?") if view is not None else "?"
-    return (f"Conflict (409), nothing was changed: this attempt moved on after the form was "
-            f"opened. The form was for revision {seen}; the attempt is now at revision "
-            f"{now_at}, status {state}. Read its new state below, and act again only if it "
-            "still needs you.")
-
-
-@router.post("/attempts/{attempt_id}/resolve", response_class=HTMLResponse)
-def resolve_form(
-    request: Request, session: SessionDep, ledger: LedgerDep, attempt_id: str,
-    expected_revision: Annotated[int, Form(ge=1)], resolution: Annotated[Resolution, Form()],
-    reason: Annotated[str, Form(max_length=500)] = "",
-    csrf: Annotated[str, Form(max_length=200)] = "",
-) -> Response:
-    """Settle outcome_unknown (never calls the executor), as the signed-in admin."""
-    return _admin_action(
-        request, session, ledger, attempt_id, expected_revision, csrf, "resolved",
-        lambda: resolve(ledger.context, attempt_id=attempt_id,
-                        expected_revision=expected_revision, outcome=resolution, reason=reason,
-                        resolved_by=session.subject))
-
-
-@router.post("/attempts/{attempt_id}/reconcile", response_class=HTMLResponse)
-def reconcile_form(
-    request: Request, session: SessionDep, ledger: LedgerDep, attempt_id: str,
-    expected_revision: Annotated[int, Form(ge=1)],
-    csrf: Annotated[str, Form(max_length=200)] = "",
-) -> Response:
-    """Run the registered read-only reconciler again."""
-    return _admin_action(
-        request, session, ledger, attempt_id, expected_revision, csrf, "reconciled",
-        lambda: reconcile(ledger.context, attempt_id=attempt_id,
-                          expected_revision=expected_revision))
-
-
-def _admin_action(request: Request, session: Session, ledger: LedgerDep, attempt_id: str,
-                  expected_revision: int, csrf: str, done: str,
-                  action: Callable[[], object]) -> Response:
-    """One admin form: check its CSRF token, run the action, explain a stale form
-    (409) or any other refusal on the attempt page, else go back to it."""
-    if not same_secret(csrf, session.csrf):
-        return _attempt_page(request, session, ledger, attempt_id, status=403,
-                             problem="The form's security token did not match. Reload the "
-                                     "page and try again.")
-    try:
-        action()
-    except (StaleRevision, NotOutcomeUnknown):
-        ledger.projector.project_attempt(attempt_id)
-        return _attempt_page(request, session, ledger, attempt_id, status=409,
-                             problem=_stale_words(ledger, attempt_id, expected_revision))
-    except LedgerError as exc:
-        return _attempt_page(request, session, ledger, attempt_id, status=status_for(exc),
-                             problem=exc.detail)
-    ledger.projector.project_attempt(attempt_id)
-    return RedirectResponse(f"/console/attempts/{attempt_id}?done={done}", status_code=303)
-
-
 @router.get("/static/console.css")
 def stylesheet() -> Response:
     css = (Path(__file__).parent / "console.css").read_text()
@@ -285,9 +220,10 @@ def install_console(app: Any) -> None:
 
     app.add_exception_handler(SignInRequired, to_signin)
     app.include_router(router)
+    from api.console.actions import router as actions_router
     from api.console.signin import router as signin_router
     from api.console.webhooks import router as webhooks_router
 
     app.include_router(signin_router)
-
+    app.include_router(actions_router)
     app.include_router(webhooks_router)
