@@ -31,8 +31,9 @@ install: $(STAMP) ## create .venv and install the ledger with its dev extras
 run: $(STAMP) ## run the ledger (API, worker, recovery) on the embedded store
 	$(BIN)/ledger serve
 
-lint: $(STAMP) ## ruff, mypy (strict on domain/, projections/, adapters/ and api/), import-linter
+lint: $(STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/ and api/), import-linter
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy domain projections adapters api
 	$(BIN)/lint-imports
 

@@ -64,9 +64,11 @@ class Lag:
     exact: bool = True
 
     def as_dict(self) -> dict[str, float | int | bool]:
-        return {"events_behind": self.events_behind,
-                "oldest_unprocessed_age_seconds": round(self.oldest_age_seconds, 3),
-                "exact": self.exact}
+        return {
+            "events_behind": self.events_behind,
+            "oldest_unprocessed_age_seconds": round(self.oldest_age_seconds, 3),
+            "exact": self.exact,
+        }
 
 
 class WorkFeed(Protocol):
@@ -149,10 +151,13 @@ class Backend(ABC):
 
     @classmethod
     @abstractmethod
-    def from_settings(cls, settings: Settings, *,
-                      dynamodb_client: DynamoDBClient | None = None,
-                      dynamodb_streams_client: DynamoDBStreamsClient | None = None
-                      ) -> Backend:
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        dynamodb_client: DynamoDBClient | None = None,
+        dynamodb_streams_client: DynamoDBStreamsClient | None = None,
+    ) -> Backend:
         """The backend on the store the settings name (clients injected by tests)."""
 
     @classmethod
@@ -210,8 +215,9 @@ class NotificationLogSubscription:
     """A subscriber's view of an embedded store's notification log (gap-free,
     totally ordered ids), resuming after the id it recorded last."""
 
-    def __init__(self, name: str, recorder: ApplicationRecorder, views: TrackedViewStore,
-                 mapper: Mapper[str]) -> None:
+    def __init__(
+        self, name: str, recorder: ApplicationRecorder, views: TrackedViewStore, mapper: Mapper[str]
+    ) -> None:
         self.name = name
         self.recorder = recorder
         self.views = views
@@ -224,7 +230,8 @@ class NotificationLogSubscription:
 
     def poll(self) -> LogBatch | None:
         notifications = self.recorder.select_notifications(
-            start=self.position, limit=BATCH_LIMIT, inclusive_of_start=False)
+            start=self.position, limit=BATCH_LIMIT, inclusive_of_start=False
+        )
         if not notifications:
             return None
         return LogBatch(
@@ -242,8 +249,13 @@ class NotificationLogSubscription:
         return notification_lag(self.name, self.recorder, self.views, self.mapper, now)
 
 
-def notification_lag(name: str, recorder: ApplicationRecorder, views: TrackedViewStore,
-                     mapper: Mapper[str], now: datetime) -> Lag:
+def notification_lag(
+    name: str,
+    recorder: ApplicationRecorder,
+    views: TrackedViewStore,
+    mapper: Mapper[str],
+    now: datetime,
+) -> Lag:
     """Events after the subscriber's recorded position, and the age of the first."""
     done = views.max_tracking_id(name) or 0
     newest = recorder.max_notification_id() or 0
@@ -275,7 +287,8 @@ class NotificationLogBackend(Backend):
     def subscription(self, name: str) -> LogSubscription:
         if name not in self._subscriptions:
             self._subscriptions[name] = NotificationLogSubscription(
-                name, self._log(), self.views, self._mapper)
+                name, self._log(), self.views, self._mapper
+            )
         return self._subscriptions[name]
 
     def attempt_ids(self) -> Iterator[str]:

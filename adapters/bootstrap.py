@@ -54,12 +54,16 @@ def backend_type(settings: Settings) -> type[Backend]:
     return DynamoDBBackend
 
 
-def build_backend(settings: Settings, *, dynamodb_client: DynamoDBClient | None = None,
-                  dynamodb_streams_client: DynamoDBStreamsClient | None = None) -> Backend:
+def build_backend(
+    settings: Settings,
+    *,
+    dynamodb_client: DynamoDBClient | None = None,
+    dynamodb_streams_client: DynamoDBStreamsClient | None = None,
+) -> Backend:
     """The backend the settings choose; creates the embedded schema if needed."""
     return backend_type(settings).from_settings(
-        settings, dynamodb_client=dynamodb_client,
-        dynamodb_streams_client=dynamodb_streams_client)
+        settings, dynamodb_client=dynamodb_client, dynamodb_streams_client=dynamodb_streams_client
+    )
 
 
 def preflight(settings: Settings) -> None:
@@ -68,8 +72,9 @@ def preflight(settings: Settings) -> None:
     backend_type(settings).preflight(settings)
 
 
-def build_recorder(settings: Settings, *,
-                   dynamodb_client: DynamoDBClient | None = None) -> LedgerRecorder:
+def build_recorder(
+    settings: Settings, *, dynamodb_client: DynamoDBClient | None = None
+) -> LedgerRecorder:
     """The recorder the settings choose (the backend's)."""
     return build_backend(settings, dynamodb_client=dynamodb_client).recorder
 
@@ -119,6 +124,7 @@ class Ledger:
             self.backend = backend_for(self.store.recorder)
         if self.views is None:
             self.views = self.backend.views
+
     tracer: Tracer | None = None  # None: no spans (``adapters.tracing`` builds one from OTEL_*)
 
     @property
@@ -136,9 +142,18 @@ class Ledger:
         """One tracked subscriber per ``[[webhook]]`` subscription: it writes the
         delivery records with its position."""
         assert self.views is not None
-        return [WebhookNotifier(self.store, self.views, w.id, w.events, w.actor_id,
-                                now=self.clock.now, name=w.subscriber_name)
-                for w in self.webhooks]
+        return [
+            WebhookNotifier(
+                self.store,
+                self.views,
+                w.id,
+                w.events,
+                w.actor_id,
+                now=self.clock.now,
+                name=w.subscriber_name,
+            )
+            for w in self.webhooks
+        ]
 
     def make_deliverer(self, **overrides: Any) -> Deliverer:
         """The sender of the pending deliveries (tests inject transport, random)."""
@@ -149,8 +164,9 @@ class Ledger:
         def counted(outcome: str) -> None:
             self.metrics.inc("ledger_webhook_deliveries_total", outcome=outcome)
 
-        return Deliverer(self.views, {w.id: w for w in self.webhooks}, self.clock,
-                         on_result=counted, **overrides)
+        return Deliverer(
+            self.views, {w.id: w for w in self.webhooks}, self.clock, on_result=counted, **overrides
+        )
 
     def projection_lag(self) -> dict[str, Lag]:
         """Each subscriber's lag that this process can know (for /readyz and /metrics)."""
@@ -216,9 +232,15 @@ def build_ledger(
     # Executors first: a bad plugin or executors file stops start-up before any store work.
     executors = load_executors(settings, clock=clock)
     if backend is None:
-        backend = backend_for(recorder) if recorder is not None else build_backend(
-            settings, dynamodb_client=dynamodb_client,
-            dynamodb_streams_client=dynamodb_streams_client)
+        backend = (
+            backend_for(recorder)
+            if recorder is not None
+            else build_backend(
+                settings,
+                dynamodb_client=dynamodb_client,
+                dynamodb_streams_client=dynamodb_streams_client,
+            )
+        )
     registry, effects = executors.registry, executors.effects
     ledger = Ledger(
         settings=settings,
@@ -231,8 +253,11 @@ def build_ledger(
         backend=backend,
         webhooks=list(executors.webhooks),
     )
-    ledger.metrics.add_gauge_source(view_gauges(
-        ledger.views, ledger.store, ledger.clock, statuses=[s.value for s in AttemptStatus]))
+    ledger.metrics.add_gauge_source(
+        view_gauges(
+            ledger.views, ledger.store, ledger.clock, statuses=[s.value for s in AttemptStatus]
+        )
+    )
     ledger.metrics.add_gauge_source(lag_gauges(ledger.projection_lag))
     ledger.metrics.add_gauge_source(webhook_gauges(ledger.views, lambda: bool(ledger.webhooks)))
     return ledger

@@ -20,8 +20,9 @@ from domain.tracing import NullTracer, Tracer
 class InstrumentedExecutor:
     """An executor timed into ``ledger_executor_call_duration_seconds`` and traced."""
 
-    def __init__(self, inner: Executor, metrics: Metrics, tracer: Tracer,
-                 capabilities: frozenset[str]) -> None:
+    def __init__(
+        self, inner: Executor, metrics: Metrics, tracer: Tracer, capabilities: frozenset[str]
+    ) -> None:
         self.inner = inner
         self.capability = inner.capability
         self.build_digest = inner.build_digest
@@ -44,9 +45,12 @@ class InstrumentedExecutor:
                 raise
             finally:
                 span.set("ledger.executor_outcome", outcome)
-                self._metrics.observe("ledger_executor_call_duration_seconds",
-                                      time.perf_counter() - started, capability=self._label,
-                                      outcome=safe_label(outcome, EXECUTOR_OUTCOMES))
+                self._metrics.observe(
+                    "ledger_executor_call_duration_seconds",
+                    time.perf_counter() - started,
+                    capability=self._label,
+                    outcome=safe_label(outcome, EXECUTOR_OUTCOMES),
+                )
 
 
 class InstrumentedRegistry:

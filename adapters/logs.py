@@ -23,16 +23,31 @@ from domain.redaction import redact as redact_value
 # Keys whose values are item images, request bodies or provider data: never logged (I10).
 CONTENT_KEYS = frozenset(
     {
-        "newimage", "oldimage", "state", "content", "spec", "receipt", "body", "headers",
-        "multivalueheaders", "querystringparameters", "cookies", "records", "payload",
+        "newimage",
+        "oldimage",
+        "state",
+        "content",
+        "spec",
+        "receipt",
+        "body",
+        "headers",
+        "multivalueheaders",
+        "querystringparameters",
+        "cookies",
+        "records",
+        "payload",
     }
 )
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _STANDARD = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {
-    "message", "asctime", "taskName"}
+    "message",
+    "asctime",
+    "taskName",
+}
 
 current_attempt: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "ledger_current_attempt", default=None)
+    "ledger_current_attempt", default=None
+)
 
 
 def redact(value: Any) -> Any:
@@ -58,8 +73,9 @@ class RedactionFilter(logging.Filter):
             message = record.getMessage()
         except Exception:  # a broken format string: keep the template only
             message = str(record.msg)
-        record.msg = " ".join(REDACTED if looks_secret(word) else word
-                              for word in message.split(" "))
+        record.msg = " ".join(
+            REDACTED if looks_secret(word) else word for word in message.split(" ")
+        )
         if looks_secret(record.msg):
             record.msg = REDACTED
         record.args = None
@@ -86,8 +102,9 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         trace_id, span_id = _trace_ids()
         line: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
-                timespec="milliseconds").replace("+00:00", "Z"),
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -99,8 +116,9 @@ class JsonFormatter(logging.Formatter):
         if trace_id is not None:
             line["trace_id"], line["span_id"] = trace_id, span_id
         for key, value in extras.items():
-            line.setdefault(key, value if isinstance(value, str | int | float | bool | None)
-                            else str(value))
+            line.setdefault(
+                key, value if isinstance(value, str | int | float | bool | None) else str(value)
+            )
         return json.dumps(redact(line), separators=(",", ":"), ensure_ascii=False)
 
 

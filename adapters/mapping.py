@@ -62,9 +62,13 @@ def make_library_mapper() -> Mapper[str]:
 def _is_event_body(body: Any) -> TypeGuard[dict[str, Any]]:
     """A decoded canonical state has the shape of an event body: exactly its keys,
     its data an object without header fields, its time a string."""
-    return (type(body) is dict and body.keys() == BODY_KEYS
-            and type(body["data"]) is dict and type(body["timestamp"]) is str
-            and HEADER_KEYS.isdisjoint(body["data"]))
+    return (
+        type(body) is dict
+        and body.keys() == BODY_KEYS
+        and type(body["data"]) is dict
+        and type(body["timestamp"]) is str
+        and HEADER_KEYS.isdisjoint(body["data"])
+    )
 
 
 class LedgerMapper(Mapper[str]):
@@ -75,9 +79,11 @@ class LedgerMapper(Mapper[str]):
         super().__init__(transcoder=self.library.transcoder)
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        if (not isinstance(domain_event, LedgerEvent)
-                or getattr(type(domain_event), "class_version", 1) != 1
-                or domain_event.timestamp.year < 1000):  # RFC 3339 needs four digits
+        if (
+            not isinstance(domain_event, LedgerEvent)
+            or getattr(type(domain_event), "class_version", 1) != 1
+            or domain_event.timestamp.year < 1000
+        ):  # RFC 3339 needs four digits
             return self.library.to_stored_event(domain_event)
         return StoredEvent(
             originator_id=domain_event.originator_id,
@@ -95,16 +101,19 @@ class LedgerMapper(Mapper[str]):
         if not _is_event_body(body) or not issubclass(cls, LedgerEvent):
             raise StateMismatch(
                 f"the stored state of {stored_event.originator_id} version "
-                f"{stored_event.originator_version} is not an event body")
+                f"{stored_event.originator_version} is not an event body"
+            )
         event_state: dict[str, Any] = body["data"]
         event_state["timestamp"] = parse_utc(body["timestamp"])
         event_state["originator_id"] = stored_event.originator_id
         event_state["originator_version"] = stored_event.originator_version
         event = object.__new__(cls)
         object.__setattr__(event, "__dict__", event_state)
-        if (body["stream"] == stored_event.originator_id
-                and body["version"] == stored_event.originator_version
-                and body["type"] == cls.__qualname__):
+        if (
+            body["stream"] == stored_event.originator_id
+            and body["version"] == stored_event.originator_version
+            and body["type"] == cls.__qualname__
+        ):
             event.adopt_canonical_bytes(state)
         # Otherwise the state was moved to another row (a reordering, an
         # insertion): the event is the row's, and its hash is computed from its
@@ -126,10 +135,13 @@ def canonical_body(stored_event: StoredEvent, event_type: str) -> dict[str, Any]
     try:
         text = state.decode("utf-8")
         body, end = _scan(text, 0)  # one scan: a canonical body has no whitespace
-        if (end != len(text) or not _is_event_body(body)
-                or body["stream"] != stored_event.originator_id
-                or body["version"] != stored_event.originator_version
-                or body["type"] != event_type):
+        if (
+            end != len(text)
+            or not _is_event_body(body)
+            or body["stream"] != stored_event.originator_id
+            or body["version"] != stored_event.originator_version
+            or body["type"] != event_type
+        ):
             return None
         parse_utc(body["timestamp"])
     except Exception:  # the mapper's read gives the error

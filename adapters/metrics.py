@@ -47,44 +47,61 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_approvals_total": (
         "Approval requests by result (accepted, refused, conflicted); never by refusal reason.",
-        ("result",)),
+        ("result",),
+    ),
     "ledger_declines_total": (
         "Decline requests by result (the decline's status, or refused); never by reason.",
-        ("result",)),
+        ("result",),
+    ),
     "ledger_worker_outcomes_total": ("Worker steps by outcome.", ("outcome",)),
     "ledger_recovery_examined_total": (
-        "Due-work entries examined by recovery, by outcome.", ("outcome",)),
+        "Due-work entries examined by recovery, by outcome.",
+        ("outcome",),
+    ),
     "ledger_projection_updates_total": ("Status views moved by the projector.", ()),
     "ledger_projection_rebuilds_total": (
         "Rebuilds run because part of the log was lost before a subscriber read it.",
-        ("subscriber",)),
+        ("subscriber",),
+    ),
     "ledger_webhook_deliveries_total": (
         "Webhook sends by outcome (delivered, failed); failures are retried with backoff.",
-        ("outcome",)),
+        ("outcome",),
+    ),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_http_request_duration_seconds": (
         "HTTP request latency by method, route template and status class.",
-        ("method", "route", "status")),
+        ("method", "route", "status"),
+    ),
     "ledger_executor_call_duration_seconds": (
         "Executor call latency by capability and outcome (ok, no_effect, error).",
-        ("capability", "outcome")),
+        ("capability", "outcome"),
+    ),
 }
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "ledger_attempts": ("Attempts by status, from the status views (at scrape time).",
-                        ("status",)),
+    "ledger_attempts": ("Attempts by status, from the status views (at scrape time).", ("status",)),
     "ledger_attempts_outcome_unknown": (
-        "Attempts waiting for a human in outcome_unknown (at scrape time).", ()),
+        "Attempts waiting for a human in outcome_unknown (at scrape time).",
+        (),
+    ),
     "ledger_due_work_backlog": ("Due-work entries whose time has come (at scrape time).", ()),
     "ledger_due_work_oldest_age_seconds": (
-        "How late the oldest due-work entry is, 0 when none is due (at scrape time).", ()),
+        "How late the oldest due-work entry is, 0 when none is due (at scrape time).",
+        (),
+    ),
     "ledger_gauges_up": ("1 when the scrape-time gauges could read the store, else 0.", ()),
     "ledger_projection_events_behind": (
-        "Events written and not yet applied, by subscriber of the log.", ("subscriber",)),
+        "Events written and not yet applied, by subscriber of the log.",
+        ("subscriber",),
+    ),
     "ledger_projection_oldest_unprocessed_age_seconds": (
-        "Age of the oldest event not yet applied, by subscriber of the log.", ("subscriber",)),
+        "Age of the oldest event not yet applied, by subscriber of the log.",
+        ("subscriber",),
+    ),
     "ledger_webhook_deliveries": (
-        "Webhook delivery records by status (pending, failing), at scrape time.", ("status",)),
+        "Webhook delivery records by status (pending, failing), at scrape time.",
+        ("status",),
+    ),
 }
 METRIC_NAMES = (*COUNTERS, *HISTOGRAMS, *GAUGES)
 
@@ -157,13 +174,15 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._counters = {
-            name: Counter(name.removesuffix("_total"), help_text, list(labels),
-                          registry=self.registry)
+            name: Counter(
+                name.removesuffix("_total"), help_text, list(labels), registry=self.registry
+            )
             for name, (help_text, labels) in COUNTERS.items()
         }
         self._histograms = {
-            name: Histogram(name, help_text, list(labels), buckets=LATENCY_BUCKETS,
-                            registry=self.registry)
+            name: Histogram(
+                name, help_text, list(labels), buckets=LATENCY_BUCKETS, registry=self.registry
+            )
             for name, (help_text, labels) in HISTOGRAMS.items()
         }
         self._sources = _SourcesCollector()
@@ -206,8 +225,9 @@ class Metrics:
                 logger.warning("metric forward failed: %s", type(exc).__name__)
 
 
-def view_gauges(views: Any, store: Any, clock: Any, *, statuses: Sequence[str],
-                cap: int = 10_000) -> GaugeSource:
+def view_gauges(
+    views: Any, store: Any, clock: Any, *, statuses: Sequence[str], cap: int = 10_000
+) -> GaugeSource:
     """Attempts by status (from the status lists) and the due-work backlog.
 
     Counting pages through each status list; ``cap`` bounds the work per scrape
@@ -229,35 +249,49 @@ def view_gauges(views: Any, store: Any, clock: Any, *, statuses: Sequence[str],
         readings = []
         for status in statuses:
             found = count(status_list_key(status))
-            readings.append(GaugeReading("ledger_attempts", help_by["ledger_attempts"],
-                                         found, (("status", status),)))
+            readings.append(
+                GaugeReading(
+                    "ledger_attempts", help_by["ledger_attempts"], found, (("status", status),)
+                )
+            )
             if status == "outcome_unknown":
-                readings.append(GaugeReading("ledger_attempts_outcome_unknown",
-                                             help_by["ledger_attempts_outcome_unknown"], found))
+                readings.append(
+                    GaugeReading(
+                        "ledger_attempts_outcome_unknown",
+                        help_by["ledger_attempts_outcome_unknown"],
+                        found,
+                    )
+                )
         now = clock.now()
         backlog, oldest, cursor = 0, None, None
         while backlog < cap:
             page = store.due_work(now, min(500, cap - backlog), cursor)
             backlog += len(page.items)
             for item in page.items:
-                if item.next_action_at is not None and (oldest is None
-                                                        or item.next_action_at < oldest):
+                if item.next_action_at is not None and (
+                    oldest is None or item.next_action_at < oldest
+                ):
                     oldest = item.next_action_at
             cursor = page.cursor
             if cursor is None:
                 break
         age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
-        readings.append(GaugeReading("ledger_due_work_backlog",
-                                     help_by["ledger_due_work_backlog"], backlog))
-        readings.append(GaugeReading("ledger_due_work_oldest_age_seconds",
-                                     help_by["ledger_due_work_oldest_age_seconds"], age))
+        readings.append(
+            GaugeReading("ledger_due_work_backlog", help_by["ledger_due_work_backlog"], backlog)
+        )
+        readings.append(
+            GaugeReading(
+                "ledger_due_work_oldest_age_seconds",
+                help_by["ledger_due_work_oldest_age_seconds"],
+                age,
+            )
+        )
         return readings
 
     return read
 
 
-def webhook_gauges(views: Any, subscribed: Callable[[], bool], *,
-                   cap: int = 10_000) -> GaugeSource:
+def webhook_gauges(views: Any, subscribed: Callable[[], bool], *, cap: int = 10_000) -> GaugeSource:
     """Deliveries not yet acknowledged, by status, while there are subscriptions
     (a count at ``cap`` means "at least")."""
     from projections.webhooks import OUTSTANDING, delivery_list_key
@@ -269,14 +303,20 @@ def webhook_gauges(views: Any, subscribed: Callable[[], bool], *,
         for status in OUTSTANDING:
             total, cursor = 0, None
             while total < cap:
-                page, cursor = views.list_views(delivery_list_key(status.value),
-                                                min(500, cap - total), cursor)
+                page, cursor = views.list_views(
+                    delivery_list_key(status.value), min(500, cap - total), cursor
+                )
                 total += len(page)
                 if cursor is None:
                     break
-            readings.append(GaugeReading(
-                "ledger_webhook_deliveries", GAUGES["ledger_webhook_deliveries"][0], total,
-                (("status", status.value),)))
+            readings.append(
+                GaugeReading(
+                    "ledger_webhook_deliveries",
+                    GAUGES["ledger_webhook_deliveries"][0],
+                    total,
+                    (("status", status.value),),
+                )
+            )
         return readings
 
     return read
@@ -289,13 +329,22 @@ def lag_gauges(read_lags: Callable[[], Any]) -> GaugeSource:
         readings = []
         for name, lag in sorted(read_lags().items()):
             labels = (("subscriber", name),)
-            readings.append(GaugeReading(
-                "ledger_projection_events_behind",
-                GAUGES["ledger_projection_events_behind"][0], lag.events_behind, labels))
-            readings.append(GaugeReading(
-                "ledger_projection_oldest_unprocessed_age_seconds",
-                GAUGES["ledger_projection_oldest_unprocessed_age_seconds"][0],
-                lag.oldest_age_seconds, labels))
+            readings.append(
+                GaugeReading(
+                    "ledger_projection_events_behind",
+                    GAUGES["ledger_projection_events_behind"][0],
+                    lag.events_behind,
+                    labels,
+                )
+            )
+            readings.append(
+                GaugeReading(
+                    "ledger_projection_oldest_unprocessed_age_seconds",
+                    GAUGES["ledger_projection_oldest_unprocessed_age_seconds"][0],
+                    lag.oldest_age_seconds,
+                    labels,
+                )
+            )
         return readings
 
     return read

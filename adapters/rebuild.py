@@ -50,9 +50,16 @@ def canonical(record: ViewRecord | None) -> bytes:
     if record is None:
         return b""
     return json.dumps(
-        {"name": record.name, "key": record.key, "version": record.version,
-         "data": dict(record.data), "list_pk": record.list_pk, "list_sk": record.list_sk},
-        sort_keys=True, separators=(",", ":"),
+        {
+            "name": record.name,
+            "key": record.key,
+            "version": record.version,
+            "data": dict(record.data),
+            "list_pk": record.list_pk,
+            "list_sk": record.list_sk,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
     ).encode()
 
 
@@ -99,12 +106,14 @@ def rebuild(
     for streams in ledger.backend.attempt_streams(batch or ledger.backend.rebuild_batch):
         if view == "status":
             rows = _status_rows(ledger, streams, from_stored=from_stored)
-            differing = _status_batch(ledger, rows, write=write, force=force, report=report,
-                                      compare_stored=from_stored)
+            differing = _status_batch(
+                ledger, rows, write=write, force=force, report=report, compare_stored=from_stored
+            )
             folded = len(rows)
         else:
-            attempts = [a for a in (_fold(ledger, events) for _, events in streams)
-                        if a is not None]
+            attempts = [
+                a for a in (_fold(ledger, events) for _, events in streams) if a is not None
+            ]
             differing = _due_batch(ledger, attempts, live_due, write=write, report=report)
             folded = len(attempts)
         report.total += folded
@@ -123,8 +132,12 @@ def _fold(ledger: Ledger, events: Sequence[StoredEvent]) -> ExecutionAttempt | N
     return aggregate if isinstance(aggregate, ExecutionAttempt) else None
 
 
-def _status_rows(ledger: Ledger, streams: Sequence[tuple[str, Sequence[StoredEvent]]], *,
-                 from_stored: bool = True) -> list[ViewRecord]:
+def _status_rows(
+    ledger: Ledger,
+    streams: Sequence[tuple[str, Sequence[StoredEvent]]],
+    *,
+    from_stored: bool = True,
+) -> list[ViewRecord]:
     """The status row of every attempt stream: straight from the stored data
     where the fold knows every event, else through the aggregate."""
     rows: list[ViewRecord] = []
@@ -158,8 +171,15 @@ def fold_stored_status(stream_id: str, events: Sequence[StoredEvent]) -> ViewRec
     return fold_status(stream_id, folded, bytes_hash(bytes(events[-1].state)))
 
 
-def _status_batch(ledger: Ledger, rebuilt: list[ViewRecord], *, write: bool,
-                  force: bool, report: RebuildReport, compare_stored: bool = True) -> list[str]:
+def _status_batch(
+    ledger: Ledger,
+    rebuilt: list[ViewRecord],
+    *,
+    write: bool,
+    force: bool,
+    report: RebuildReport,
+    compare_stored: bool = True,
+) -> list[str]:
     assert ledger.views is not None
     identical_views = getattr(ledger.views, "identical_views", None) if compare_stored else None
     if identical_views is not None:  # the store compares with its rows as stored
@@ -181,14 +201,18 @@ def _same(live: ViewRecord | None, rebuilt: ViewRecord) -> bool:
     return canonical(live) == canonical(rebuilt)
 
 
-def _due_batch(ledger: Ledger, attempts: list[ExecutionAttempt],
-               live_due: dict[str, datetime], *, write: bool,
-               report: RebuildReport) -> list[str]:
-    differing = [a for a in attempts
-                 if _millis(a.next_action_at()) != _millis(live_due.get(a.id))]
+def _due_batch(
+    ledger: Ledger,
+    attempts: list[ExecutionAttempt],
+    live_due: dict[str, datetime],
+    *,
+    write: bool,
+    report: RebuildReport,
+) -> list[str]:
+    differing = [a for a in attempts if _millis(a.next_action_at()) != _millis(live_due.get(a.id))]
     if write:
         for start in range(0, len(differing), DUE_PER_COMMIT):
-            report.written += _write_due(ledger, differing[start:start + DUE_PER_COMMIT])
+            report.written += _write_due(ledger, differing[start : start + DUE_PER_COMMIT])
     return [a.id for a in differing]
 
 
@@ -198,11 +222,13 @@ def _write_due(ledger: Ledger, attempts: list[ExecutionAttempt]) -> int:
     per attempt when a read check failed."""
 
     def commit(part: list[ExecutionAttempt]) -> None:
-        ledger.store.commit(Commit(
-            due=[DueWork(a.id, a.next_action_at()) for a in part],
-            read_set=[ReadCheck(a.id, a.version) for a in part],
-            durable=False,
-        ))
+        ledger.store.commit(
+            Commit(
+                due=[DueWork(a.id, a.next_action_at()) for a in part],
+                read_set=[ReadCheck(a.id, a.version) for a in part],
+                durable=False,
+            )
+        )
 
     try:
         commit(attempts)

@@ -107,10 +107,15 @@ class Runtime:
         while not self.stop_event.is_set():
             try:
                 for attempt_id in self.feed.poll(self.poll_seconds):
-                    outcome = worker.process(attempt_id,
-                                             trigger=getattr(self.feed, "trigger", "feed"))
-                    logger.info("worker attempt=%s outcome=%s", attempt_id, outcome.value,
-                                extra={"attempt_id": attempt_id})
+                    outcome = worker.process(
+                        attempt_id, trigger=getattr(self.feed, "trigger", "feed")
+                    )
+                    logger.info(
+                        "worker attempt=%s outcome=%s",
+                        attempt_id,
+                        outcome.value,
+                        extra={"attempt_id": attempt_id},
+                    )
                     self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)
                     # Sooner than the subscriber would; the version guard keeps order.
                     if self.ledger.projector.project_attempt(attempt_id):
@@ -128,8 +133,11 @@ class Runtime:
         name = run.subscriber.name
         gaps = run.subscription.take_gaps()
         if gaps:
-            logger.warning("subscriber %s: %d part(s) of the log were lost before being "
-                           "read; rebuilding", name, len(gaps))
+            logger.warning(
+                "subscriber %s: %d part(s) of the log were lost before being read; rebuilding",
+                name,
+                len(gaps),
+            )
             if run.cover_gap is not None:
                 run.cover_gap()
             self.ledger.metrics.inc("ledger_projection_rebuilds_total", subscriber=name)
@@ -154,14 +162,16 @@ class Runtime:
                     self.stop_event.wait(self.poll_seconds)
             except Exception as exc:
                 # Nothing of the failed batch was recorded: read it again.
-                logger.error("subscriber %s step failed: %s", run.subscriber.name,
-                             type(exc).__name__)
+                logger.error(
+                    "subscriber %s step failed: %s", run.subscriber.name, type(exc).__name__
+                )
                 self.stop_event.wait(self.poll_seconds)
                 try:
                     run.subscription.reset()
                 except Exception as again:
-                    logger.error("subscriber %s reset failed: %s", run.subscriber.name,
-                                 type(again).__name__)
+                    logger.error(
+                        "subscriber %s reset failed: %s", run.subscriber.name, type(again).__name__
+                    )
 
     def _recovery_loop(self) -> None:
         worker = make_worker(self.ledger)
@@ -169,11 +179,13 @@ class Runtime:
             try:
                 report = run_recovery(worker)
                 for outcome, count in report.outcomes.items():
-                    self.ledger.metrics.inc("ledger_recovery_examined_total", count,
-                                            outcome=outcome)
+                    self.ledger.metrics.inc(
+                        "ledger_recovery_examined_total", count, outcome=outcome
+                    )
                 if report.examined:
-                    logger.info("recovery examined=%d outcomes=%s", report.examined,
-                                dict(report.outcomes))
+                    logger.info(
+                        "recovery examined=%d outcomes=%s", report.examined, dict(report.outcomes)
+                    )
                 if self.on_recovery is not None:
                     self.on_recovery(report)
             except Exception as exc:
@@ -188,12 +200,16 @@ def subscriber_runs(ledger: Ledger) -> list[SubscriberRun]:
     for subscriber in ledger.subscribers():
         cover: Callable[[], None] | None = None
         if subscriber.name == ledger.projector.name:
+
             def cover() -> None:
                 report = rebuild(ledger, "status", force=False)
-                logger.warning("status views rebuilt after a gap: %d attempts, %d changed",
-                               report.total, len(report.changed))
-        runs.append(SubscriberRun(subscriber, ledger.backend.subscription(subscriber.name),
-                                  cover))
+                logger.warning(
+                    "status views rebuilt after a gap: %d attempts, %d changed",
+                    report.total,
+                    len(report.changed),
+                )
+
+        runs.append(SubscriberRun(subscriber, ledger.backend.subscription(subscriber.name), cover))
     return runs
 
 
@@ -206,6 +222,11 @@ def build_runtime(ledger: Ledger, *, worker: bool = True) -> Runtime:
     assert ledger.backend is not None
     executing = worker and ledger.settings.execution_enabled
     feed = ledger.backend.work_feed() if executing else None
-    return Runtime(ledger, feed, recovery_interval=ledger.settings.recovery_interval_seconds,
-                   subscribers=subscriber_runs(ledger), recovery=executing,
-                   deliverer=ledger.make_deliverer() if ledger.webhooks else None)
+    return Runtime(
+        ledger,
+        feed,
+        recovery_interval=ledger.settings.recovery_interval_seconds,
+        subscribers=subscriber_runs(ledger),
+        recovery=executing,
+        deliverer=ledger.make_deliverer() if ledger.webhooks else None,
+    )

@@ -46,16 +46,21 @@ class Settings(BaseSettings):
     env: Environment = Environment.DEVELOPMENT
     store: StoreKind = StoreKind.SQLITE
     sqlite_path: str = "./var/ledger.db"
-    dynamodb_table: Annotated[str, Field(min_length=3, max_length=255,
-                                         pattern=r"^[A-Za-z0-9_.\-]+$")] = "ledger"
+    dynamodb_table: Annotated[
+        str, Field(min_length=3, max_length=255, pattern=r"^[A-Za-z0-9_.\-]+$")
+    ] = "ledger"
     # A SecretStr: no repr, str or log line of the settings ever shows it.
     auth_hs256_secret: SecretStr = SecretStr(DEVELOPMENT_SECRET)
     auth_rs256_public_key: str | None = None
     # exp - iat (or exp - now without iat) of any accepted bearer token
     auth_max_token_lifetime_seconds: Annotated[int, Field(ge=60, le=30 * 86400)] = (
-        DEFAULT_MAX_TOKEN_LIFETIME_SECONDS)
-    permissions: Annotated[tuple[str, ...], NoDecode] = ("tasks.write", "social.post",
-                                                         "demo.execute")
+        DEFAULT_MAX_TOKEN_LIFETIME_SECONDS
+    )
+    permissions: Annotated[tuple[str, ...], NoDecode] = (
+        "tasks.write",
+        "social.post",
+        "demo.execute",
+    )
     presentation_ttl_seconds: Annotated[int, Field(ge=60, le=86400)] = 1800
     # live (unexpired, unconsumed) presentations one proposal version may have
     max_active_presentations: Annotated[int, Field(ge=1, le=200)] = 20

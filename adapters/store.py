@@ -48,8 +48,10 @@ def check_event_size(stored: StoredEvent, limit: int = MAX_EVENT_BYTES) -> None:
     size = len(stored.topic.encode()) + len(stored.state)
     if size > limit:
         kind = stored.topic.rsplit(".", 1)[-1]
-        raise EventTooLarge(f"A {kind} event would be {size} bytes, over the limit of "
-                            f"{limit} bytes per event; nothing was written.")
+        raise EventTooLarge(
+            f"A {kind} event would be {size} bytes, over the limit of "
+            f"{limit} bytes per event; nothing was written."
+        )
 
 
 def make_mapper() -> Mapper[str]:
@@ -61,8 +63,12 @@ class LedgerStore:
     """Implements ``domain.ports.EventStore``."""
 
     def __init__(
-        self, recorder: LedgerRecorder, mapper: Mapper[str] | None = None,
-        max_event_bytes: int = MAX_EVENT_BYTES, *, head_index: bool = True,
+        self,
+        recorder: LedgerRecorder,
+        mapper: Mapper[str] | None = None,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+        *,
+        head_index: bool = True,
     ) -> None:
         self.recorder = recorder
         self.mapper = mapper or make_mapper()
@@ -158,18 +164,21 @@ class LedgerStore:
             raise StoreUnavailable() from exc
         return seen, added, skipped
 
-    def events_at(
-        self, keys: Sequence[tuple[str, int]]
-    ) -> Mapping[tuple[str, int], LedgerEvent]:
-        return {(str(e.originator_id), e.originator_version): e
-                for e in self._decoded(self.recorder.select_events_at, keys)}
+    def events_at(self, keys: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], LedgerEvent]:
+        return {
+            (str(e.originator_id), e.originator_version): e
+            for e in self._decoded(self.recorder.select_events_at, keys)
+        }
 
     def latest_events(self, stream_ids: Sequence[str]) -> Mapping[str, LedgerEvent]:
-        return {str(e.originator_id): e
-                for e in self._decoded(self.recorder.select_latest_events, stream_ids)}
+        return {
+            str(e.originator_id): e
+            for e in self._decoded(self.recorder.select_latest_events, stream_ids)
+        }
 
-    def _decoded(self, select: Callable[[Any], Sequence[StoredEvent]],
-                 asked: Any) -> list[LedgerEvent]:
+    def _decoded(
+        self, select: Callable[[Any], Sequence[StoredEvent]], asked: Any
+    ) -> list[LedgerEvent]:
         """The ledger events of one batched recorder read, decoded."""
         try:
             stored = select(asked)

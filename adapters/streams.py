@@ -73,7 +73,10 @@ def attempt_streams_from_records(records: Iterable[Mapping[str, Any]]) -> list[s
     for record in records:
         image = record.get("dynamodb", {}).get("NewImage", {})
         pk = image.get("pk", {}).get("S") if isinstance(image, dict) else None
-        if (isinstance(pk, str) and pk.startswith((ATTEMPT_ID_PREFIX, PROPOSAL_PREFIX))
-                and "topic" in image):
+        if (
+            isinstance(pk, str)
+            and pk.startswith((ATTEMPT_ID_PREFIX, PROPOSAL_PREFIX))
+            and "topic" in image
+        ):
             found.setdefault(pk, None)
     return list(found)

@@ -43,22 +43,36 @@ class OtelTracer:
         chosen = provider if provider is not None else trace.get_tracer_provider()
         self._tracer = chosen.get_tracer("execution-ledger")
 
-    def span(self, name: str, attributes: Mapping[str, AttributeValue] | None = None, *,
-             parent: Mapping[str, str] | None = None,
-             kind: trace.SpanKind = trace.SpanKind.INTERNAL) -> AbstractContextManager[Span]:
+    def span(
+        self,
+        name: str,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        *,
+        parent: Mapping[str, str] | None = None,
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+    ) -> AbstractContextManager[Span]:
         return self._span(name, attributes, parent, kind)
 
     @contextmanager
-    def _span(self, name: str, attributes: Mapping[str, AttributeValue] | None,
-              parent: Mapping[str, str] | None, kind: trace.SpanKind) -> Iterator[Span]:
+    def _span(
+        self,
+        name: str,
+        attributes: Mapping[str, AttributeValue] | None,
+        parent: Mapping[str, str] | None,
+        kind: trace.SpanKind,
+    ) -> Iterator[Span]:
         stored = clean_trace_context(parent)
         context = _propagator.extract(stored) if stored else None
         attempt_id = (attributes or {}).get("ledger.attempt_id")
         marked = current_attempt.set(str(attempt_id)) if attempt_id is not None else None
         try:
             with self._tracer.start_as_current_span(
-                name, context=context, kind=kind, attributes=dict(attributes or {}),
-                record_exception=False, set_status_on_exception=False,
+                name,
+                context=context,
+                kind=kind,
+                attributes=dict(attributes or {}),
+                record_exception=False,
+                set_status_on_exception=False,
             ) as span:
                 try:
                     yield _OtelSpan(span)
@@ -84,8 +98,11 @@ def exporting_configured(environ: Mapping[str, str] | None = None) -> bool:
     exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     if exporter == "none":
         return False
-    return bool(exporter or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    return bool(
+        exporter
+        or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
 
 
 def tracer_from_environment(environ: Mapping[str, str] | None = None) -> OtelTracer | None:
@@ -114,8 +131,9 @@ def tracer_from_environment(environ: Mapping[str, str] | None = None) -> OtelTra
         elif name == "console":
             exporters.append(ConsoleSpanExporter())
         else:
-            raise ValueError(f"OTEL_TRACES_EXPORTER: unsupported exporter {name!r} "
-                             "(use otlp, console or none)")
+            raise ValueError(
+                f"OTEL_TRACES_EXPORTER: unsupported exporter {name!r} (use otlp, console or none)"
+            )
     resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME", SERVICE_NAME)})
     provider = TracerProvider(resource=resource)
     for exporter in exporters:

@@ -43,8 +43,10 @@ app.add_typer(webhooks_app, name="webhooks")
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8000,
-    worker: Annotated[bool, typer.Option(
-        "--worker/--no-worker", help="Also run the worker and the recovery loop.")] = True,
+    worker: Annotated[
+        bool,
+        typer.Option("--worker/--no-worker", help="Also run the worker and the recovery loop."),
+    ] = True,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), with the worker and recovery, on the store."""
     with _one_line_errors():
@@ -64,8 +66,10 @@ def serve(
         api = create_app(settings, ledger=ledger)
         checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
         mode = "API, worker and recovery" if worker else "API only"
-        typer.echo(f"ledger {mode} on http://{host}:{port} "
-                   f"(store: {ledger.backend.describe()}; docs at /docs, console at /console)")
+        typer.echo(
+            f"ledger {mode} on http://{host}:{port} "
+            f"(store: {ledger.backend.describe()}; docs at /docs, console at /console)"
+        )
         _start_metrics_listener(ledger)
         if checkpoints is not None:
             checkpoints.run_once(raise_errors=True)  # a bad key or directory stops start-up
@@ -73,12 +77,17 @@ def serve(
         if runtime is not None:
             runtime.start()
         try:
-            serve_http(api, host=host, port=port, limits=ServeLimits(
-                header_timeout=settings.http_header_timeout_seconds,
-                body_timeout=settings.http_body_timeout_seconds,
-                keep_alive_timeout=settings.http_keep_alive_seconds,
-                max_connections=settings.http_max_connections,
-            ))
+            serve_http(
+                api,
+                host=host,
+                port=port,
+                limits=ServeLimits(
+                    header_timeout=settings.http_header_timeout_seconds,
+                    body_timeout=settings.http_body_timeout_seconds,
+                    keep_alive_timeout=settings.http_keep_alive_seconds,
+                    max_connections=settings.http_max_connections,
+                ),
+            )
         finally:
             if checkpoints is not None:
                 checkpoints.stop()
@@ -104,7 +113,8 @@ def _note_without_executors(ledger: Any) -> None:
     if not ledger.registry.entries():
         Console(stderr=True, soft_wrap=True).print(
             "note: no executors are registered, so every approval is refused; set "
-            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)")
+            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)"
+        )
 
 
 def _configure_logging(settings: Settings) -> None:
@@ -189,17 +199,24 @@ def recover_command(
 
         def show(report: RecoveryReport) -> None:
             outcomes = ", ".join(f"{k}={v}" for k, v in sorted(report.outcomes.items()))
-            typer.echo(f"recovery: examined {report.examined} due attempts"
-                       + (f" ({outcomes})" if outcomes else ""))
+            typer.echo(
+                f"recovery: examined {report.examined} due attempts"
+                + (f" ({outcomes})" if outcomes else "")
+            )
 
         try:
             if once:
                 show(run_recovery(ledger.make_worker()))
                 return
             _configure_logging(settings)
-            _run_until_interrupted(Runtime(
-                ledger, None, recovery_interval=settings.recovery_interval_seconds,
-                on_recovery=show))
+            _run_until_interrupted(
+                Runtime(
+                    ledger,
+                    None,
+                    recovery_interval=settings.recovery_interval_seconds,
+                    on_recovery=show,
+                )
+            )
         finally:
             ledger.close()
 
@@ -232,14 +249,21 @@ def token(
     role: Annotated[Role, typer.Option("--role", help="The `role` claim.")],
     actor_id: Annotated[str | None, typer.Option(help="Channel tokens: actor id.")] = None,
     identity_binding_id: Annotated[
-        str | None, typer.Option(help="Channel tokens: identity binding id.")] = None,
+        str | None, typer.Option(help="Channel tokens: identity binding id.")
+    ] = None,
     channel_binding_id: Annotated[
-        str | None, typer.Option(help="Channel tokens: channel binding id.")] = None,
+        str | None, typer.Option(help="Channel tokens: channel binding id.")
+    ] = None,
     conversation_key: Annotated[
-        str | None, typer.Option(help="Channel tokens: conversation key.")] = None,
-    ttl: Annotated[int, typer.Option(
-        min=1, max=MAX_TOKEN_TTL_SECONDS,
-        help="Lifetime in seconds (at most LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS)."),
+        str | None, typer.Option(help="Channel tokens: conversation key.")
+    ] = None,
+    ttl: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=MAX_TOKEN_TTL_SECONDS,
+            help="Lifetime in seconds (at most LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS).",
+        ),
     ] = DEFAULT_TTL_SECONDS,
 ) -> None:
     """Print a development JWT (HS256, the configured secret) and nothing else on stdout.
@@ -265,10 +289,13 @@ def token(
                 _fail(f"--role channel needs {', '.join(missing)}")
             provenance = Provenance(**{name: str(v) for name, v in flags.items()})
         elif any(v is not None for v in flags.values()):
-            _fail("--actor-id, --identity-binding-id, --channel-binding-id and "
-                  "--conversation-key are only for --role channel")
-        typer.echo(mint_token(settings, subject=sub, role=role, provenance=provenance,
-                              ttl_seconds=ttl))
+            _fail(
+                "--actor-id, --identity-binding-id, --channel-binding-id and "
+                "--conversation-key are only for --role channel"
+            )
+        typer.echo(
+            mint_token(settings, subject=sub, role=role, provenance=provenance, ttl_seconds=ttl)
+        )
 
 
 def main() -> None:

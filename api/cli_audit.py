@@ -45,7 +45,7 @@ class AuditGroup(TyperGroup):
 audit_app = typer.Typer(
     cls=AuditGroup,
     help="Audit: one attempt's verified timeline (`ledger audit ATTEMPT_ID`), and digests "
-         "over the whole ledger that prove later that nothing was removed or rewritten.",
+    "over the whole ledger that prove later that nothing was removed or rewritten.",
     no_args_is_help=True,
 )
 
@@ -76,8 +76,9 @@ def _ledger() -> Any:
 
 @audit_app.command("digest")
 def digest_command(
-    out: Annotated[Path | None, typer.Option(
-        "--out", help="Write the digest to this file instead of stdout.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the digest to this file instead of stdout.")
+    ] = None,
 ) -> None:
     """Print (or --out write) a digest: one Merkle root over every stream head.
 
@@ -98,8 +99,10 @@ def digest_command(
             return
         out.write_text(text, encoding="utf-8")
         signed = "signed" if digest.signature else "unsigned"
-        typer.echo(f"{signed} digest of {digest.stream_count} streams, root {digest.root}, "
-                   f"written to {out}")
+        typer.echo(
+            f"{signed} digest of {digest.stream_count} streams, root {digest.root}, "
+            f"written to {out}"
+        )
 
 
 @audit_app.command("reindex")
@@ -116,22 +119,35 @@ def reindex_command() -> None:
             seen, added, skipped = ledger.store.index_missing_heads()
         finally:
             ledger.close()
-        typer.echo(f"{seen} streams, {added} head entries added, "
-                   f"{seen - added - len(skipped)} already indexed")
+        typer.echo(
+            f"{seen} streams, {added} head entries added, "
+            f"{seen - added - len(skipped)} already indexed"
+        )
         if skipped:
-            _say(f"{len(skipped)} streams not indexed, their newest event does not decode "
-                 f"(first: {skipped[0]}); run `ledger audit verify` on a digest", 1)
+            _say(
+                f"{len(skipped)} streams not indexed, their newest event does not decode "
+                f"(first: {skipped[0]}); run `ledger audit verify` on a digest",
+                1,
+            )
 
 
 @audit_app.command("verify")
 def verify_command(
-    digest_file: Annotated[str, typer.Option(
-        "--digest", help="The digest to check (today's ledger must extend it).")],
-    since: Annotated[str | None, typer.Option(
-        "--since", help="An older digest: check instead that --digest extends it.")] = None,
-    public_key: Annotated[str | None, typer.Option(
-        "--public-key", help="PEM Ed25519 public key of the signer "
-                             "(default: the public half of LEDGER_AUDIT_SIGNING_KEY).")] = None,
+    digest_file: Annotated[
+        str, typer.Option("--digest", help="The digest to check (today's ledger must extend it).")
+    ],
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="An older digest: check instead that --digest extends it."),
+    ] = None,
+    public_key: Annotated[
+        str | None,
+        typer.Option(
+            "--public-key",
+            help="PEM Ed25519 public key of the signer "
+            "(default: the public half of LEDGER_AUDIT_SIGNING_KEY).",
+        ),
+    ] = None,
 ) -> None:
     """Check that today's ledger extends a digest (or --since: that one digest extends another).
 
@@ -174,8 +190,9 @@ def prove_command(
     stream_id: Annotated[str, typer.Argument(help="The stream (attempt, proposal or record id).")],
     version: Annotated[int, typer.Argument(min=1, help="The event's version in the stream.")],
     digest_file: Annotated[str, typer.Option("--digest", help="The digest to prove against.")],
-    public_key: Annotated[str | None, typer.Option(
-        "--public-key", help="PEM Ed25519 public key of the signer.")] = None,
+    public_key: Annotated[
+        str | None, typer.Option("--public-key", help="PEM Ed25519 public key of the signer.")
+    ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the proof to this file.")] = None,
 ) -> None:
     """Print an inclusion proof of one event, checked later with `check-proof`.
@@ -211,8 +228,9 @@ def prove_command(
 def check_proof_command(
     proof_file: Annotated[str, typer.Argument(help="The proof file (from `ledger audit prove`).")],
     digest_file: Annotated[str, typer.Option("--digest", help="The digest it claims.")],
-    public_key: Annotated[str | None, typer.Option(
-        "--public-key", help="PEM Ed25519 public key of the signer.")] = None,
+    public_key: Annotated[
+        str | None, typer.Option("--public-key", help="PEM Ed25519 public key of the signer.")
+    ] = None,
 ) -> None:
     """Check an inclusion proof offline, against the digest only (no ledger access)."""
     with _digest_errors():
@@ -228,19 +246,26 @@ def check_proof_command(
         why = check_proof(proof, digest)
         if why is not None:
             _say(f"the proof does not hold: {why}", 1)
-        typer.echo(f"ok: {proof['stream']} version {proof['version']} "
-                   f"(event {proof['event_hash']}) is covered by the digest of "
-                   f"{digest.created_at}, root {digest.root}")
+        typer.echo(
+            f"ok: {proof['stream']} version {proof['version']} "
+            f"(event {proof['event_hash']}) is covered by the digest of "
+            f"{digest.created_at}, root {digest.root}"
+        )
 
 
 @audit_app.command(SHOW)
 def audit(
     attempt_id: Annotated[str, typer.Argument(help="The execution attempt id (att_...).")],
-    verify: Annotated[bool, typer.Option(
-        "--verify", help="Exit 1 naming the first bad version if a hash chain is broken.")] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Exit 1 naming the first bad version if a hash chain is broken."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    output: Annotated[str, typer.Option(
-        "--format", help="text, json or mermaid (the attempt's state diagram).")] = "text",
+    output: Annotated[
+        str, typer.Option("--format", help="text, json or mermaid (the attempt's state diagram).")
+    ] = "text",
 ) -> None:
     """The redacted timeline of an attempt with its proposal and directory context.
 
@@ -273,8 +298,10 @@ def audit(
         if verify and not report["verified"]:
             streams = [report["attempt"], *report["context"]]
             bad = next(s for s in streams if not s["verified"])
-            _fail(f"verification failed: {bad['stream_id']} version "
-                  f"{bad['first_bad_version']} ({bad['reason']})")
+            _fail(
+                f"verification failed: {bad['stream_id']} version "
+                f"{bad['first_bad_version']} ({bad['reason']})"
+            )
 
 
 def _print_audit(report: dict[str, Any]) -> None:
@@ -282,10 +309,19 @@ def _print_audit(report: dict[str, Any]) -> None:
 
     console = Console(highlight=False)
     for stream in [report["attempt"], *report["context"]]:
-        mark = "verified" if stream["verified"] else (
-            f"BROKEN at version {stream['first_bad_version']} ({stream['reason']})")
-        table = Table("v", "type", "recorded at", "data", title=f"{stream['stream_id']}: {mark}",
-                      title_justify="left")
+        mark = (
+            "verified"
+            if stream["verified"]
+            else (f"BROKEN at version {stream['first_bad_version']} ({stream['reason']})")
+        )
+        table = Table(
+            "v",
+            "type",
+            "recorded at",
+            "data",
+            title=f"{stream['stream_id']}: {mark}",
+            title_justify="left",
+        )
         for event in stream["events"]:
             data = ", ".join(f"{k}={v}" for k, v in sorted(event["data"].items()))
             table.add_row(str(event["version"]), event["type"], event["recorded_at"], data)

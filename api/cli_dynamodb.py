@@ -22,8 +22,9 @@ def create_table() -> None:
         from adapters.dynamodb.schema import create_table as create
 
         # A few retries: creating a table is rare and should survive a throttle.
-        client = make_client(config=client_config(
-            retries={"total_max_attempts": 3, "mode": "standard"}))
+        client = make_client(
+            config=client_config(retries={"total_max_attempts": 3, "mode": "standard"})
+        )
         created = create(client, settings.dynamodb_table, wait=True)
         state = "created" if created else "already existed"
         typer.echo(f"table {settings.dynamodb_table} {state}; it is active")

@@ -10,8 +10,9 @@ from api.cli_common import one_line_errors as _one_line_errors
 
 executors_app = typer.Typer(
     help="The registered executors: one line each, <capability> <build_digest> "
-         "<delivery_mode> <kind>.",
-    invoke_without_command=True)
+    "<delivery_mode> <kind>.",
+    invoke_without_command=True,
+)
 
 
 def _print_executors(settings: Settings) -> int:
@@ -22,11 +23,13 @@ def _print_executors(settings: Settings) -> int:
     try:
         entries = sorted(loaded.registry.entries(), key=lambda e: (e.capability, e.build_digest))
         for entry in entries:
-            typer.echo(f"{entry.capability} {entry.build_digest} {entry.delivery_mode.value} "
-                       f"{entry.kind}")
+            typer.echo(
+                f"{entry.capability} {entry.build_digest} {entry.delivery_mode.value} {entry.kind}"
+            )
         if not entries:
-            Console(stderr=True, soft_wrap=True).print("note: no executors are registered; set "
-                                       "LEDGER_EXECUTORS_FILE or install a plugin")
+            Console(stderr=True, soft_wrap=True).print(
+                "note: no executors are registered; set LEDGER_EXECUTORS_FILE or install a plugin"
+            )
         return len(entries)
     finally:
         loaded.registry.close()
@@ -56,8 +59,11 @@ def executors_check() -> None:
     with _one_line_errors():
         settings = load_settings()
         count = _print_executors(settings)
-        source = (f"LEDGER_EXECUTORS_FILE {settings.executors_file}"
-                  if settings.executors_file else "no executors file")
+        source = (
+            f"LEDGER_EXECUTORS_FILE {settings.executors_file}"
+            if settings.executors_file
+            else "no executors file"
+        )
         Console(stderr=True, highlight=False, soft_wrap=True).print(
-            f"ok: {count} executors ({source}); every env: variable resolved; "
-            "no request was sent")
+            f"ok: {count} executors ({source}); every env: variable resolved; no request was sent"
+        )

@@ -16,10 +16,12 @@ projections_app = typer.Typer(help="Rebuild and check the views.", no_args_is_he
 
 @projections_app.command("rebuild")
 def projections_rebuild(
-    view: Annotated[str | None, typer.Option(
-        "--view", help="status or due_work (default: both).")] = None,
-    check: Annotated[bool, typer.Option(
-        "--check", help="Compare with the live views only; write nothing.")] = False,
+    view: Annotated[
+        str | None, typer.Option("--view", help="status or due_work (default: both).")
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Compare with the live views only; write nothing.")
+    ] = False,
 ) -> None:
     """Fold every attempt stream again, compare with the live views, write the result."""
     with _one_line_errors():
@@ -43,8 +45,10 @@ def projections_rebuild(
 
                     report = rebuild(ledger, name, write=not check, progress=advance)
                 verb = "checked" if check else "rebuilt"
-                typer.echo(f"{name}: {verb} {report.total} attempts; "
-                           f"{report.identical} identical to the live view, "
-                           f"{len(report.changed)} differed")
+                typer.echo(
+                    f"{name}: {verb} {report.total} attempts; "
+                    f"{report.identical} identical to the live view, "
+                    f"{len(report.changed)} differed"
+                )
         finally:
             ledger.close()

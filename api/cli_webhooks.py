@@ -28,8 +28,14 @@ def _ledger() -> Any:
 
 
 def _line(row: dict[str, Any]) -> str:
-    parts = [row["delivery_id"], row["status"], row["type"], row["subject_id"],
-             f"subscription={row['subscription_id']}", f"attempts={row['attempts']}"]
+    parts = [
+        row["delivery_id"],
+        row["status"],
+        row["type"],
+        row["subject_id"],
+        f"subscription={row['subscription_id']}",
+        f"attempts={row['attempts']}",
+    ]
     if row["status"] != DeliveryStatus.DELIVERED.value:
         parts.append(f"next_try_at={row['next_try_at']}")
     if row.get("last_error"):
@@ -41,9 +47,10 @@ def _line(row: dict[str, Any]) -> str:
 
 @webhooks_app.command("list")
 def list_command(
-    status: Annotated[DeliveryStatus, typer.Option(
-        "--status", help="Which deliveries: pending, failing or delivered.")] = (
-        DeliveryStatus.FAILING),
+    status: Annotated[
+        DeliveryStatus,
+        typer.Option("--status", help="Which deliveries: pending, failing or delivered."),
+    ] = (DeliveryStatus.FAILING),
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
@@ -63,7 +70,8 @@ def list_command(
             shown = 0
             while shown < limit:
                 rows, cursor = ledger.views.list_views(
-                    delivery_list_key(status.value), min(200, limit - shown), cursor)
+                    delivery_list_key(status.value), min(200, limit - shown), cursor
+                )
                 for row in rows:
                     data = listed(row.data)
                     typer.echo(json.dumps(data, sort_keys=True) if as_json else _line(data))

@@ -91,8 +91,9 @@ class ThreadPerCall:
                 late(box.get("result"), box.get("error"))
 
         context = contextvars.copy_context()
-        thread = threading.Thread(target=context.run, args=(target,), name="executor-call",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=context.run, args=(target,), name="executor-call", daemon=True
+        )
         thread.start()
         thread.join(max(0.0, timeout))
         with lock:
@@ -212,35 +213,36 @@ class ApplicationRun:
     """The eventsourcing ``Application`` on its own SQLite file."""
 
     def __init__(self, path: Path) -> None:
-        self.app: Application[UUID] = Application(env={
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)})
+        self.app: Application[UUID] = Application(
+            env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+        )
         records = [Record(values=_payload(size)) for size in (330, 405, 387, 338, 476, 330)]
         self.app.save(*records)
         self.directory = [r.id for r in records]
 
     def one(self) -> None:
         get, save = self.app.repository.get, self.app.save
-        get(self.directory[4])                      # propose: the executor build
+        get(self.directory[4])  # propose: the executor build
         proposal = ProposalAgg(spec=_payload(1230))
         save(proposal)
-        proposal = get(proposal.id)                 # present
+        proposal = get(proposal.id)  # present
         proposal.present(_payload(590))
         save(proposal)
-        proposal = get(proposal.id)                 # approve: proposal + six records
+        proposal = get(proposal.id)  # approve: proposal + six records
         for record_id in self.directory:
             get(record_id)
         proposal.claim(_payload(370))
         attempt = AttemptAgg(queued=_payload(1050))
         save(proposal, attempt)
-        attempt = get(attempt.id)                   # worker: lease
+        attempt = get(attempt.id)  # worker: lease
         attempt.lease(_payload(400))
         save(attempt)
-        get(proposal.id)                            # recheck: proposal + six records
+        get(proposal.id)  # recheck: proposal + six records
         for record_id in self.directory:
             get(record_id)
-        attempt.start(_payload(300))                # the dispatch marker
+        attempt.start(_payload(300))  # the dispatch marker
         save(attempt)
-        attempt.record(_payload(420))               # the result
+        attempt.record(_payload(420))  # the result
         save(attempt)
 
     def close(self) -> None:
@@ -261,12 +263,12 @@ def rate(operation: Callable[[], Any], count: int) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(count):
         operation()
-    return (count / (time.perf_counter() - wall),
-            count / max(time.process_time() - cpu, 1e-9))
+    return (count / (time.perf_counter() - wall), count / max(time.process_time() - cpu, 1e-9))
 
 
-def round_robin(operations: list[Callable[[], Any]], samples: int, per_sample: int
-                ) -> list[tuple[float, float]]:
+def round_robin(
+    operations: list[Callable[[], Any]], samples: int, per_sample: int
+) -> list[tuple[float, float]]:
     """Median (wall, CPU) rates of each operation over short samples taken in turn.
 
     The CPU rate is what a loaded machine cannot distort: the wall rate of a
@@ -279,14 +281,16 @@ def round_robin(operations: list[Callable[[], Any]], samples: int, per_sample: i
     for _ in range(samples):
         for i, op in enumerate(operations):
             results[i].append(rate(op, per_sample))
-    return [(statistics.median(w for w, _ in r), statistics.median(c for _, c in r))
-            for r in results]
+    return [
+        (statistics.median(w for w, _ in r), statistics.median(c for _, c in r)) for r in results
+    ]
 
 
 def lifecycles(directory: Path, samples: int, per_sample: int) -> list[tuple[float, float]]:
     """Rates of: new, before-pool, previous-path and Application lifecycles."""
-    runs = [LedgerRun(directory / f"{name}.db", name)
-            for name in ("new", "before_pool", "previous")]
+    runs = [
+        LedgerRun(directory / f"{name}.db", name) for name in ("new", "before_pool", "previous")
+    ]
     app = ApplicationRun(directory / "application.db")
     try:
         return round_robin([*(r.one for r in runs), app.one], samples, per_sample)
@@ -308,8 +312,11 @@ def encodings_per_lifecycle(directory: Path, previous: bool, count: int) -> tupl
         calls["events"] += isinstance(value, dict) and "stream" in value
         return real(value)
 
-    modules = [m for m in list(sys.modules.values())
-               if getattr(m, "canonical_json", None) is real and m is not canonical]
+    modules = [
+        m
+        for m in list(sys.modules.values())
+        if getattr(m, "canonical_json", None) is real and m is not canonical
+    ]
     for module in modules:
         module.canonical_json = counted  # type: ignore[attr-defined]
     try:
@@ -336,8 +343,13 @@ def encoders(directory: Path, samples: int) -> list[tuple[str, float, float]]:
     for kind in ("Proposed", "Queued", "Leased"):
         body = next(b for name, b in bodies if name == kind)
         (reference, _), (fast, _) = round_robin(
-            [lambda b=body: canonical.reference_json(b),
-             lambda b=body: canonical.canonical_json(b)], samples, 2000)
+            [
+                lambda b=body: canonical.reference_json(b),
+                lambda b=body: canonical.canonical_json(b),
+            ],
+            samples,
+            2000,
+        )
         rows.append((kind, reference, fast))
     return rows
 
@@ -347,13 +359,14 @@ PROFILE_PARTS: list[tuple[str, str, str]] = [
     ("aggregate reads (LedgerStore.get: select, decode, fold)", "adapters/store.py", "get"),
     ("  of which decoding stored events", "adapters/mapping.py", "to_domain_event"),
     ("commits (events, head index, lookups, due items, checks)", "adapters/store.py", "commit"),
-    ("  of which encoding new events (canonical bytes)", "adapters/mapping.py",
-     "to_stored_event"),
-    ("the executor call on a pooled thread (hand-off, run, wait)",
-     "domain/services/deadline.py", "run"),
+    ("  of which encoding new events (canonical bytes)", "adapters/mapping.py", "to_stored_event"),
+    (
+        "the executor call on a pooled thread (hand-off, run, wait)",
+        "domain/services/deadline.py",
+        "run",
+    ),
     ("spec validation (pydantic), once", "domain/spec.py", "parse_spec"),
-    ("stored spec taken back by its hash (approval, recheck)", "domain/spec.py",
-     "stored_spec"),
+    ("stored spec taken back by its hash (approval, recheck)", "domain/spec.py", "stored_spec"),
     ("every canonical encoding (events, specs, ids)", "domain/canonical.py", "canonical_json"),
 ]
 
@@ -384,8 +397,9 @@ def hand_offs(directory: Path, count: int) -> list[list[str]]:
     """Wall time per lifecycle spent handing the executor call to another thread and
     getting its answer back (time in the runner minus the executor's own), pooled
     and thread per call, in turn on the same kind of file."""
-    runs = {name: LedgerRun(directory / f"handoff-{name}.db", name)
-            for name in ("new", "before_pool")}
+    runs = {
+        name: LedgerRun(directory / f"handoff-{name}.db", name) for name in ("new", "before_pool")
+    }
     timers = {}
     for name, run in runs.items():
         timers[name] = TimedCalls(run.worker.calls)
@@ -406,11 +420,16 @@ def hand_offs(directory: Path, count: int) -> list[list[str]]:
     done = (count // 10) * 10
     for name, run in runs.items():
         timer = timers[name]
-        rows.append([VARIANTS[name], f"{totals[name][0] / done * 1000:.2f}",
-                     f"{totals[name][1] / done * 1000:.2f}",
-                     f"{timer.executed / done * 1000:.3f}",
-                     f"{(timer.waited - timer.executed) / done * 1000:.3f}",
-                     f"{(timer.waited - timer.executed) / totals[name][0]:.0%}"])
+        rows.append(
+            [
+                VARIANTS[name],
+                f"{totals[name][0] / done * 1000:.2f}",
+                f"{totals[name][1] / done * 1000:.2f}",
+                f"{timer.executed / done * 1000:.3f}",
+                f"{(timer.waited - timer.executed) / done * 1000:.3f}",
+                f"{(timer.waited - timer.executed) / totals[name][0]:.0%}",
+            ]
+        )
         run.close()
     return rows
 
@@ -432,8 +451,11 @@ def profile(directory: Path, count: int) -> tuple[list[list[str]], str]:
     total = max(ct for (_, _, name), (_, _, _, ct, _) in entries.items() if name == "one")
     rows = []
     for label, suffix, function in PROFILE_PARTS:
-        spent = sum(ct for (path, _, name), (_, _, _, ct, _) in entries.items()
-                    if name == function and path.endswith(suffix))
+        spent = sum(
+            ct
+            for (path, _, name), (_, _, _, ct, _) in entries.items()
+            if name == function and path.endswith(suffix)
+        )
         rows.append([label, f"{spent / count * 1000:.2f}", f"{spent / total:.0%}"])
     rows.append(["a whole lifecycle", f"{total / count * 1000:.2f}", "100%"])
     stats.sort_stats("tottime").print_stats(20)
@@ -444,14 +466,26 @@ def profile(directory: Path, count: int) -> tuple[list[list[str]], str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true",
-                        help="a small smoke run (seconds); results are not meaningful")
-    parser.add_argument("--previous-only", action="store_true",
-                        help="run only the previous path's lifecycles (no results file)")
-    parser.add_argument("--before-pool-only", action="store_true",
-                        help="run only the lifecycles before pooled calls (no results file)")
-    parser.add_argument("--profile", action="store_true",
-                        help="add a cProfile of the new path's lifecycles on the RAM file system")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small smoke run (seconds); results are not meaningful",
+    )
+    parser.add_argument(
+        "--previous-only",
+        action="store_true",
+        help="run only the previous path's lifecycles (no results file)",
+    )
+    parser.add_argument(
+        "--before-pool-only",
+        action="store_true",
+        help="run only the lifecycles before pooled calls (no results file)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="add a cProfile of the new path's lifecycles on the RAM file system",
+    )
     args = parser.parse_args()
     if args.previous_only or args.before_pool_only:
         name = "previous" if args.previous_only else "before_pool"
@@ -464,8 +498,10 @@ def main() -> None:
     load_at_start = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     report = Report("bench_application", args.quick)
     samples, per_sample = (2, 4) if args.quick else (7, 40)
-    places = [("repository file system (fsync per commit)", ROOT / "var"),
-              ("RAM file system /dev/shm (no sync cost)", Path("/dev/shm"))]
+    places = [
+        ("repository file system (fsync per commit)", ROOT / "var"),
+        ("RAM file system /dev/shm (no sync cost)", Path("/dev/shm")),
+    ]
     rows, figures = [], {}
     for label, where in places:
         if not where.is_dir():
@@ -481,63 +517,99 @@ def main() -> None:
         figures[label + " gain"] = new / before
         figures[label + " gain cpu"] = new_cpu / before_cpu
         for name, (wall, cpu) in zip([*VARIANTS, "application"], measured, strict=True):
-            rows.append([label, VARIANTS.get(name, "the library's Application"),
-                         f"{wall:,.0f}", f"{cpu:,.0f}", f"{wall / app:.2f}",
-                         f"{cpu / app_cpu:.2f}", f"{wall / cpu:.2f}"])
-    report.table("Lifecycles per second, one thread: the ledger (as it is, before pooled "
-                 "calls, and on the previous path) and the library's Application doing the "
-                 "same saves and gets, per second of wall time and per second of the "
-                 "process's CPU time, and the ratio of each to the Application",
-                 ["where", "code", "wall /s", "CPU /s", "wall / Application",
-                  "CPU / Application", "CPU busy (wall / CPU rate)"],
-                 rows, align="llrrrrr")
+            rows.append(
+                [
+                    label,
+                    VARIANTS.get(name, "the library's Application"),
+                    f"{wall:,.0f}",
+                    f"{cpu:,.0f}",
+                    f"{wall / app:.2f}",
+                    f"{cpu / app_cpu:.2f}",
+                    f"{wall / cpu:.2f}",
+                ]
+            )
+    report.table(
+        "Lifecycles per second, one thread: the ledger (as it is, before pooled "
+        "calls, and on the previous path) and the library's Application doing the "
+        "same saves and gets, per second of wall time and per second of the "
+        "process's CPU time, and the ratio of each to the Application",
+        [
+            "where",
+            "code",
+            "wall /s",
+            "CPU /s",
+            "wall / Application",
+            "CPU / Application",
+            "CPU busy (wall / CPU rate)",
+        ],
+        rows,
+        align="llrrrrr",
+    )
     count = 5 if args.quick else 100
-    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None,
-                                     prefix="bench-") as tmp:
+    with tempfile.TemporaryDirectory(
+        dir="/dev/shm" if Path("/dev/shm").is_dir() else None, prefix="bench-"
+    ) as tmp:
         (new_all, new_events) = encodings_per_lifecycle(Path(tmp), False, count)
         (old_all, old_events) = encodings_per_lifecycle(Path(tmp), True, count)
         enc = encoders(Path(tmp), 3 if args.quick else 7)
-        parts, prof = (profile(Path(tmp), 30 if args.quick else 300) if args.profile
-                       else ([], ""))
+        parts, prof = profile(Path(tmp), 30 if args.quick else 300) if args.profile else ([], "")
         handed = hand_offs(Path(tmp), 20 if args.quick else 300) if args.profile else []
-    report.table("Canonical encodings per lifecycle (counted over the run)",
-                 ["path", "encodings", "of event bodies", "by the rfc8785 package"],
-                 [["previous", f"{old_all:.0f}", f"{old_events:.0f}", f"{old_all:.0f}"],
-                  ["new", f"{new_all:.0f}", f"{new_events:.0f}", "0"]], align="lrrr")
-    report.table("The encoders alone, on a lifecycle's event bodies (encodings per second)",
-                 ["event", "rfc8785 package", "canonical_json", "ratio"],
-                 [[k, f"{a:,.0f}", f"{b:,.0f}", f"{b / a:.1f}"] for k, a, b in enc],
-                 align="lrrr")
+    report.table(
+        "Canonical encodings per lifecycle (counted over the run)",
+        ["path", "encodings", "of event bodies", "by the rfc8785 package"],
+        [
+            ["previous", f"{old_all:.0f}", f"{old_events:.0f}", f"{old_all:.0f}"],
+            ["new", f"{new_all:.0f}", f"{new_events:.0f}", "0"],
+        ],
+        align="lrrr",
+    )
+    report.table(
+        "The encoders alone, on a lifecycle's event bodies (encodings per second)",
+        ["event", "rfc8785 package", "canonical_json", "ratio"],
+        [[k, f"{a:,.0f}", f"{b:,.0f}", f"{b / a:.1f}"] for k, a, b in enc],
+        align="lrrr",
+    )
     if parts:
-        report.table("Where a lifecycle's time goes (cProfile, new path, RAM file system; "
-                     "the profiler inflates small calls)",
-                     ["part", "ms per lifecycle", "share"], parts, align="lrr")
+        report.table(
+            "Where a lifecycle's time goes (cProfile, new path, RAM file system; "
+            "the profiler inflates small calls)",
+            ["part", "ms per lifecycle", "share"],
+            parts,
+            align="lrr",
+        )
     if handed:
-        report.table("The executor call's hand-off, RAM file system (wall time per "
-                     "lifecycle waiting for another thread to take the call and for "
-                     "the answer to come back; load average now "
-                     + " / ".join(f"{x:.1f}" for x in os.getloadavg()) + ")",
-                     ["code", "wall ms", "CPU ms", "executor ms", "hand-off ms",
-                      "hand-off / wall"], handed, align="lrrrrr")
+        report.table(
+            "The executor call's hand-off, RAM file system (wall time per "
+            "lifecycle waiting for another thread to take the call and for "
+            "the answer to come back; load average now "
+            + " / ".join(f"{x:.1f}" for x in os.getloadavg())
+            + ")",
+            ["code", "wall ms", "CPU ms", "executor ms", "hand-off ms", "hand-off / wall"],
+            handed,
+            align="lrrrrr",
+        )
     if prof:
-        report.add(f"### cProfile of the new path, RAM file system (tottime)\n\n```\n"
-                   f"{prof.strip()}\n```")
+        report.add(
+            f"### cProfile of the new path, RAM file system (tottime)\n\n```\n{prof.strip()}\n```"
+        )
         print(prof)
-    report.write(INTRO.format(samples=samples, per_sample=per_sample,
-                              disk=figures.get(places[0][0], float("nan")),
-                              ram=figures.get(places[1][0], float("nan")),
-                              disk_cpu=figures.get(places[0][0] + " cpu", float("nan")),
-                              ram_cpu=figures.get(places[1][0] + " cpu", float("nan")),
-                              disk_gain=figures.get(places[0][0] + " gain", float("nan")),
-                              ram_gain=figures.get(places[1][0] + " gain", float("nan")),
-                              disk_gain_cpu=figures.get(places[0][0] + " gain cpu",
-                                                        float("nan")),
-                              ram_gain_cpu=figures.get(places[1][0] + " gain cpu",
-                                                       float("nan")),
-                              load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
-                              load_at_start=load_at_start,
-                              command=" ".join([".venv/bin/python", "bench/bench_application.py",
-                                                *sys.argv[1:]])))
+    report.write(
+        INTRO.format(
+            samples=samples,
+            per_sample=per_sample,
+            disk=figures.get(places[0][0], float("nan")),
+            ram=figures.get(places[1][0], float("nan")),
+            disk_cpu=figures.get(places[0][0] + " cpu", float("nan")),
+            ram_cpu=figures.get(places[1][0] + " cpu", float("nan")),
+            disk_gain=figures.get(places[0][0] + " gain", float("nan")),
+            ram_gain=figures.get(places[1][0] + " gain", float("nan")),
+            disk_gain_cpu=figures.get(places[0][0] + " gain cpu", float("nan")),
+            ram_gain_cpu=figures.get(places[1][0] + " gain cpu", float("nan")),
+            load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+            load_at_start=load_at_start,
+            command=" ".join([".venv/bin/python", "bench/bench_application.py", *sys.argv[1:]]),
+        )
+    )
 
 
 INTRO = """

@@ -53,8 +53,9 @@ def populate(store: LedgerStore, streams: int) -> None:
     for start in range(0, streams, BATCH):
         records = []
         for n in range(start, min(start + BATCH, streams)):
-            record = DirectoryRecord(record_id=f"actor:user-{n:07d}", kind="actor",
-                                     values={"enabled": True}, at=AT)
+            record = DirectoryRecord(
+                record_id=f"actor:user-{n:07d}", kind="actor", values={"enabled": True}, at=AT
+            )
             for enabled in (False, True)[: EVENTS_PER_STREAM - 1]:
                 record.update({"enabled": enabled}, AT)
             records.append(record)
@@ -99,10 +100,20 @@ def scale(streams: int, tmp: Path) -> tuple[list[list[Any]], list[list[Any]]]:
     verify_mb = peak_memory(lambda: verify_ledger(store, digest))
     size = len(digest_text(digest).encode())
     rows = [
-        ["take a digest (head index, Merkle root)", f"{digest_s:.2f}", f"{digest_cpu:.2f}",
-         f"{digest_cpu / streams * 1e6:.1f}", f"{digest_mb:.1f}"],
-        ["verify the ledger extends it (every chain)", f"{verify_s:.2f}", f"{verify_cpu:.2f}",
-         f"{verify_cpu / streams * 1e6:.1f}", f"{verify_mb:.1f}"],
+        [
+            "take a digest (head index, Merkle root)",
+            f"{digest_s:.2f}",
+            f"{digest_cpu:.2f}",
+            f"{digest_cpu / streams * 1e6:.1f}",
+            f"{digest_mb:.1f}",
+        ],
+        [
+            "verify the ledger extends it (every chain)",
+            f"{verify_s:.2f}",
+            f"{verify_cpu:.2f}",
+            f"{verify_cpu / streams * 1e6:.1f}",
+            f"{verify_mb:.1f}",
+        ],
     ]
     stream_id = digest.heads[streams // 2].stream_id
     events_of, _ = store.audit_events(stream_id)
@@ -113,11 +124,15 @@ def scale(streams: int, tmp: Path) -> tuple[list[list[Any]], list[list[Any]]]:
         ["streams / events", f"{streams:,} / {events:,}"],
         ["populating (500 records per commit)", f"{populate_s:.1f} s"],
         ["digest file size", f"{size / 2**20:.1f} MiB ({size / streams:.0f} bytes per stream)"],
-        ["inclusion proof: Merkle path / chain path",
-         f"{len(proof['merkle_path'])} hashes / {len(proof['chain'])} events, "
-         f"{len(json.dumps(proof)):,} bytes"],
-        ["inclusion proof: make (tree rebuilt) / check offline",
-         f"{proof_s * 1000:.0f} ms / {check_s * 1000:.2f} ms"],
+        [
+            "inclusion proof: Merkle path / chain path",
+            f"{len(proof['merkle_path'])} hashes / {len(proof['chain'])} events, "
+            f"{len(json.dumps(proof)):,} bytes",
+        ],
+        [
+            "inclusion proof: make (tree rebuilt) / check offline",
+            f"{proof_s * 1000:.0f} ms / {check_s * 1000:.2f} ms",
+        ],
     ]
     store.recorder.close()
     return rows, facts
@@ -128,10 +143,15 @@ def sqlite_commit_cost(commits: int, tmp: Path) -> list[list[Any]]:
     rates = {}
     for head_index in (False, True, False, True):  # interleaved: the machine is shared
         store = sqlite_store(tmp / f"commit-{head_index}-{len(rates)}.db", head_index=head_index)
-        records = [DirectoryRecord(record_id=f"actor:c-{n}", kind="actor",
-                                   values={"enabled": True}, at=AT) for n in range(commits)]
-        seconds, _ = timed(lambda s=store, r=records: [  # type: ignore[misc]
-            s.commit(Commit(aggregates=[one])) for one in r])
+        records = [
+            DirectoryRecord(record_id=f"actor:c-{n}", kind="actor", values={"enabled": True}, at=AT)
+            for n in range(commits)
+        ]
+        seconds, _ = timed(
+            lambda s=store, r=records: [  # type: ignore[misc]
+                s.commit(Commit(aggregates=[one])) for one in r
+            ]
+        )
         rates.setdefault(head_index, []).append(commits / seconds)
         store.recorder.close()
     off = max(rates[False])
@@ -158,11 +178,15 @@ def dynamodb_commit_cost(attempts: int) -> list[list[Any]]:
                 total = total + used
                 del n
             label = "on" if head_index else "off"
-            rows.append([f"one attempt's happy path, head index {label}",
-                         f"{total.writes / attempts:.1f}",
-                         f"{total.wcu / attempts:.1f}",
-                         f"{total.gsi_wcu / attempts:.1f}",
-                         _per_attempt(total, attempts)])
+            rows.append(
+                [
+                    f"one attempt's happy path, head index {label}",
+                    f"{total.writes / attempts:.1f}",
+                    f"{total.wcu / attempts:.1f}",
+                    f"{total.gsi_wcu / attempts:.1f}",
+                    _per_attempt(total, attempts),
+                ]
+            )
             client.delete_table(TableName=table)
         client.close()
     return rows
@@ -176,12 +200,18 @@ def head_hash_cost(commits: int) -> list[list[Any]]:
     """The head index hashes each commit's newest event: that hash, timed alone."""
     records = []
     for n in range(commits):
-        record = DirectoryRecord(record_id=f"actor:h-{n}", kind="actor",
-                                 values={"enabled": True}, at=AT)
+        record = DirectoryRecord(
+            record_id=f"actor:h-{n}", kind="actor", values={"enabled": True}, at=AT
+        )
         records.append(record)
     seconds, _ = timed(lambda: [r.chain_head for r in records])
-    return [["hash of a commit's newest event (the head), alone",
-             f"{commits / seconds:,.0f}", f"{seconds / commits * 1e6:.0f} µs"]]
+    return [
+        [
+            "hash of a commit's newest event (the head), alone",
+            f"{commits / seconds:,.0f}",
+            f"{seconds / commits * 1e6:.0f} µs",
+        ]
+    ]
 
 
 def main() -> None:
@@ -192,20 +222,37 @@ def main() -> None:
     base.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=base, prefix="bench-digest-") as tmp:
         rows, facts = scale(streams, Path(tmp))
-        report.table(f"Digest over {streams:,} streams (SQLite)",
-                     ["operation", "wall s", "CPU s", "CPU µs per stream",
-                      "peak MiB (Python)"],
-                     rows, align="lrrrr")
+        report.table(
+            f"Digest over {streams:,} streams (SQLite)",
+            ["operation", "wall s", "CPU s", "CPU µs per stream", "peak MiB (Python)"],
+            rows,
+            align="lrrrr",
+        )
         report.table("Sizes", ["what", "figure"], facts, align="ll")
-        report.table("Head index cost per commit (SQLite)",
-                     ["operation", "commits/s", "ratio"],
-                     sqlite_commit_cost(commits, Path(tmp)), align="lrr")
-        report.table("Of which hashing", ["operation", "per second", "each"],
-                     head_hash_cost(commits), align="lrr")
-    report.table("Head index cost per attempt (DynamoDB, ministack, counted)",
-                 ["operation", "write requests", "table WCU", "GSI WCU",
-                  "requests by operation (per attempt)"],
-                 dynamodb_commit_cost(attempts), align="lrrrl")
+        report.table(
+            "Head index cost per commit (SQLite)",
+            ["operation", "commits/s", "ratio"],
+            sqlite_commit_cost(commits, Path(tmp)),
+            align="lrr",
+        )
+        report.table(
+            "Of which hashing",
+            ["operation", "per second", "each"],
+            head_hash_cost(commits),
+            align="lrr",
+        )
+    report.table(
+        "Head index cost per attempt (DynamoDB, ministack, counted)",
+        [
+            "operation",
+            "write requests",
+            "table WCU",
+            "GSI WCU",
+            "requests by operation (per attempt)",
+        ],
+        dynamodb_commit_cost(attempts),
+        align="lrrrl",
+    )
     report.write(INTRO)
 
 

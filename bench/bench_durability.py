@@ -53,8 +53,9 @@ def child(synchronous: str, count: int, path: str) -> None:
         worker.process(attempt_id)
         projector.project_attempt(attempt_id)
     seconds = time.perf_counter() - start
-    print(json.dumps({"durable": recorder.durable_commits.count - durable_before,
-                      "seconds": seconds}))
+    print(
+        json.dumps({"durable": recorder.durable_commits.count - durable_before, "seconds": seconds})
+    )
     recorder.close()
 
 
@@ -63,8 +64,7 @@ def run_child(synchronous: str, count: int, folder: Path, strace: str | None) ->
     command = [sys.executable, __file__, "--child", synchronous, str(count), str(path)]
     if strace is not None:
         trace = folder / "strace.txt"
-        command = [strace, "-f", "-y", "-e", "trace=fsync,fdatasync", "-o", str(trace),
-                   *command]
+        command = [strace, "-f", "-y", "-e", "trace=fsync,fdatasync", "-o", str(trace), *command]
     out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     result["syncs"] = result["main_file_syncs"] = None
@@ -86,9 +86,16 @@ def main() -> None:
     report = Report("bench_durability", args.quick)
     count = 20 if args.quick else 200
     strace = shutil.which("strace")
-    headers = ["file system", "synchronous", "lifecycles", "fsyncs per lifecycle (strace)",
-               "of which checkpoints", "commit fsyncs per lifecycle",
-               "durable commits per lifecycle (hook)", "lifecycles/s (no strace, best of 3)"]
+    headers = [
+        "file system",
+        "synchronous",
+        "lifecycles",
+        "fsyncs per lifecycle (strace)",
+        "of which checkpoints",
+        "commit fsyncs per lifecycle",
+        "durable commits per lifecycle (hook)",
+        "lifecycles/s (no strace, best of 3)",
+    ]
     rows: list[list[Any]] = []
     base = ROOT / "var"
     base.mkdir(exist_ok=True)
@@ -99,22 +106,36 @@ def main() -> None:
                 setup = run_child(synchronous, 0, folder, strace) if strace else None
                 traced = run_child(synchronous, count, folder, strace) if strace else None
                 # the best of three runs without strace (rates on a shared machine)
-                timed = min((run_child(synchronous, count, folder, None) for _ in range(3)),
-                            key=lambda r: float(r["seconds"]))
+                timed = min(
+                    (run_child(synchronous, count, folder, None) for _ in range(3)),
+                    key=lambda r: float(r["seconds"]),
+                )
                 syncs = checkpoints = commits = "-"
                 if traced is not None and setup is not None:
                     total = traced["syncs"] - setup["syncs"]
                     ckpt = 3 * (traced["main_file_syncs"] - setup["main_file_syncs"])
                     syncs, checkpoints = f"{total / count:.2f}", f"{ckpt / count:.2f}"
                     commits = f"{(total - ckpt) / count:.2f}"
-                rows.append([label, synchronous + (" (main before)" if synchronous == "FULL"
-                                                   else " + durable commits"),
-                             count, syncs, checkpoints, commits,
-                             f"{timed['durable'] / count:.2f}",
-                             f"{count / timed['seconds']:,.0f}"])
+                rows.append(
+                    [
+                        label,
+                        synchronous
+                        + (" (main before)" if synchronous == "FULL" else " + durable commits"),
+                        count,
+                        syncs,
+                        checkpoints,
+                        commits,
+                        f"{timed['durable'] / count:.2f}",
+                        f"{count / timed['seconds']:,.0f}",
+                    ]
+                )
     report.table("fsyncs and rate per lifecycle", headers, rows, align="llrrrrrr")
-    report.write(INTRO.format(target=ANSWERED_OR_BEFORE_A_CALL,
-                              strace="strace" if strace else "no strace (not installed)"))
+    report.write(
+        INTRO.format(
+            target=ANSWERED_OR_BEFORE_A_CALL,
+            strace="strace" if strace else "no strace (not installed)",
+        )
+    )
 
 
 INTRO = """

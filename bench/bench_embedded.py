@@ -33,8 +33,13 @@ from harness import ROOT, Lifecycle, Report, parse_args, sqlite_store
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from domain.base import LazyHash
 
-STATE = (b'{"at":"2026-11-29T12:00:00Z","generation":1,"owner":"lease_' + b"0" * 32
-         + b'","prev_hash":"sha256:' + b"ab" * 32 + b'"}')
+STATE = (
+    b'{"at":"2026-11-29T12:00:00Z","generation":1,"owner":"lease_'
+    + b"0" * 32
+    + b'","prev_hash":"sha256:'
+    + b"ab" * 32
+    + b'"}'
+)
 
 
 def rate(operation: Callable[[], Any], count: int) -> float:
@@ -44,8 +49,7 @@ def rate(operation: Callable[[], Any], count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
-def round_robin(operations: list[Callable[[], Any]], samples: int, per_sample: int
-                ) -> list[float]:
+def round_robin(operations: list[Callable[[], Any]], samples: int, per_sample: int) -> list[float]:
     """Median rate of each operation over short samples taken in turn."""
     for op in operations:
         rate(op, max(1, per_sample // 4))
@@ -59,8 +63,10 @@ def round_robin(operations: list[Callable[[], Any]], samples: int, per_sample: i
 def raw_commit(path: Path) -> Callable[[], None]:
     conn = sqlite3.connect(str(path), isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS t (pk TEXT, sk INTEGER, state BLOB, "
-                 "PRIMARY KEY (pk, sk)) WITHOUT ROWID")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS t (pk TEXT, sk INTEGER, state BLOB, "
+        "PRIMARY KEY (pk, sk)) WITHOUT ROWID"
+    )
 
     def op() -> None:
         conn.execute("BEGIN")
@@ -99,25 +105,28 @@ def lifecycles(directory: Path, samples: int, per_sample: int) -> list[float]:
         with eager_chain_hashing():
             one()
 
-    rates = round_robin([raw_commit(directory / "raw.db"), one, one_eager], samples,
-                        per_sample)
+    rates = round_robin([raw_commit(directory / "raw.db"), one, one_eager], samples, per_sample)
     life.store.recorder.close()
     return rates
 
 
 def events(stream: str, count: int) -> list[StoredEvent]:
-    return [StoredEvent(originator_id=stream, originator_version=v, topic="bench:Event",
-                        state=STATE) for v in range(1, count + 1)]
+    return [
+        StoredEvent(originator_id=stream, originator_version=v, topic="bench:Event", state=STATE)
+        for v in range(1, count + 1)
+    ]
 
 
 def appends(directory: Path, samples: int, per_sample: int) -> list[tuple[str, float, float]]:
     ours = SQLiteLedgerRecorder(open_datastore(str(directory / "ours.db")))
     ours.create_table()
     theirs = SQLiteAggregateRecorder(
-        SQLiteDatastore(str(directory / "theirs.db"), originator_id_type="text"))
+        SQLiteDatastore(str(directory / "theirs.db"), originator_id_type="text")
+    )
     theirs.create_table()
     rows = []
     for label, size in (("single-event append", 1), ("four-event append (one stream)", 4)):
+
         def op_ours(size: int = size) -> None:
             ours.insert_events(events(f"s:{uuid.uuid4().hex}", size))
 
@@ -137,8 +146,10 @@ def main() -> None:
     samples, per_sample = (2, 5) if args.quick else (7, 40)
     life_rows = []
     figures: dict[str, float] = {}
-    places = [("repository file system (fsync per commit)", ROOT / "var"),
-              ("RAM file system /dev/shm (no sync cost)", Path("/dev/shm"))]
+    places = [
+        ("repository file system (fsync per commit)", ROOT / "var"),
+        ("RAM file system /dev/shm (no sync cost)", Path("/dev/shm")),
+    ]
     for label, base in places:
         if not base.is_dir():
             if base.parent == ROOT:
@@ -149,25 +160,50 @@ def main() -> None:
             raw, full, eager = lifecycles(Path(tmp), samples, per_sample)
         figures[label] = full
         figures[label + " eager"] = eager
-        life_rows.append([label, f"{raw:,.0f}", f"{full:,.0f}", f"{full / raw:.3f}",
-                          f"{raw / full:.1f}", f"{eager:,.0f}", f"{full / eager:.2f}"])
-    report.table("Full lifecycles per second, one thread",
-                 ["where", "raw 1-row commits/s", "lifecycles/s", "ratio to raw",
-                  "commit-equivalents per lifecycle",
-                  "lifecycles/s before the fix (eager hashing)", "after / before"],
-                 life_rows, align="lrrrrrr")
+        life_rows.append(
+            [
+                label,
+                f"{raw:,.0f}",
+                f"{full:,.0f}",
+                f"{full / raw:.3f}",
+                f"{raw / full:.1f}",
+                f"{eager:,.0f}",
+                f"{full / eager:.2f}",
+            ]
+        )
+    report.table(
+        "Full lifecycles per second, one thread",
+        [
+            "where",
+            "raw 1-row commits/s",
+            "lifecycles/s",
+            "ratio to raw",
+            "commit-equivalents per lifecycle",
+            "lifecycles/s before the fix (eager hashing)",
+            "after / before",
+        ],
+        life_rows,
+        align="lrrrrrr",
+    )
     with tempfile.TemporaryDirectory(dir=ROOT / "var", prefix="bench-") as tmp:
         rows = appends(Path(tmp), samples, per_sample)
-    report.table("Appends per second: ours vs the eventsourcing library's SQLite recorder",
-                 ["operation", "library recorder/s", "ledger recorder/s",
-                  "ledger / library"],
-                 [[label, f"{a:,.0f}", f"{b:,.0f}", f"{b / a:.2f}"] for label, a, b in rows],
-                 align="lrrr")
+    report.table(
+        "Appends per second: ours vs the eventsourcing library's SQLite recorder",
+        ["operation", "library recorder/s", "ledger recorder/s", "ledger / library"],
+        [[label, f"{a:,.0f}", f"{b:,.0f}", f"{b / a:.2f}"] for label, a, b in rows],
+        align="lrrr",
+    )
     worst = min(b / a for _, a, b in rows)
-    report.write(INTRO.format(samples=samples, per_sample=per_sample, worst=worst,
-                              appends="met" if worst >= 1 / 1.5 else "missed",
-                              ram=figures.get(places[1][0], float("nan")),
-                              disk=figures.get(places[0][0], float("nan"))))
+    report.write(
+        INTRO.format(
+            samples=samples,
+            per_sample=per_sample,
+            worst=worst,
+            appends="met" if worst >= 1 / 1.5 else "missed",
+            ram=figures.get(places[1][0], float("nan")),
+            disk=figures.get(places[0][0], float("nan")),
+        )
+    )
 
 
 INTRO = """
@@ -207,7 +243,6 @@ system; target >= 1,000/s: missed.** Two causes, measured here:
   millisecond for all of that on CPython; getting there would need aggregates
   kept across requests, which the I7 re-reads rule out for the directory.
 """
-
 
 
 if __name__ == "__main__":

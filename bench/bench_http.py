@@ -82,9 +82,13 @@ def before_path(app: Any) -> None:
     """Sync dependencies (FastAPI runs each on the thread pool) and no token memory."""
     verifier: TokenVerifier = app.state.verifier
     verifier._cache_size = 0
-    app.dependency_overrides.update({deps.get_ledger: _sync_get_ledger,
-                                     deps.get_verifier: _sync_get_verifier,
-                                     deps.current_caller: _sync_current_caller})
+    app.dependency_overrides.update(
+        {
+            deps.get_ledger: _sync_get_ledger,
+            deps.get_verifier: _sync_get_verifier,
+            deps.current_caller: _sync_current_caller,
+        }
+    )
 
 
 def prepare(db_path: str, attempts: int) -> list[str]:
@@ -120,9 +124,12 @@ def load(base: str, token: str, ids: list[str], total: int) -> dict[str, list[fl
             for i in range(total // THREADS // 2):
                 if time.monotonic() > deadline:
                     break
-                for kind in (("status", "bare") if (i + t) % 2 else ("bare", "status")):
-                    path = (f"/api/conversational/execution-attempts/{ids[i % len(ids)]}"
-                            if kind == "status" else "/bench/bare")
+                for kind in ("status", "bare") if (i + t) % 2 else ("bare", "status"):
+                    path = (
+                        f"/api/conversational/execution-attempts/{ids[i % len(ids)]}"
+                        if kind == "status"
+                        else "/bench/bare"
+                    )
                     start = time.perf_counter()
                     answer = http.get(path)
                     mine[kind].append(time.perf_counter() - start)
@@ -166,8 +173,9 @@ def main() -> None:
     report = Report("bench_http", args.quick)
     total, attempts, warmup = (200, 5, 40) if args.quick else (2000, 50, 200)
     rounds = 2
-    with tempfile.TemporaryDirectory(dir=ROOT / "var" if (ROOT / "var").is_dir() else None,
-                                     prefix="bench-http-") as tmp:
+    with tempfile.TemporaryDirectory(
+        dir=ROOT / "var" if (ROOT / "var").is_dir() else None, prefix="bench-http-"
+    ) as tmp:
         db_path = str(Path(tmp) / "ledger.db")
         ids = prepare(db_path, attempts)
         env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
@@ -175,12 +183,25 @@ def main() -> None:
         try:
             for path in PATHS:
                 port = free_port()
-                servers[path] = (f"http://{HOST}:{port}", subprocess.Popen(
-                    [sys.executable, str(Path(__file__).resolve()), "--serve", str(port),
-                     db_path, path], env=env, stdin=subprocess.DEVNULL))
+                servers[path] = (
+                    f"http://{HOST}:{port}",
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            str(Path(__file__).resolve()),
+                            "--serve",
+                            str(port),
+                            db_path,
+                            path,
+                        ],
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                    ),
+                )
             token = mint_token(load_settings(), subject="actor0", role="actor")
             latencies: dict[str, dict[str, list[float]]] = {
-                path: {"status": [], "bare": []} for path in PATHS}
+                path: {"status": [], "bare": []} for path in PATHS
+            }
             for base, process in servers.values():
                 wait_until_up(process, base)
                 load(base, token, ids, warmup)
@@ -204,20 +225,41 @@ def main() -> None:
     p99: dict[str, float] = {}
     for path in PATHS:
         found = latencies[path]
-        for kind, label in (("bare", "bare FastAPI route (`/bench/bare`)"),
-                            ("status", "`GET /execution-attempts/{id}` (JWT, status view)")):
+        for kind, label in (
+            ("bare", "bare FastAPI route (`/bench/bare`)"),
+            ("status", "`GET /execution-attempts/{id}` (JWT, status view)"),
+        ):
             values = found[kind]
-            rows.append([path, label, len(values), f"{ms(values, 50):.2f}",
-                         f"{ms(values, 99):.2f}",
-                         f"{ms(values, 50) / ms(found['bare'], 50):.2f}",
-                         f"{ms(values, 99) / ms(found['bare'], 99):.2f}"])
+            rows.append(
+                [
+                    path,
+                    label,
+                    len(values),
+                    f"{ms(values, 50):.2f}",
+                    f"{ms(values, 99):.2f}",
+                    f"{ms(values, 50) / ms(found['bare'], 50):.2f}",
+                    f"{ms(values, 99) / ms(found['bare'], 99):.2f}",
+                ]
+            )
         p99[path] = ms(found["status"], 99) / ms(found["bare"], 99)
-    report.table("Latency on loopback, same app, same run",
-                 ["path", "route", "requests", "p50 ms", "p99 ms", "p50 ratio", "p99 ratio"],
-                 rows, align="llrrrrr")
-    report.write(INTRO.format(threads=THREADS, total=total, warmup=warmup, attempts=attempts,
-                              rounds=rounds, p99=p99["after"], before=p99["before"],
-                              verdict="met" if p99["after"] <= 1.5 else "missed"))
+    report.table(
+        "Latency on loopback, same app, same run",
+        ["path", "route", "requests", "p50 ms", "p99 ms", "p50 ratio", "p99 ratio"],
+        rows,
+        align="llrrrrr",
+    )
+    report.write(
+        INTRO.format(
+            threads=THREADS,
+            total=total,
+            warmup=warmup,
+            attempts=attempts,
+            rounds=rounds,
+            p99=p99["after"],
+            before=p99["before"],
+            verdict="met" if p99["after"] <= 1.5 else "missed",
+        )
+    )
 
 
 INTRO = """

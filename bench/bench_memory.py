@@ -83,8 +83,7 @@ def child_env(**extra: str) -> dict[str, str]:
 # -- 1. ledger serve, idle ------------------------------------------------------------------
 
 
-def serve_memory(tmp: Path, checkpoints: list[int]) -> tuple[dict[str, int],
-                                                              list[dict[str, int]]]:
+def serve_memory(tmp: Path, checkpoints: list[int]) -> tuple[dict[str, int], list[dict[str, int]]]:
     """The real ``ledger serve``: idle, then after each checkpoint of lifecycles
     driven over HTTP (propose, present, approve; its own worker executes each
     with the development fakes), once the last attempt has succeeded."""
@@ -96,9 +95,22 @@ def serve_memory(tmp: Path, checkpoints: list[int]) -> tuple[dict[str, int],
     port = free_port()
     env = child_env(LEDGER_STORE="sqlite", LEDGER_SQLITE_PATH=str(tmp / "serve.db"))
     process = subprocess.Popen(
-        [sys.executable, "-c", "from api.cli import main; main()", "serve", "--host", HOST,
-         "--port", str(port)], env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-c",
+            "from api.cli import main; main()",
+            "serve",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://{HOST}:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -204,8 +216,11 @@ def lifecycles_child(db_path: str, checkpoints: list[int], executors: str) -> No
     if executors != "fakes":
         ledger.registry = StaticExecutorRegistry()
         ledger.effects = register_fakes(
-            ledger.registry, ForgetfulEffects() if executors == "forgetful"
-            else PerThreadEffects(db_path + ".per-thread-effects"))
+            ledger.registry,
+            ForgetfulEffects()
+            if executors == "forgetful"
+            else PerThreadEffects(db_path + ".per-thread-effects"),
+        )
     runtime = build_runtime(ledger)
     runtime.poll_seconds = 0.02
     runtime.start()
@@ -230,12 +245,23 @@ def lifecycles_child(db_path: str, checkpoints: list[int], executors: str) -> No
             fakes = 0
             if isinstance(ledger.effects, EffectLedger):  # a file-backed one holds nothing
                 seen: set[int] = set()
-                fakes = (deep_size(ledger.effects.effects, seen)
-                         + deep_size(ledger.effects.calls, seen))
+                fakes = deep_size(ledger.effects.effects, seen) + deep_size(
+                    ledger.effects.calls, seen
+                )
             connections = getattr(ledger.store.recorder.datastore, "open_connections", 0)
-            print(json.dumps({"lifecycles": done, "fakes": fakes, "connections": connections,
-                              "kind": type(ledger.effects).__name__,
-                              "sqlite": sqlite_memory_used(), **memory}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "lifecycles": done,
+                        "fakes": fakes,
+                        "connections": connections,
+                        "kind": type(ledger.effects).__name__,
+                        "sqlite": sqlite_memory_used(),
+                        **memory,
+                    }
+                ),
+                flush=True,
+            )
     finally:
         # On a loaded machine a loop can still be in a step after stop()'s default
         # wait; closing the connections under it could crash the process.
@@ -244,18 +270,29 @@ def lifecycles_child(db_path: str, checkpoints: list[int], executors: str) -> No
             ledger.close()
 
 
-def embedded_runtime(tmp: Path, checkpoints: list[int], executors: str
-                     ) -> list[dict[str, Any]]:
+def embedded_runtime(tmp: Path, checkpoints: list[int], executors: str) -> list[dict[str, Any]]:
     shm = Path("/dev/shm")
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else tmp) as where:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", "lifecycles", str(Path(where) / "l.db"),
-             ",".join(map(str, checkpoints)), executors],
-            env=child_env(PYTHONFAULTHANDLER="1"), cwd=ROOT, capture_output=True, text=True,
-            timeout=900)
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                "lifecycles",
+                str(Path(where) / "l.db"),
+                ",".join(map(str, checkpoints)),
+                executors,
+            ],
+            env=child_env(PYTHONFAULTHANDLER="1"),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     if out.returncode != 0:
-        raise RuntimeError(f"the {executors} child failed ({out.returncode}):\n{out.stdout}"
-                           f"\n{out.stderr[-4000:]}")
+        raise RuntimeError(
+            f"the {executors} child failed ({out.returncode}):\n{out.stdout}\n{out.stderr[-4000:]}"
+        )
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
@@ -270,11 +307,16 @@ def batch_child(endpoint: str, table: str, size: int) -> None:
     from adapters.settings import load_settings
     from adapters.streams import work_from_records
 
-    credentials = {"region_name": "us-east-1", "aws_access_key_id": "bench",
-                   "aws_secret_access_key": "bench"}
+    credentials = {
+        "region_name": "us-east-1",
+        "aws_access_key_id": "bench",
+        "aws_secret_access_key": "bench",
+    }
     client = make_client(endpoint_url=endpoint, **credentials)
-    ledger = build_ledger(load_settings(store="dynamodb", dynamodb_table=table),
-                          recorder=DynamoDBLedgerRecorder(table, client))
+    ledger = build_ledger(
+        load_settings(store="dynamodb", dynamodb_table=table),
+        recorder=DynamoDBLedgerRecorder(table, client),
+    )
     worker = make_worker(ledger)
     import boto3
 
@@ -282,8 +324,9 @@ def batch_child(endpoint: str, table: str, size: int) -> None:
     arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
     records: list[dict[str, Any]] = []
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
-                                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
         while iterator:
             answer = streams.get_records(ShardIterator=iterator, Limit=1000)
             records += answer.get("Records", [])
@@ -296,8 +339,18 @@ def batch_child(endpoint: str, table: str, size: int) -> None:
     outcomes = [worker.process(attempt_id).value for attempt_id in work]
     ledger.projector.project_streams(work)
     gc.collect()
-    print(json.dumps({"before": before, "after": status_kib(), "records": len(records),
-                      "work": len(work), "succeeded": outcomes.count("succeeded")}), flush=True)
+    print(
+        json.dumps(
+            {
+                "before": before,
+                "after": status_kib(),
+                "records": len(records),
+                "work": len(work),
+                "succeeded": outcomes.count("succeeded"),
+            }
+        ),
+        flush=True,
+    )
 
 
 def worker_batch(size: int) -> dict[str, Any]:
@@ -309,7 +362,13 @@ def worker_batch(size: int) -> dict[str, Any]:
             life.approve(life.propose_and_present(0)[1])
         out = subprocess.run(
             [sys.executable, __file__, "--child", "batch", emulator.url, table, str(size)],
-            env=child_env(), cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+            env=child_env(),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
         client.close()
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -333,58 +392,104 @@ def main() -> None:
     batch = 10 if args.quick else 100
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         idle, served = serve_memory(Path(tmp), checkpoints)
-        marks, before, own = (embedded_runtime(Path(tmp), checkpoints, executors)
-                              for executors in EXECUTORS)
+        marks, before, own = (
+            embedded_runtime(Path(tmp), checkpoints, executors) for executors in EXECUTORS
+        )
     result = worker_batch(batch)
     assert result["succeeded"] == batch, result
     growth, before_growth, own_growth, serve_growth = (
-        run[-1]["VmRSS"] / run[0]["VmRSS"] - 1 for run in (marks, before, own, served))
+        run[-1]["VmRSS"] / run[0]["VmRSS"] - 1 for run in (marks, before, own, served)
+    )
     first, last = checkpoints[0], checkpoints[-1]
     rows = [
         ["`ledger serve`, idle (SQLite)", mib(idle["VmRSS"]), mib(idle["VmHWM"]), ""],
-        *[[f"`ledger serve` after {m['lifecycles']:,} lifecycles over HTTP",
-           mib(m["VmRSS"]), mib(m["VmHWM"]), ""] for m in served],
-        [f"growth {first:,} -> {last:,} lifecycles", "", "",
-         f"**{serve_growth * 100:+.1f} %** of RSS "
-         f"(+{mib(served[-1]['VmRSS'] - served[0]['VmRSS'])} MiB)"],
+        *[
+            [
+                f"`ledger serve` after {m['lifecycles']:,} lifecycles over HTTP",
+                mib(m["VmRSS"]),
+                mib(m["VmHWM"]),
+                "",
+            ]
+            for m in served
+        ],
+        [
+            f"growth {first:,} -> {last:,} lifecycles",
+            "",
+            "",
+            f"**{serve_growth * 100:+.1f} %** of RSS "
+            f"(+{mib(served[-1]['VmRSS'] - served[0]['VmRSS'])} MiB)",
+        ],
         *runtime_rows("with the development fakes", marks, first, last, "**{growth}**"),
-        *runtime_rows("with the fakes' file ledger before the fix (a connection per thread)",
-                      before, first, last, "{growth} (the path before)"),
-        *runtime_rows("with an executor keeping nothing", own, first, last,
-                      "{growth} (the ledger's own)"),
-        [f"worker process before its batch of {batch} stream records",
-         mib(result["before"]["VmRSS"]), mib(result["before"]["VmHWM"]), ""],
-        [f"worker process after the batch ({result['succeeded']} succeeded, projected)",
-         mib(result["after"]["VmRSS"]), mib(result["after"]["VmHWM"]),
-         f"+{mib(result['after']['VmHWM'] - result['before']['VmHWM'])} MiB peak"],
+        *runtime_rows(
+            "with the fakes' file ledger before the fix (a connection per thread)",
+            before,
+            first,
+            last,
+            "{growth} (the path before)",
+        ),
+        *runtime_rows(
+            "with an executor keeping nothing", own, first, last, "{growth} (the ledger's own)"
+        ),
+        [
+            f"worker process before its batch of {batch} stream records",
+            mib(result["before"]["VmRSS"]),
+            mib(result["before"]["VmHWM"]),
+            "",
+        ],
+        [
+            f"worker process after the batch ({result['succeeded']} succeeded, projected)",
+            mib(result["after"]["VmRSS"]),
+            mib(result["after"]["VmHWM"]),
+            f"+{mib(result['after']['VmHWM'] - result['before']['VmHWM'])} MiB peak",
+        ],
     ]
-    report.table("Resident memory (MiB)", ["process", "RSS", "peak RSS (VmHWM)", "note"],
-                 rows, align="lrrl")
-    report.write(INTRO.format(
-        serve_verdict="met" if serve_growth < 0.10 else "missed",
-        first=first, last=last, growth=growth * 100, before=before_growth * 100,
-        serve=serve_growth * 100,
-        own=own_growth * 100, batch=batch, verdict="met" if growth < 0.10 else "missed",
-        sqlite=(marks[-1]["sqlite"] - marks[0]["sqlite"]) / 2**20,
-        rss=(marks[-1]["VmRSS"] - marks[0]["VmRSS"]) / 1024))
+    report.table(
+        "Resident memory (MiB)", ["process", "RSS", "peak RSS (VmHWM)", "note"], rows, align="lrrl"
+    )
+    report.write(
+        INTRO.format(
+            serve_verdict="met" if serve_growth < 0.10 else "missed",
+            first=first,
+            last=last,
+            growth=growth * 100,
+            before=before_growth * 100,
+            serve=serve_growth * 100,
+            own=own_growth * 100,
+            batch=batch,
+            verdict="met" if growth < 0.10 else "missed",
+            sqlite=(marks[-1]["sqlite"] - marks[0]["sqlite"]) / 2**20,
+            rss=(marks[-1]["VmRSS"] - marks[0]["VmRSS"]) / 1024,
+        )
+    )
 
 
-def runtime_rows(label: str, run: list[dict[str, Any]], first: int, last: int,
-                 verdict: str) -> list[list[str]]:
+def runtime_rows(
+    label: str, run: list[dict[str, Any]], first: int, last: int, verdict: str
+) -> list[list[str]]:
     """The embedded runtime's RSS at each checkpoint, and its growth with what SQLite
     itself holds (page caches that fill to their fixed size as the files grow)."""
     growth = run[-1]["VmRSS"] / run[0]["VmRSS"] - 1
     sqlite = (run[-1]["sqlite"] - run[0]["sqlite"]) / 2**20
     return [
-        *[[f"embedded runtime {label}, after {m['lifecycles']:,} lifecycles",
-           mib(m["VmRSS"]), mib(m["VmHWM"]),
-           f"SQLite's own memory {m['sqlite'] / 2**20:.1f} MiB"] for m in run],
-        [f"growth {first:,} -> {last:,} lifecycles", "", "",
-         verdict.format(growth=f"{growth * 100:+.1f} %") + " of RSS "
-         f"(+{mib(run[-1]['VmRSS'] - run[0]['VmRSS'])} MiB, of which SQLite {sqlite:+.1f} MiB)"
-         f"; effect ledger: {run[-1]['kind']}, in-memory records "
-         f"+{(run[-1]['fakes'] - run[0]['fakes']) / 2**20:.1f} MiB; ledger connections open: "
-         f"{run[-1]['connections']}"],
+        *[
+            [
+                f"embedded runtime {label}, after {m['lifecycles']:,} lifecycles",
+                mib(m["VmRSS"]),
+                mib(m["VmHWM"]),
+                f"SQLite's own memory {m['sqlite'] / 2**20:.1f} MiB",
+            ]
+            for m in run
+        ],
+        [
+            f"growth {first:,} -> {last:,} lifecycles",
+            "",
+            "",
+            verdict.format(growth=f"{growth * 100:+.1f} %") + " of RSS "
+            f"(+{mib(run[-1]['VmRSS'] - run[0]['VmRSS'])} MiB, of which SQLite {sqlite:+.1f} MiB)"
+            f"; effect ledger: {run[-1]['kind']}, in-memory records "
+            f"+{(run[-1]['fakes'] - run[0]['fakes']) / 2**20:.1f} MiB; ledger connections open: "
+            f"{run[-1]['connections']}",
+        ],
     ]
 
 

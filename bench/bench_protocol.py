@@ -61,8 +61,9 @@ class World:
         self.table = emulator.table(self.client)
         self.store = dynamodb_store(self.client, self.table)
         self.clock = ManualClock()
-        self.life = Lifecycle(self.store, clock=self.clock, lease_seconds=LEASE,
-                              cache_entries=cache_entries)
+        self.life = Lifecycle(
+            self.store, clock=self.clock, lease_seconds=LEASE, cache_entries=cache_entries
+        )
         self.projector = Projector(self.store, DynamoDBViewStore(self.client, self.table))
 
     def approved(self, capability: str = CAPABILITY, simulate: str = "success") -> str:
@@ -87,14 +88,36 @@ class World:
 
 
 def row(path: str, step: str, used: Usage, outcome: str) -> list[Any]:
-    return [path, step, used.ops(), used.writes, used.consistent_reads, used.items_written,
-            used.condition_checks, used.items_read, f"{used.wcu:g}", f"{used.gsi_wcu:g}",
-            f"{used.rcu:g}", outcome]
+    return [
+        path,
+        step,
+        used.ops(),
+        used.writes,
+        used.consistent_reads,
+        used.items_written,
+        used.condition_checks,
+        used.items_read,
+        f"{used.wcu:g}",
+        f"{used.gsi_wcu:g}",
+        f"{used.rcu:g}",
+        outcome,
+    ]
 
 
-HEADERS = ["path", "step", "requests by operation", "write requests", "consistent reads",
-           "items written", "condition checks", "items read", "WCU", "GSI WCU", "RCU",
-           "outcome"]
+HEADERS = [
+    "path",
+    "step",
+    "requests by operation",
+    "write requests",
+    "consistent reads",
+    "items written",
+    "condition checks",
+    "items read",
+    "WCU",
+    "GSI WCU",
+    "RCU",
+    "outcome",
+]
 
 
 def happy_path(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Any]]:
@@ -134,8 +157,10 @@ def side_by_side(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Usage]]
     nothing (a fresh Lambda container): what it reads is what ``Queued`` lacks."""
     rows: list[list[Any]] = []
     found: dict[str, Usage] = {}
-    for label, entries in (("before: read cache off (the previous reads)", 0),
-                           ("after: read cache on", DEFAULT_ENTRIES)):
+    for label, entries in (
+        ("before: read cache off (the previous reads)", 0),
+        ("after: read cache on", DEFAULT_ENTRIES),
+    ):
         w = World(emulator, cache_entries=entries)
         try:
             w.life.run()
@@ -150,10 +175,14 @@ def side_by_side(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Usage]]
             # nothing (a fresh Lambda container), the presentation in another
             _, token = w.life.propose_and_present()
             with w.meter.measure() as cold_approving:
-                attempt_id = approve(replace(w.life.ctx, cache=ReadCache(entries)),
-                                     token=token, provenance=w.life.who(0)).attempt_id
-            cold = Worker(replace(w.life.ctx, cache=ReadCache(entries)),
-                          WorkerPolicy(lease_seconds=LEASE))
+                attempt_id = approve(
+                    replace(w.life.ctx, cache=ReadCache(entries)),
+                    token=token,
+                    provenance=w.life.who(0),
+                ).attempt_id
+            cold = Worker(
+                replace(w.life.ctx, cache=ReadCache(entries)), WorkerPolicy(lease_seconds=LEASE)
+            )
             with w.meter.measure() as cold_working:
                 assert cold.process(attempt_id).value == "succeeded"
         finally:
@@ -163,28 +192,56 @@ def side_by_side(emulator: Emulator) -> tuple[list[list[Any]], dict[str, Usage]]
         key = "before" if entries == 0 else "after"
         found[key], found[key + "_cold"] = lifecycle, cold_working
         found[key + "_cold_approval"], found[key + "_cold_lifecycle"] = (
-            cold_approving, cold_lifecycle)
-        rows.append([label, proposing.total, approving.total, working.total,
-                     f"**{lifecycle.total}**", lifecycle.ops(), approving.consistent_reads,
-                     f"**{working.consistent_reads}**", cold_working.consistent_reads,
-                     cold_working.ops(), cold_approving.ops(), f"**{cold_lifecycle.total}**",
-                     f"{lifecycle.rcu:g}", f"{lifecycle.wcu:g}"])
+            cold_approving,
+            cold_lifecycle,
+        )
+        rows.append(
+            [
+                label,
+                proposing.total,
+                approving.total,
+                working.total,
+                f"**{lifecycle.total}**",
+                lifecycle.ops(),
+                approving.consistent_reads,
+                f"**{working.consistent_reads}**",
+                cold_working.consistent_reads,
+                cold_working.ops(),
+                cold_approving.ops(),
+                f"**{cold_lifecycle.total}**",
+                f"{lifecycle.rcu:g}",
+                f"{lifecycle.wcu:g}",
+            ]
+        )
     return rows, found
 
 
-SIDE_HEADERS = ["reads", "propose + present", "approval", "worker", "lifecycle requests",
-                "lifecycle requests by operation", "approval consistent reads",
-                "worker consistent reads", "cold worker consistent reads",
-                "cold worker requests", "cold approval requests", "cold lifecycle requests",
-                "lifecycle RCU", "lifecycle WCU"]
+SIDE_HEADERS = [
+    "reads",
+    "propose + present",
+    "approval",
+    "worker",
+    "lifecycle requests",
+    "lifecycle requests by operation",
+    "approval consistent reads",
+    "worker consistent reads",
+    "cold worker consistent reads",
+    "cold worker requests",
+    "cold approval requests",
+    "cold lifecycle requests",
+    "lifecycle RCU",
+    "lifecycle WCU",
+]
 
 
 def sqlite_side_by_side() -> list[list[Any]]:
     """Store reads of one lifecycle on SQLite (a file), read cache off and on."""
     rows: list[list[Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, entries in (("before: read cache off (the previous reads)", 0),
-                               ("after: read cache on", DEFAULT_ENTRIES)):
+        for label, entries in (
+            ("before: read cache off (the previous reads)", 0),
+            ("after: read cache on", DEFAULT_ENTRIES),
+        ):
             store = sqlite_store(str(Path(tmp) / f"ledger-{entries}.db"))
             life = Lifecycle(store, cache_entries=entries)
             life.run()  # this process has served the actor before
@@ -195,15 +252,23 @@ def sqlite_side_by_side() -> list[list[Any]]:
             with recorder_reads(store.recorder) as working:
                 assert life.worker().process(attempt_id).value == "succeeded"
             attempt_id = life.approve(life.propose_and_present()[1])
-            cold = Worker(replace(life.ctx, cache=ReadCache(entries)),
-                          WorkerPolicy(lease_seconds=LEASE))
+            cold = Worker(
+                replace(life.ctx, cache=ReadCache(entries)), WorkerPolicy(lease_seconds=LEASE)
+            )
             with recorder_reads(store.recorder) as cold_working:
                 assert cold.process(attempt_id).value == "succeeded"
             store.recorder.close()
             total = sum((proposing + approving + working).values())
-            rows.append([label, sum(proposing.values()), sum(approving.values()),
-                         sum(working.values()), f"**{total}**",
-                         sum(cold_working.values())])
+            rows.append(
+                [
+                    label,
+                    sum(proposing.values()),
+                    sum(approving.values()),
+                    sum(working.values()),
+                    f"**{total}**",
+                    sum(cold_working.values()),
+                ]
+            )
     return rows
 
 
@@ -220,14 +285,30 @@ def recovery_paths(emulator: Emulator, quick: bool) -> list[list[Any]]:
     cases: list[tuple[str, str, str, CrashPoint | None]] = [
         ("(a) stream record missed", CAPABILITY, "success", None),
         ("(b) crash after lease, before marker", CAPABILITY, "success", CrashPoint.AFTER_LEASE),
-        ("(c) crash after marker: provider_idempotency", CAPABILITY, "success",
-         CrashPoint.AFTER_DISPATCH_MARKER),
-        ("(c) crash after marker: correlation_lookup", "fake.correlation_lookup", "success",
-         CrashPoint.AFTER_DISPATCH_MARKER),
-        ("(c) crash after marker: operator_only", "fake.operator_only", "success",
-         CrashPoint.AFTER_DISPATCH_MARKER),
-        ("(e) crash after response, before result: provider_idempotency", CAPABILITY, "success",
-         CrashPoint.AFTER_RESPONSE),
+        (
+            "(c) crash after marker: provider_idempotency",
+            CAPABILITY,
+            "success",
+            CrashPoint.AFTER_DISPATCH_MARKER,
+        ),
+        (
+            "(c) crash after marker: correlation_lookup",
+            "fake.correlation_lookup",
+            "success",
+            CrashPoint.AFTER_DISPATCH_MARKER,
+        ),
+        (
+            "(c) crash after marker: operator_only",
+            "fake.operator_only",
+            "success",
+            CrashPoint.AFTER_DISPATCH_MARKER,
+        ),
+        (
+            "(e) crash after response, before result: provider_idempotency",
+            CAPABILITY,
+            "success",
+            CrashPoint.AFTER_RESPONSE,
+        ),
     ]
     for path, capability, simulate, point in cases[:2] if quick else cases:
         w = World(emulator)
@@ -266,11 +347,15 @@ def recovery_paths(emulator: Emulator, quick: bool) -> list[list[Any]]:
         attempt = w.store.get(ExecutionAttempt, attempt_id)
         assert attempt is not None and attempt.status is AttemptStatus.OUTCOME_UNKNOWN
         with w.meter.measure() as used:
-            resolve(w.life.ctx, attempt_id=attempt_id, expected_revision=attempt.version,
-                    outcome=Resolution.NO_EFFECT, reason="checked with the provider",
-                    resolved_by="ops")
-        rows.append(row("admin resolve of outcome_unknown", "resolve", used,
-                        w.status(attempt_id)))
+            resolve(
+                w.life.ctx,
+                attempt_id=attempt_id,
+                expected_revision=attempt.version,
+                outcome=Resolution.NO_EFFECT,
+                reason="checked with the provider",
+                resolved_by="ops",
+            )
+        rows.append(row("admin resolve of outcome_unknown", "resolve", used, w.status(attempt_id)))
         # An empty tick: what recovery costs when nothing is due.
         w.clock.advance(LEASE + 1)
         with w.meter.measure() as used:
@@ -287,15 +372,33 @@ def cost_rows(steps: dict[str, Usage]) -> list[list[Any]]:
     rows = []
     for name, wru, rru in [
         ("attempt (approval + worker)", attempt.wcu + attempt.gsi_wcu, attempt.rcu),
-        ("attempt + status projection", attempt.wcu + attempt.gsi_wcu + projection.wcu
-         + projection.gsi_wcu, attempt.rcu + projection.rcu),
-        ("propose + present + attempt + projection",
-         attempt.wcu + attempt.gsi_wcu + projection.wcu + projection.gsi_wcu + before.wcu
-         + before.gsi_wcu, attempt.rcu + projection.rcu + before.rcu),
+        (
+            "attempt + status projection",
+            attempt.wcu + attempt.gsi_wcu + projection.wcu + projection.gsi_wcu,
+            attempt.rcu + projection.rcu,
+        ),
+        (
+            "propose + present + attempt + projection",
+            attempt.wcu
+            + attempt.gsi_wcu
+            + projection.wcu
+            + projection.gsi_wcu
+            + before.wcu
+            + before.gsi_wcu,
+            attempt.rcu + projection.rcu + before.rcu,
+        ),
     ]:
         dollars = wru * PRICE_PER_MILLION_WRU + rru * PRICE_PER_MILLION_RRU
-        rows.append([name, f"{wru:g}", f"{rru:g}", f"${wru * PRICE_PER_MILLION_WRU:,.2f}",
-                     f"${rru * PRICE_PER_MILLION_RRU:,.2f}", f"**${dollars:,.2f}**"])
+        rows.append(
+            [
+                name,
+                f"{wru:g}",
+                f"{rru:g}",
+                f"${wru * PRICE_PER_MILLION_WRU:,.2f}",
+                f"${rru * PRICE_PER_MILLION_RRU:,.2f}",
+                f"**${dollars:,.2f}**",
+            ]
+        )
     return rows
 
 
@@ -308,36 +411,67 @@ def main() -> None:
         compared, counts = side_by_side(emulator)
         report.table(
             "Worker reads and requests per lifecycle: read cache off and on (same run)",
-            SIDE_HEADERS, compared, align="lrrrrlrrrllrrr")
+            SIDE_HEADERS,
+            compared,
+            align="lrrrrlrrrllrrr",
+        )
         sqlite_rows = sqlite_side_by_side()
         report.table(
             "SQLite reads per lifecycle: read cache off and on (same run; one SELECT each)",
-            ["reads", "propose + present", "approval", "worker", "lifecycle reads",
-             "cold worker reads"], sqlite_rows, align="lrrrrr")
+            [
+                "reads",
+                "propose + present",
+                "approval",
+                "worker",
+                "lifecycle reads",
+                "cold worker reads",
+            ],
+            sqlite_rows,
+            align="lrrrrr",
+        )
         recovery = recovery_paths(emulator, args.quick)
-        report.table("Recovery paths (the tick that recovers one attempt; the first, crashed "
-                     "run is not counted)", HEADERS, recovery, align="lllrrrrrrrrl")
+        report.table(
+            "Recovery paths (the tick that recovers one attempt; the first, crashed "
+            "run is not counted)",
+            HEADERS,
+            recovery,
+            align="lllrrrrrrrrl",
+        )
     report.table(
         "On-demand cost per million attempts (table + GSI write units; read units)",
-        ["scope", "WRU per attempt", "RRU per attempt", "writes $/M", "reads $/M",
-         "total $/M attempts"],
-        cost_rows(steps), align="lrrrrr",
+        [
+            "scope",
+            "WRU per attempt",
+            "RRU per attempt",
+            "writes $/M",
+            "reads $/M",
+            "total $/M attempts",
+        ],
+        cost_rows(steps),
+        align="lrrrrr",
     )
     worker = steps["worker"]
-    report.write(INTRO.format(
-        approval_writes=steps["approval"].writes, worker_writes=worker.writes,
-        before=counts["before"].total, after=counts["after"].total,
-        before_worker=counts["before_cold"].consistent_reads,
-        after_worker=worker.consistent_reads,
-        cold_worker=counts["after_cold"].consistent_reads,
-        cold_before=counts["before_cold_lifecycle"].total,
-        cold_after=counts["after_cold_lifecycle"].total,
-        cold_approval_before=counts["before_cold_approval"].ops(),
-        cold_approval_after=counts["after_cold_approval"].ops(),
-        cold_rcu_before=counts["before_cold_approval"].rcu,
-        cold_rcu_after=counts["after_cold_approval"].rcu,
-        sqlite_before=sqlite_rows[0][4].strip("*"), sqlite_after=sqlite_rows[1][4].strip("*"),
-        wru=PRICE_PER_MILLION_WRU, rru=PRICE_PER_MILLION_RRU))
+    report.write(
+        INTRO.format(
+            approval_writes=steps["approval"].writes,
+            worker_writes=worker.writes,
+            before=counts["before"].total,
+            after=counts["after"].total,
+            before_worker=counts["before_cold"].consistent_reads,
+            after_worker=worker.consistent_reads,
+            cold_worker=counts["after_cold"].consistent_reads,
+            cold_before=counts["before_cold_lifecycle"].total,
+            cold_after=counts["after_cold_lifecycle"].total,
+            cold_approval_before=counts["before_cold_approval"].ops(),
+            cold_approval_after=counts["after_cold_approval"].ops(),
+            cold_rcu_before=counts["before_cold_approval"].rcu,
+            cold_rcu_after=counts["after_cold_approval"].rcu,
+            sqlite_before=sqlite_rows[0][4].strip("*"),
+            sqlite_after=sqlite_rows[1][4].strip("*"),
+            wru=PRICE_PER_MILLION_WRU,
+            rru=PRICE_PER_MILLION_RRU,
+        )
+    )
 
 
 INTRO = """

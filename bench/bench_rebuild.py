@@ -84,7 +84,8 @@ def empty_dynamodb_views(ledger: Ledger) -> None:
     recorder = ledger.store.recorder
     client, table = recorder.client, recorder.table_name  # type: ignore[attr-defined]
     request: dict[str, Any] = {
-        "TableName": table, "ProjectionExpression": "#pk, #sk",
+        "TableName": table,
+        "ProjectionExpression": "#pk, #sk",
         "FilterExpression": "begins_with(#pk, :v)",
         "ExpressionAttributeNames": {"#pk": it.PK, "#sk": it.SK},
         "ExpressionAttributeValues": {":v": {"S": f"view#{STATUS_VIEW}#"}},
@@ -97,13 +98,17 @@ def empty_dynamodb_views(ledger: Ledger) -> None:
             break
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     for start in range(0, len(keys), 25):
-        pending = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start:start + 25]]}
+        pending = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]}
         while pending:
             pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems")
 
 
-def measure(ledgers: dict[str, Ledger], empty: Callable[[], None], repeat: int,
-            meter: CapacityMeter | None = None) -> list[list[Any]]:
+def measure(
+    ledgers: dict[str, Ledger],
+    empty: Callable[[], None],
+    repeat: int,
+    meter: CapacityMeter | None = None,
+) -> list[list[Any]]:
     """``ledgers``: "after" (the ledger as opened now) and "before" (as main
     opened it); both on the same data."""
     ledger = ledgers["after"]
@@ -118,15 +123,20 @@ def measure(ledgers: dict[str, Ledger], empty: Callable[[], None], repeat: int,
         return sum(len(ledger.store.read_stream(i)) for i in attempt_ids(ledger))
 
     def one_pass() -> int:
-        return sum(len(e) for part in backend.attempt_streams(backend.rebuild_batch)
-                   for _, e in part)
+        return sum(
+            len(e) for part in backend.attempt_streams(backend.rebuild_batch) for _, e in part
+        )
 
     def expect(value: Any, wanted: Any) -> None:
         if value != wanted:
             raise AssertionError((value, wanted))
 
-    def run(label: str, operation: Callable[[], Any], check: Callable[[Any], None],
-            before_each: Callable[[], None] | None = None) -> None:
+    def run(
+        label: str,
+        operation: Callable[[], Any],
+        check: Callable[[Any], None],
+        before_each: Callable[[], None] | None = None,
+    ) -> None:
         best, cost, best_cpu = float("inf"), Usage(), float("inf")
         for _ in range(repeat):
             if before_each is not None:
@@ -143,28 +153,50 @@ def measure(ledgers: dict[str, Ledger], empty: Callable[[], None], repeat: int,
             check(result)
             if seconds < best:
                 best, cost = seconds, used
-        rows.append([label, len(ids), events, f"{best:.3f}", f"{events / best:,.0f}",
-                     f"{cost.total / len(ids):.2f}" if meter else "-"])
+        rows.append(
+            [
+                label,
+                len(ids),
+                events,
+                f"{best:.3f}",
+                f"{events / best:,.0f}",
+                f"{cost.total / len(ids):.2f}" if meter else "-",
+            ]
+        )
         cpu.append(best_cpu)
 
     run("plain read of every attempt stream (baseline)", read_all, lambda n: expect(n, events))
-    run("one ordered pass over the attempt events (read only)", one_pass,
-        lambda n: expect(n, events))
-    run("before: per-row rebuild, views empty",
+    run(
+        "one ordered pass over the attempt events (read only)",
+        one_pass,
+        lambda n: expect(n, events),
+    )
+    run(
+        "before: per-row rebuild, views empty",
         lambda: rebuild_per_row(ledgers["before"], "status"),
-        lambda r: expect((r.total, r.identical), (len(ids), 0)), before_each=empty)
-    run("before: per-row rebuild again (every row identical)",
+        lambda r: expect((r.total, r.identical), (len(ids), 0)),
+        before_each=empty,
+    )
+    run(
+        "before: per-row rebuild again (every row identical)",
         lambda: rebuild_per_row(ledgers["before"], "status"),
-        lambda r: expect(r.identical, len(ids)))
-    for label, from_stored in (("batched rebuild folded through the aggregate (main)", False),
-                               ("after: batched rebuild folded from the stored data", True)):
-        run(f"{label}, views empty (writes every row)",
+        lambda r: expect(r.identical, len(ids)),
+    )
+    for label, from_stored in (
+        ("batched rebuild folded through the aggregate (main)", False),
+        ("after: batched rebuild folded from the stored data", True),
+    ):
+        run(
+            f"{label}, views empty (writes every row)",
             lambda f=from_stored: rebuild(ledger, "status", from_stored=f),
             lambda r: expect((r.total, r.identical, r.written), (len(ids), 0, len(ids))),
-            before_each=empty)
-        run(f"{label}, again (every row identical)",
+            before_each=empty,
+        )
+        run(
+            f"{label}, again (every row identical)",
             lambda f=from_stored: rebuild(ledger, "status", from_stored=f),
-            lambda r: expect((r.identical, r.written), (len(ids), 0)))
+            lambda r: expect((r.identical, r.written), (len(ids), 0)),
+        )
     base = float(rows[0][4].replace(",", ""))
     for row, seconds in zip(rows, cpu, strict=True):
         row.insert(5, f"{float(row[4].replace(',', '')) / base:.2f}")
@@ -173,8 +205,15 @@ def measure(ledgers: dict[str, Ledger], empty: Callable[[], None], repeat: int,
     return rows
 
 
-HEADERS = ["operation", "attempts", "events", "best seconds", "events/s",
-           "ratio to plain read", "requests per attempt"]
+HEADERS = [
+    "operation",
+    "attempts",
+    "events",
+    "best seconds",
+    "events/s",
+    "ratio to plain read",
+    "requests per attempt",
+]
 SQLITE_HEADERS = [*HEADERS, "best CPU seconds", "CPU ratio to plain read"]
 
 
@@ -184,8 +223,7 @@ def sqlite_rows(folder: Path, source: Path, repeat: int) -> list[list[Any]]:
         shutil.copyfile(source, path)
     after, before = sqlite_ledger(path), sqlite_ledger(path, "FULL")
     try:
-        return measure({"after": after, "before": before}, lambda: empty_sqlite_views(path),
-                       repeat)
+        return measure({"after": after, "before": before}, lambda: empty_sqlite_views(path), repeat)
     finally:
         after.close()
         before.close()
@@ -221,33 +259,60 @@ def profile(folder: Path, source: Path, repeat: int) -> None:
     folded = [r for r in rows if r is not None]
     rebuild(ledger, "status")  # every row stored: the compare finds them identical
     phases: list[tuple[str, Callable[[], Any]]] = [
-        ("plain read of every attempt stream (baseline)",
-         lambda: [ledger.store.read_stream(i) for i in attempt_ids(ledger)]),
-        ("read: one ordered pass over the attempt events",
-         lambda: list(backend.attempt_streams(batch))),
-        ("decode: json.loads of every stored state, nothing else",
-         lambda: [json.loads(e.state) for e in events]),
-        ("decode: canonical_body of every state (scan, checks, time parsed)",
-         lambda: [canonical_body(e, EVENT_TYPES[e.topic]) for e in events]),
-        ("fold: fold_stored_status of every stream (decode included)",
-         lambda: [fold_stored_status(i, stream) for i, stream in streams]),
-        ("compare: identical_views of every row (one read per batch, one encoding per row)",
-         lambda: [views.identical_views(folded[k:k + batch])
-                  for k in range(0, len(folded), batch)]),
-        ("encode: the data of every row as a write stores it",
-         lambda: [encode_data(r.data) for r in folded]),
+        (
+            "plain read of every attempt stream (baseline)",
+            lambda: [ledger.store.read_stream(i) for i in attempt_ids(ledger)],
+        ),
+        (
+            "read: one ordered pass over the attempt events",
+            lambda: list(backend.attempt_streams(batch)),
+        ),
+        (
+            "decode: json.loads of every stored state, nothing else",
+            lambda: [json.loads(e.state) for e in events],
+        ),
+        (
+            "decode: canonical_body of every state (scan, checks, time parsed)",
+            lambda: [canonical_body(e, EVENT_TYPES[e.topic]) for e in events],
+        ),
+        (
+            "fold: fold_stored_status of every stream (decode included)",
+            lambda: [fold_stored_status(i, stream) for i, stream in streams],
+        ),
+        (
+            "compare: identical_views of every row (one read per batch, one encoding per row)",
+            lambda: [
+                views.identical_views(folded[k : k + batch]) for k in range(0, len(folded), batch)
+            ],
+        ),
+        (
+            "encode: the data of every row as a write stores it",
+            lambda: [encode_data(r.data) for r in folded],
+        ),
         ("whole batched rebuild, every row identical", lambda: rebuild(ledger, "status")),
-        ("whole batched rebuild through the aggregate (main), every row identical",
-         lambda: rebuild(ledger, "status", from_stored=False)),
+        (
+            "whole batched rebuild through the aggregate (main), every row identical",
+            lambda: rebuild(ledger, "status", from_stored=False),
+        ),
     ]
     timed = [(label, *best_of(repeat, operation)) for label, operation in phases]
     base, whole = timed[0][2], timed[-2][2]
     print(f"{len(streams)} attempts, {len(events)} events, SQLite on /dev/shm, best of {repeat}")
-    print(markdown_table(
-        ["phase", "best seconds", "best CPU seconds", "CPU x plain read",
-         "CPU share of the rebuild"],
-        [[label, f"{wall:.4f}", f"{cpu:.4f}", f"{cpu / base:.2f}", f"{cpu / whole:.0%}"]
-         for label, wall, cpu in timed]))
+    print(
+        markdown_table(
+            [
+                "phase",
+                "best seconds",
+                "best CPU seconds",
+                "CPU x plain read",
+                "CPU share of the rebuild",
+            ],
+            [
+                [label, f"{wall:.4f}", f"{cpu:.4f}", f"{cpu / base:.2f}", f"{cpu / whole:.0%}"]
+                for label, wall, cpu in timed
+            ],
+        )
+    )
     profiler = cProfile.Profile()
     profiler.enable()
     rebuild(ledger, "status")
@@ -260,10 +325,16 @@ def profile(folder: Path, source: Path, repeat: int) -> None:
 
 def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true",
-                        help="a small smoke run (seconds); results are not meaningful")
-    parser.add_argument("--profile", action="store_true",
-                        help="print where the batched rebuild's time goes (no results file)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small smoke run (seconds); results are not meaningful",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print where the batched rebuild's time goes (no results file)",
+    )
     return parser.parse_args()
 
 
@@ -284,25 +355,37 @@ def main() -> None:
             with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="bench-rebuild-") as ram:
                 profile(Path(ram), source, sqlite_repeat)
             return
-        report.table("SQLite on the repository's disk", SQLITE_HEADERS,
-                     sqlite_rows(Path(tmp), source, sqlite_repeat), align="lrrrrrrrr")
+        report.table(
+            "SQLite on the repository's disk",
+            SQLITE_HEADERS,
+            sqlite_rows(Path(tmp), source, sqlite_repeat),
+            align="lrrrrrrrr",
+        )
         with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="bench-rebuild-") as ram:
-            report.table("SQLite on a RAM file system (/dev/shm)", SQLITE_HEADERS,
-                         sqlite_rows(Path(ram), source, sqlite_repeat), align="lrrrrrrrr")
+            report.table(
+                "SQLite on a RAM file system (/dev/shm)",
+                SQLITE_HEADERS,
+                sqlite_rows(Path(ram), source, sqlite_repeat),
+                align="lrrrrrrrr",
+            )
     with Emulator() as emulator:
         client = emulator.client()
         meter = CapacityMeter(client)
         table = emulator.table(client)
-        ledger = build_ledger(load_settings(store="dynamodb", dynamodb_table=table),
-                              recorder=DynamoDBLedgerRecorder(table, client))
+        ledger = build_ledger(
+            load_settings(store="dynamodb", dynamodb_table=table),
+            recorder=DynamoDBLedgerRecorder(table, client),
+        )
         populate(ledger, dynamo)
-        rows2 = measure({"after": ledger, "before": ledger},
-                        lambda: empty_dynamodb_views(ledger), repeat, meter)
+        rows2 = measure(
+            {"after": ledger, "before": ledger}, lambda: empty_dynamodb_views(ledger), repeat, meter
+        )
         client.delete_table(TableName=table)
         client.close()
     report.table("DynamoDB (ministack)", HEADERS, rows2, align="lrrrrrr")
-    report.write(INTRO.format(embedded=embedded, dynamo=dynamo, repeat=repeat,
-                              sqlite_repeat=sqlite_repeat))
+    report.write(
+        INTRO.format(embedded=embedded, dynamo=dynamo, repeat=repeat, sqlite_repeat=sqlite_repeat)
+    )
 
 
 INTRO = """

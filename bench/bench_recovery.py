@@ -81,9 +81,12 @@ def dynamodb_rows(emulator: Emulator, sizes: list[int]) -> list[list[Any]]:
     clock = ManualClock()
     life = Lifecycle(dynamodb_store(client, table), clock=clock)
     template_id = finished_template(life)
-    template = client.query(TableName=table, KeyConditionExpression="pk = :p",
-                            ExpressionAttributeValues={":p": {"S": template_id}},
-                            ConsistentRead=True)["Items"]
+    template = client.query(
+        TableName=table,
+        KeyConditionExpression="pk = :p",
+        ExpressionAttributeValues={":p": {"S": template_id}},
+        ConsistentRead=True,
+    )["Items"]
     assert len(template) == 4 and not any("due_bucket" in i for i in template)
 
     def write_batch(count: int) -> None:
@@ -92,7 +95,7 @@ def dynamodb_rows(emulator: Emulator, sizes: list[int]) -> list[list[Any]]:
             pk = {"S": new_attempt_id()}
             requests += [{"PutRequest": {"Item": {**item, "pk": pk}}} for item in template]
         for start in range(0, len(requests), BATCH):
-            chunk: dict[str, Any] = {table: requests[start:start + BATCH]}
+            chunk: dict[str, Any] = {table: requests[start : start + BATCH]}
             while chunk:
                 chunk = bulk.batch_write_item(RequestItems=chunk).get("UnprocessedItems") or {}
 
@@ -102,15 +105,27 @@ def dynamodb_rows(emulator: Emulator, sizes: list[int]) -> list[list[Any]]:
         missing = size - have
         per_call = 50
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(write_batch, [per_call] * (missing // per_call)
-                          + ([missing % per_call] if missing % per_call else [])))
+            list(
+                pool.map(
+                    write_batch,
+                    [per_call] * (missing // per_call)
+                    + ([missing % per_call] if missing % per_call else []),
+                )
+            )
         have = size
         make_due(life, clock)
         with meter.measure() as used:
             tick(life)
-        rows.append([f"{size:,}", used.total, used.requests["Query"],
-                     used.requests.get("TransactWriteItems", 0), used.items_read,
-                     f"{used.rcu:g}"])
+        rows.append(
+            [
+                f"{size:,}",
+                used.total,
+                used.requests["Query"],
+                used.requests.get("TransactWriteItems", 0),
+                used.items_read,
+                f"{used.rcu:g}",
+            ]
+        )
         # The terminal attempts made here through the protocol count too.
         have += DUE
     client.delete_table(TableName=table)
@@ -187,9 +202,12 @@ def sqlite_rows(sizes: list[int]) -> list[list[Any]]:
             bulk.executemany(
                 "INSERT INTO stored_events (originator_id, originator_version, topic, state) "
                 "VALUES (?,?,?,?)",
-                ((attempt, e.originator_version, e.topic, e.state)
-                 for attempt in (new_attempt_id() for _ in range(size - have))
-                 for e in template))
+                (
+                    (attempt, e.originator_version, e.topic, e.state)
+                    for attempt in (new_attempt_id() for _ in range(size - have))
+                    for e in template
+                ),
+            )
             bulk.execute("COMMIT")
             have = size
             make_due(life, clock)
@@ -205,6 +223,7 @@ def sqlite_rows(sizes: list[int]) -> list[list[Any]]:
 def ratio(rows: list[list[Any]], column: int) -> str:
     def value(cell: Any) -> float:
         return float(str(cell).replace(",", ""))
+
     return f"{value(rows[-1][column]) / value(rows[0][column]):.2f}"
 
 
@@ -214,16 +233,37 @@ def main() -> None:
     sizes = [100, 1_000] if args.quick else [100, 10_000, 100_000]
     with Emulator() as emulator:
         dynamo = dynamodb_rows(emulator, sizes)
-    dynamo.append(["**ratio largest/smallest**", ratio(dynamo, 1), ratio(dynamo, 2),
-                   ratio(dynamo, 3), ratio(dynamo, 4), ratio(dynamo, 5)])
-    report.table(f"DynamoDB (ministack): one recovery tick with {DUE} due attempts",
-                 ["terminal attempts in the table", "requests", "Query requests",
-                  "TransactWriteItems", "items read", "RCU"], dynamo, align="lrrrrr")
+    dynamo.append(
+        [
+            "**ratio largest/smallest**",
+            ratio(dynamo, 1),
+            ratio(dynamo, 2),
+            ratio(dynamo, 3),
+            ratio(dynamo, 4),
+            ratio(dynamo, 5),
+        ]
+    )
+    report.table(
+        f"DynamoDB (ministack): one recovery tick with {DUE} due attempts",
+        [
+            "terminal attempts in the table",
+            "requests",
+            "Query requests",
+            "TransactWriteItems",
+            "items read",
+            "RCU",
+        ],
+        dynamo,
+        align="lrrrrr",
+    )
     lite = sqlite_rows(sizes)
     lite.append(["**ratio largest/smallest**", ratio(lite, 1), ratio(lite, 2), ratio(lite, 3)])
-    report.table(f"SQLite: one recovery tick with {DUE} due attempts",
-                 ["terminal attempts in the file", "store reads", "rows read",
-                  "SQLite VM instructions"], lite, align="lrrr")
+    report.table(
+        f"SQLite: one recovery tick with {DUE} due attempts",
+        ["terminal attempts in the file", "store reads", "rows read", "SQLite VM instructions"],
+        lite,
+        align="lrrr",
+    )
     report.write(INTRO.format(due=DUE, largest=f"{sizes[-1]:,}"))
 
 

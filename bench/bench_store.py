@@ -144,8 +144,11 @@ def bench_dynamodb() -> list[tuple[str, float, float | None]]:
             )
 
         single, multi = ledger_ops(recorder)
-        names = ["raw conditional PutItem", "ledger single-event append",
-                 "ledger multi-stream commit"]
+        names = [
+            "raw conditional PutItem",
+            "ledger single-event append",
+            "ledger multi-stream commit",
+        ]
         operations = [raw_put, single, multi]
         requests = []
         for operation in operations:  # requests per operation, counted on their own
@@ -181,8 +184,11 @@ def bench_sqlite() -> list[tuple[str, float, float | None]]:
         recorder.create_table()
         single, multi = ledger_ops(recorder)
         rates = median_rates([raw_insert, single, multi])
-        names = ["raw conditional INSERT", "ledger single-event append",
-                 "ledger multi-stream commit"]
+        names = [
+            "raw conditional INSERT",
+            "ledger single-event append",
+            "ledger multi-stream commit",
+        ]
         rows: list[tuple[str, float, float | None]] = [
             (name, ops, None) for name, ops in zip(names, rates, strict=True)
         ]
@@ -196,7 +202,10 @@ def ministack_version() -> str:
         python = Path(ministack.find_executable()).parent / "python"
         out = subprocess.run(
             [str(python), "-c", "import importlib.metadata as m; print(m.version('ministack'))"],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError, ministack.MinistackError):
@@ -222,7 +231,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     quick = parser.parse_args().quick
     out_path = Path(os.environ.get("LEDGER_BENCH_RESULTS", RESULTS.parent)) / (
-        "bench_store.quick.md" if quick else "bench_store.md")
+        "bench_store.quick.md" if quick else "bench_store.md"
+    )
     if quick:
         OPS, WARMUP, REPEATS = 5, 2, 2
     started = time.perf_counter()

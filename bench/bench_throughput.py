@@ -51,8 +51,9 @@ from ministack_scaling import THREADS, cpu_seconds, timed_round
 CONTENDERS = 25
 
 
-def lifecycles_vs_raw(emulator: Emulator, rounds: int, raw_ops: int,
-                      lifecycles: int) -> tuple[list[list[Any]], dict[str, float]]:
+def lifecycles_vs_raw(
+    emulator: Emulator, rounds: int, raw_ops: int, lifecycles: int
+) -> tuple[list[list[Any]], dict[str, float]]:
     client = emulator.client()
     meter = CapacityMeter(client)
     table = emulator.table(client)
@@ -63,8 +64,12 @@ def lifecycles_vs_raw(emulator: Emulator, rounds: int, raw_ops: int,
     def raw_put(t: int, i: int) -> None:
         client.put_item(
             TableName=table,
-            Item={"pk": {"S": f"raw:{uuid.uuid4().hex}"}, "sk": {"N": "1"},
-                  "topic": {"S": "bench:Event"}, "state": {"B": state}},
+            Item={
+                "pk": {"S": f"raw:{uuid.uuid4().hex}"},
+                "sk": {"N": "1"},
+                "topic": {"S": "bench:Event"},
+                "state": {"B": state},
+            },
             ConditionExpression="attribute_not_exists(#pk)",
             ExpressionAttributeNames={"#pk": "pk"},
         )
@@ -96,25 +101,44 @@ def lifecycles_vs_raw(emulator: Emulator, rounds: int, raw_ops: int,
     raw, full = statistics.median(raw_rates), statistics.median(life_rates)
     client.delete_table(TableName=table)
     client.close()
+
     def ms(kind: str, side: int) -> float:
         return cpu[kind][side] / counts[kind] * 1000
 
     rows = [
-        ["raw conditional PutItem", f"{raw:,.0f}", "1.00", "1", "1",
-         f"{ms('raw', 0):.2f}", f"{ms('raw', 1):.2f}"],
-        ["full lifecycle (propose, present, approve, worker)", f"{full:,.1f}",
-         f"{full / raw:.3f} (1/{raw / full:.1f})", str(used.total), str(used.writes),
-         f"{ms('life', 0):.2f}", f"{ms('life', 1):.2f}"],
+        [
+            "raw conditional PutItem",
+            f"{raw:,.0f}",
+            "1.00",
+            "1",
+            "1",
+            f"{ms('raw', 0):.2f}",
+            f"{ms('raw', 1):.2f}",
+        ],
+        [
+            "full lifecycle (propose, present, approve, worker)",
+            f"{full:,.1f}",
+            f"{full / raw:.3f} (1/{raw / full:.1f})",
+            str(used.total),
+            str(used.writes),
+            f"{ms('life', 0):.2f}",
+            f"{ms('life', 1):.2f}",
+        ],
     ]
-    return rows, {"raw": raw, "lifecycle": full, "requests": used.total,
-                  "writes": used.writes,
-                  "cpu_bound": (ms("raw", 0) + ms("raw", 1)) / (ms("life", 0) + ms("life", 1)),
-                  "server_per_request": ms("life", 0) / used.total / ms("raw", 0),
-                  "client_per_request": ms("life", 1) / used.total / ms("raw", 1)}
+    return rows, {
+        "raw": raw,
+        "lifecycle": full,
+        "requests": used.total,
+        "writes": used.writes,
+        "cpu_bound": (ms("raw", 0) + ms("raw", 1)) / (ms("life", 0) + ms("life", 1)),
+        "server_per_request": ms("life", 0) / used.total / ms("raw", 0),
+        "client_per_request": ms("life", 1) / used.total / ms("raw", 1),
+    }
 
 
-def approvals_contention(emulator: Emulator, rounds: int) -> tuple[list[list[Any]],
-                                                                      dict[str, float]]:
+def approvals_contention(
+    emulator: Emulator, rounds: int
+) -> tuple[list[list[Any]], dict[str, float]]:
     client = emulator.client()
     table = emulator.table(client)
     life = Lifecycle(dynamodb_store(client, table), actors=CONTENDERS)
@@ -148,8 +172,12 @@ def approvals_contention(emulator: Emulator, rounds: int) -> tuple[list[list[Any
     same, spread = statistics.median(same_rates), statistics.median(spread_rates)
     rows = [
         ["25 distinct proposals, one approval each", f"{spread:,.1f}", "1.00", "25 attempts"],
-        ["25 approvals of one presentation at once", f"{same:,.1f}", f"{same / spread:.2f}",
-         "1 attempt, 25 answers naming it"],
+        [
+            "25 approvals of one presentation at once",
+            f"{same:,.1f}",
+            f"{same / spread:.2f}",
+            "1 attempt, 25 answers naming it",
+        ],
     ]
     return rows, {"same": same, "spread": spread}
 
@@ -161,25 +189,53 @@ def sqlite_section(report: Report, quick: bool, only: str) -> dict[str, float]:
     if only != "both":
         embedded_callers.PATHS = {only: embedded_callers.PATHS[only]}
     rows, figures = embedded_callers.callers_side_by_side(rounds, total)
-    report.table(f"SQLite: lifecycles per second, 1 vs {embedded_callers.CALLERS} callers",
-                 ["file system", "path", "1 caller", f"{embedded_callers.CALLERS} callers",
-                  "ratio", "CPU ms/lifecycle, 1 caller",
-                  f"CPU ms/lifecycle, {embedded_callers.CALLERS} callers", "CPU ratio"],
-                 rows, align="llrrrrrr")
+    report.table(
+        f"SQLite: lifecycles per second, 1 vs {embedded_callers.CALLERS} callers",
+        [
+            "file system",
+            "path",
+            "1 caller",
+            f"{embedded_callers.CALLERS} callers",
+            "ratio",
+            "CPU ms/lifecycle, 1 caller",
+            f"CPU ms/lifecycle, {embedded_callers.CALLERS} callers",
+            "CPU ratio",
+        ],
+        rows,
+        align="llrrrrrr",
+    )
     if only in ("both", "after"):
         prows, pfig = embedded_callers.processes_side_by_side(rounds, total)
-        report.table(f"SQLite (path after): 1 vs {embedded_callers.CALLERS} callers as "
-                     "threads of one process and as processes of their own, alternating",
-                     ["file system", "callers", "1 caller", f"{embedded_callers.CALLERS} callers",
-                      "ratio", "CPU ms/lifecycle, 1 caller",
-                      f"CPU ms/lifecycle, {embedded_callers.CALLERS} callers"],
-                     prows, align="llrrrrr")
+        report.table(
+            f"SQLite (path after): 1 vs {embedded_callers.CALLERS} callers as "
+            "threads of one process and as processes of their own, alternating",
+            [
+                "file system",
+                "callers",
+                "1 caller",
+                f"{embedded_callers.CALLERS} callers",
+                "ratio",
+                "CPU ms/lifecycle, 1 caller",
+                f"CPU ms/lifecycle, {embedded_callers.CALLERS} callers",
+            ],
+            prows,
+            align="llrrrrr",
+        )
         figures.update(pfig)
     with tempfile.TemporaryDirectory(dir=ROOT, prefix="bench-count-") as tmp:
         counted, found = embedded_callers.statement_rows(tmp)
-    report.table("SQLite: statements per lifecycle (trace callback on every connection)",
-                 ["path", "reads (outside writes)", "transactions", "version checks in writes",
-                  "all statements"], counted, align="lrrrr")
+    report.table(
+        "SQLite: statements per lifecycle (trace callback on every connection)",
+        [
+            "path",
+            "reads (outside writes)",
+            "transactions",
+            "version checks in writes",
+            "all statements",
+        ],
+        counted,
+        align="lrrrr",
+    )
     figures.update({f"reads {k}": v.get("reads", 0) for k, v in found.items()})
     figures.update({f"tx {k}": v.get("transactions", 0) for k, v in found.items()})
     figures.update({f"st {k}": v.get("statements", 0) for k, v in found.items()})
@@ -198,66 +254,121 @@ def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true",
-                        help="a small smoke run (seconds); results are not meaningful")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small smoke run (seconds); results are not meaningful",
+    )
     parser.add_argument("--sqlite-only", action="store_true", help="skip the ministack parts")
     parser.add_argument("--ministack-only", action="store_true", help="skip the SQLite part")
-    parser.add_argument("--sqlite-path", choices=["before", "after", "both"], default="both",
-                        help="which SQLite path to measure (default: both, side by side)")
+    parser.add_argument(
+        "--sqlite-path",
+        choices=["before", "after", "both"],
+        default="both",
+        help="which SQLite path to measure (default: both, side by side)",
+    )
     args = parser.parse_args()
     report = Report("bench_throughput", args.quick)
     sqlite_intro = ""
     if not args.ministack_only:
         sqlite = sqlite_section(report, args.quick, args.sqlite_path)
         sqlite_intro = SQLITE_INTRO.format_map(
-            _Missing({k.replace(" ", "_"): v for k, v in sqlite.items()}))
+            _Missing({k.replace(" ", "_"): v for k, v in sqlite.items()})
+        )
     if args.sqlite_only:
         report.write(sqlite_intro)
         return
-    rounds, raw_ops, lifecycles, contention_rounds = (
-        (2, 5, 1, 2) if args.quick else (4, 60, 4, 5))
+    rounds, raw_ops, lifecycles, contention_rounds = (2, 5, 1, 2) if args.quick else (4, 60, 4, 5)
     with Emulator() as emulator:
         rows, figures = lifecycles_vs_raw(emulator, rounds, raw_ops, lifecycles)
-        report.table(f"{THREADS} client threads: lifecycles vs raw conditional writes",
-                     ["operation", "per second", "ratio to raw", "requests per op",
-                      "write requests per op", "emulator CPU ms per op",
-                      "client CPU ms per op"], rows, align="lrrrrrr")
+        report.table(
+            f"{THREADS} client threads: lifecycles vs raw conditional writes",
+            [
+                "operation",
+                "per second",
+                "ratio to raw",
+                "requests per op",
+                "write requests per op",
+                "emulator CPU ms per op",
+                "client CPU ms per op",
+            ],
+            rows,
+            align="lrrrrrr",
+        )
         cold_rows, cold = ministack_scaling.cold_approvals(emulator, rounds, 2 if args.quick else 6)
-        report.table(f"Cold approvals per second, {THREADS} threads (each approval in a "
-                     "process that has cached nothing)",
-                     ["directory reads", "approvals/s", "ratio to before", "requests per approval",
-                      "requests by operation", "RCU per approval", "client CPU ms per approval"],
-                     cold_rows, align="lrrrlrr")
+        report.table(
+            f"Cold approvals per second, {THREADS} threads (each approval in a "
+            "process that has cached nothing)",
+            [
+                "directory reads",
+                "approvals/s",
+                "ratio to before",
+                "requests per approval",
+                "requests by operation",
+                "RCU per approval",
+                "client CPU ms per approval",
+            ],
+            cold_rows,
+            align="lrrrlrr",
+        )
         rows2, figures2 = approvals_contention(emulator, contention_rounds)
-        report.table(f"Approvals per second, {CONTENDERS} threads",
-                     ["case", "approvals/s", "ratio to spread", "result"], rows2, align="lrrl")
-        shapes = ministack_scaling.scaling(emulator.url, emulator.node.process.pid,
-                                           8 if args.quick else 48)
-        report.table("Ministack: lifecycles per second by client processes and threads, "
-                     "and where both cores' time went (share of one core each)",
-                     ministack_scaling.HEADERS, ministack_scaling.rows(shapes),
-                     align="rrrrrrrrr")
+        report.table(
+            f"Approvals per second, {CONTENDERS} threads",
+            ["case", "approvals/s", "ratio to spread", "result"],
+            rows2,
+            align="lrrl",
+        )
+        shapes = ministack_scaling.scaling(
+            emulator.url, emulator.node.process.pid, 8 if args.quick else 48
+        )
+        report.table(
+            "Ministack: lifecycles per second by client processes and threads, "
+            "and where both cores' time went (share of one core each)",
+            ministack_scaling.HEADERS,
+            ministack_scaling.rows(shapes),
+            align="rrrrrrrrr",
+        )
         eight = next(s for s in shapes if (s.processes, s.threads) == (1, THREADS))
         stages, split = ministack_scaling.stage_rows(eight)
-        report.table(f"Ministack, 1 x {THREADS}: where the client's CPU goes (thread CPU "
-                     "clocks read by botocore event hooks at each stage of every request)",
-                     ministack_scaling.STAGE_HEADERS, stages, align="lrrr")
+        report.table(
+            f"Ministack, 1 x {THREADS}: where the client's CPU goes (thread CPU "
+            "clocks read by botocore event hooks at each stage of every request)",
+            ministack_scaling.STAGE_HEADERS,
+            stages,
+            align="lrrr",
+        )
     ratio = figures["lifecycle"] / figures["raw"]
-    report.write(sqlite_intro + INTRO.format(
-        threads=THREADS, rounds=rounds, raw_ops=raw_ops, lifecycles=lifecycles,
-        ratio=ratio, inverse=1 / ratio, requests=figures["requests"],
-        server=figures["server_per_request"], client=figures["client_per_request"],
-        bound=figures["cpu_bound"], bound_inverse=1 / figures["cpu_bound"],
-        verdict="met" if ratio >= 1 / 16 else "missed",
-        contention=figures2["same"] / figures2["spread"], crounds=contention_rounds,
-        cores=os.cpu_count() or 1, client_ms=eight.client_ms, emulator_ms=eight.emulator_ms,
-        c_over_e=eight.client_ms / eight.emulator_ms, client_cap=1000 / eight.client_ms,
-        emu_at_cap=eight.emulator_ms / eight.client_ms * 100,
-        emulator_cap=1000 / eight.emulator_ms,
-        machine_cap=(os.cpu_count() or 1) * 1000 / (eight.client_ms + eight.emulator_ms),
-        botocore=split["botocore"] * 100, ledger=split["ledger"] * 100,
-        botocore_ms=split["botocore"] * eight.client_ms,
-        cold_ratio=cold["cold_ratio"]))
+    report.write(
+        sqlite_intro
+        + INTRO.format(
+            threads=THREADS,
+            rounds=rounds,
+            raw_ops=raw_ops,
+            lifecycles=lifecycles,
+            ratio=ratio,
+            inverse=1 / ratio,
+            requests=figures["requests"],
+            server=figures["server_per_request"],
+            client=figures["client_per_request"],
+            bound=figures["cpu_bound"],
+            bound_inverse=1 / figures["cpu_bound"],
+            verdict="met" if ratio >= 1 / 16 else "missed",
+            contention=figures2["same"] / figures2["spread"],
+            crounds=contention_rounds,
+            cores=os.cpu_count() or 1,
+            client_ms=eight.client_ms,
+            emulator_ms=eight.emulator_ms,
+            c_over_e=eight.client_ms / eight.emulator_ms,
+            client_cap=1000 / eight.client_ms,
+            emu_at_cap=eight.emulator_ms / eight.client_ms * 100,
+            emulator_cap=1000 / eight.emulator_ms,
+            machine_cap=(os.cpu_count() or 1) * 1000 / (eight.client_ms + eight.emulator_ms),
+            botocore=split["botocore"] * 100,
+            ledger=split["ledger"] * 100,
+            botocore_ms=split["botocore"] * eight.client_ms,
+            cold_ratio=cold["cold_ratio"],
+        )
+    )
 
 
 SQLITE_INTRO = """

@@ -104,9 +104,11 @@ class Waiters:
 
     async def _one(self, index: int, attempt_id: str) -> None:
         reader, writer = await asyncio.open_connection(HOST, self.port)
-        request = (f"GET /api/conversational/execution-attempts/{attempt_id}?wait={WAIT_SECONDS}"
-                   f" HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {self.token}\r\n"
-                   "Connection: close\r\n\r\n")
+        request = (
+            f"GET /api/conversational/execution-attempts/{attempt_id}?wait={WAIT_SECONDS}"
+            f" HTTP/1.1\r\nHost: {HOST}\r\nAuthorization: Bearer {self.token}\r\n"
+            "Connection: close\r\n\r\n"
+        )
         writer.write(request.encode())
         await writer.drain()
         with self.lock:
@@ -121,7 +123,8 @@ class Waiters:
     def start(self, assignments: list[str]) -> None:
         for index, attempt_id in enumerate(assignments):
             self.futures.append(
-                asyncio.run_coroutine_threadsafe(self._one(index, attempt_id), self.loop))
+                asyncio.run_coroutine_threadsafe(self._one(index, attempt_id), self.loop)
+            )
 
     def stop(self) -> None:
         for future in self.futures:
@@ -179,13 +182,24 @@ def main() -> None:
         ids = prepare(db_path, attempts)
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-        env.update(LEDGER_STORE="sqlite", LEDGER_SQLITE_PATH=db_path,
-                   LEDGER_EXECUTION_ENABLED="false")
+        env.update(
+            LEDGER_STORE="sqlite", LEDGER_SQLITE_PATH=db_path, LEDGER_EXECUTION_ENABLED="false"
+        )
         process = subprocess.Popen(
-            [sys.executable, "-c", "from api.cli import main; main()", "serve",
-             "--port", str(port)],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, cwd=ROOT)
+            [
+                sys.executable,
+                "-c",
+                "from api.cli import main; main()",
+                "serve",
+                "--port",
+                str(port),
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+        )
         client: Waiters | None = None
         try:
             wait_until_up(process, f"http://{HOST}:{port}")
@@ -240,20 +254,37 @@ def main() -> None:
     report.table(
         f"One `ledger serve`, {waiters} long polls waiting at once",
         ["", "RSS MB", "CPU s/s over 5 s idle"],
-        [["no waiter", f"{rss_idle / 1024:.1f}", f"{cpu_idle:.3f}"],
-         [f"{waiters} waiters", f"{rss_waiting / 1024:.1f}", f"{cpu_waiting:.3f}"],
-         ["difference", f"{(rss_waiting - rss_idle) / 1024:+.1f} "
-          f"({per_waiter:.1f} kB per waiter)", f"{cpu_waiting - cpu_idle:+.3f}"]],
-        align="lrr")
+        [
+            ["no waiter", f"{rss_idle / 1024:.1f}", f"{cpu_idle:.3f}"],
+            [f"{waiters} waiters", f"{rss_waiting / 1024:.1f}", f"{cpu_waiting:.3f}"],
+            [
+                "difference",
+                f"{(rss_waiting - rss_idle) / 1024:+.1f} ({per_waiter:.1f} kB per waiter)",
+                f"{cpu_waiting - cpu_idle:+.3f}",
+            ],
+        ],
+        align="lrr",
+    )
     ms = [v * 1000 for v in latencies]
     report.table(
         "From the view change to the waiter's answer",
         ["answers", "p50 ms", "p95 ms", "max ms", "within 100 ms"],
-        [[len(ms), f"{percentile(ms, 50):.1f}", f"{percentile(ms, 95):.1f}",
-          f"{max(ms):.1f}", f"{sum(v <= 100 for v in ms)}/{len(ms)}"]],
-        align="rrrrr")
-    report.write(INTRO.format(waiters=waiters, attempts=attempts, per=per_attempt,
-                              woken=woken, still=still_waiting))
+        [
+            [
+                len(ms),
+                f"{percentile(ms, 50):.1f}",
+                f"{percentile(ms, 95):.1f}",
+                f"{max(ms):.1f}",
+                f"{sum(v <= 100 for v in ms)}/{len(ms)}",
+            ]
+        ],
+        align="rrrrr",
+    )
+    report.write(
+        INTRO.format(
+            waiters=waiters, attempts=attempts, per=per_attempt, woken=woken, still=still_waiting
+        )
+    )
 
 
 INTRO = """

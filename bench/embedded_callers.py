@@ -116,8 +116,18 @@ def callers_side_by_side(rounds: int, total: int) -> tuple[list[list[Any]], dict
                 many = statistics.median(rates[(name, CALLERS)])
                 cpu_one = statistics.median(cpu[(name, 1)])
                 cpu_many = statistics.median(cpu[(name, CALLERS)])
-                rows.append([fs, name, f"{one:,.0f}", f"{many:,.0f}", f"{many / one:.2f}",
-                             f"{cpu_one:.1f}", f"{cpu_many:.1f}", f"{cpu_many / cpu_one:.2f}"])
+                rows.append(
+                    [
+                        fs,
+                        name,
+                        f"{one:,.0f}",
+                        f"{many:,.0f}",
+                        f"{many / one:.2f}",
+                        f"{cpu_one:.1f}",
+                        f"{cpu_many:.1f}",
+                        f"{cpu_many / cpu_one:.2f}",
+                    ]
+                )
                 figures[f"{fs} {name} cpu"] = cpu_many / cpu_one
                 figures[f"{fs} {name}"] = many / one
                 life.store.recorder.close()
@@ -172,17 +182,26 @@ def processes_side_by_side(rounds: int, total: int) -> tuple[list[list[Any]], di
             for _ in range(rounds):  # alternate, so that noise hits both alike
                 for callers in (1, CALLERS):
                     found.setdefault(("threads", callers), []).append(rate(callers, total, op))
-                    found.setdefault(("processes", callers), []).append(
-                        in_processes(op, callers))
+                    found.setdefault(("processes", callers), []).append(in_processes(op, callers))
             for kind in ("threads", "processes"):
                 one = statistics.median(r for r, _ in found[(kind, 1)])
                 many = statistics.median(r for r, _ in found[(kind, CALLERS)])
                 cpu_one = statistics.median(c for _, c in found[(kind, 1)])
                 cpu_many = statistics.median(c for _, c in found[(kind, CALLERS)])
-                label = ("threads of one process" if kind == "threads"
-                         else "one process each (forked)")
-                rows.append([fs, label, f"{one:,.0f}", f"{many:,.0f}", f"{many / one:.2f}",
-                             f"{cpu_one:.1f}", f"{cpu_many:.1f}"])
+                label = (
+                    "threads of one process" if kind == "threads" else "one process each (forked)"
+                )
+                rows.append(
+                    [
+                        fs,
+                        label,
+                        f"{one:,.0f}",
+                        f"{many:,.0f}",
+                        f"{many / one:.2f}",
+                        f"{cpu_one:.1f}",
+                        f"{cpu_many:.1f}",
+                    ]
+                )
                 figures[f"{fs} {kind}"] = many / one
                 figures[f"{fs} {kind} busy"] = one * cpu_one / 1000
             life.store.recorder.close()
@@ -198,8 +217,10 @@ def _op(life: Lifecycle, workers: list[Any]) -> Callable[[int], None]:
 
 
 def statement_rows(tmp: str) -> tuple[list[list[Any]], dict[str, dict[str, float]]]:
-    found = {name: statements_per_lifecycle(f"{tmp}/{name}-count.db", pooled)
-             for name, pooled in PATHS.items()}
+    found = {
+        name: statements_per_lifecycle(f"{tmp}/{name}-count.db", pooled)
+        for name, pooled in PATHS.items()
+    }
     keys = ["reads", "transactions", "checks in writes", "statements"]
     rows = [[name, *(f"{found[name].get(k, 0):.0f}" for k in keys)] for name in PATHS]
     return rows, found

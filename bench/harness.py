@@ -74,24 +74,32 @@ KB = 1024
 
 def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true",
-                        help="a small smoke run (seconds); results are not meaningful")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a small smoke run (seconds); results are not meaningful",
+    )
     return parser.parse_args()
 
 
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
-                   align: str | None = None) -> str:
+def markdown_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None
+) -> str:
     """A Markdown table; ``align`` is one letter per column (l or r), default text left."""
     marks = align or "l" + "r" * (len(headers) - 1)
-    lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join("---:" if a == "r" else "---" for a in marks) + "|"]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---:" if a == "r" else "---" for a in marks) + "|",
+    ]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def machine_line(started: float) -> str:
-    return (f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
-            f"{os.getloadavg()[0]:.1f} at the end, ran in {time.perf_counter() - started:.0f} s")
+    return (
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f} at the end, ran in {time.perf_counter() - started:.0f} s"
+    )
 
 
 @dataclass
@@ -106,16 +114,23 @@ class Report:
     def add(self, text: str) -> None:
         self.parts.append(text.strip("\n"))
 
-    def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]],
-              align: str | None = None) -> None:
+    def table(
+        self,
+        title: str,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        align: str | None = None,
+    ) -> None:
         text = markdown_table(headers, rows, align)
         print(f"\n{title}\n{text}", flush=True)
         self.parts.append(f"### {title}\n\n{text}")
 
     def write(self, intro: str) -> Path:
         mode = " (--quick smoke run: sizes cut down, figures not meaningful)" if self.quick else ""
-        head = (f"# {self.name}\n\n`python bench/{self.name}.py`{mode}; "
-                f"{machine_line(self.started)}.\n\n{intro.strip()}\n")
+        head = (
+            f"# {self.name}\n\n`python bench/{self.name}.py`{mode}; "
+            f"{machine_line(self.started)}.\n\n{intro.strip()}\n"
+        )
         body = "\n\n".join(self.parts)
         where = Path(os.environ.get("LEDGER_BENCH_RESULTS", RESULTS))
         where.mkdir(parents=True, exist_ok=True)
@@ -150,14 +165,24 @@ class Emulator:
         kwargs: dict[str, Any] = {}
         if config:
             kwargs["config"] = client_config(**config)
-        return make_client(endpoint_url=self.url, region_name="us-east-1",
-                           aws_access_key_id="bench", aws_secret_access_key="bench", **kwargs)
+        return make_client(
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+            **kwargs,
+        )
 
     def streams_client(self) -> Any:
         import boto3
 
-        return boto3.client("dynamodbstreams", endpoint_url=self.url, region_name="us-east-1",
-                            aws_access_key_id="bench", aws_secret_access_key="bench")
+        return boto3.client(
+            "dynamodbstreams",
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id="bench",
+            aws_secret_access_key="bench",
+        )
 
     def table(self, client: Any, prefix: str = "bench") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
@@ -176,7 +201,7 @@ class Emulator:
 
 def attribute_size(value: Mapping[str, Any]) -> int:
     """Bytes of one attribute value by DynamoDB's published item-size rules."""
-    (kind, inner), = value.items()
+    ((kind, inner),) = value.items()
     if kind == "S":
         return len(inner.encode("utf-8"))
     if kind == "N":
@@ -212,8 +237,9 @@ def read_units(size: int) -> int:
     return max(1, math.ceil(size / (4 * KB)))
 
 
-WRITE_OPS = frozenset({"PutItem", "DeleteItem", "UpdateItem", "TransactWriteItems",
-                       "BatchWriteItem"})
+WRITE_OPS = frozenset(
+    {"PutItem", "DeleteItem", "UpdateItem", "TransactWriteItems", "BatchWriteItem"}
+)
 READ_OPS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 # The event items' key and recorded_at are read by a Query even though the
 # projection leaves them out of the answer: capacity counts what was read.
@@ -251,9 +277,13 @@ class Usage:
 
     def __sub__(self, other: Usage) -> Usage:
         return Usage(
-            requests=Counter({op: self.requests[op] - other.requests[op]
-                              for op in set(self.requests) | set(other.requests)
-                              if self.requests[op] != other.requests[op]}),
+            requests=Counter(
+                {
+                    op: self.requests[op] - other.requests[op]
+                    for op in set(self.requests) | set(other.requests)
+                    if self.requests[op] != other.requests[op]
+                }
+            ),
             consistent_reads=self.consistent_reads - other.consistent_reads,
             items_written=self.items_written - other.items_written,
             condition_checks=self.condition_checks - other.condition_checks,
@@ -312,8 +342,14 @@ class CapacityMeter:
     def _params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         context["meter_params"] = params
 
-    def _after(self, http_response: Any, parsed: dict[str, Any], model: Any,
-               context: dict[str, Any], **_: Any) -> None:
+    def _after(
+        self,
+        http_response: Any,
+        parsed: dict[str, Any],
+        model: Any,
+        context: dict[str, Any],
+        **_: Any,
+    ) -> None:
         op = model.name
         params = context.get("meter_params", {})
         with self._lock:
@@ -348,8 +384,9 @@ class CapacityMeter:
                 u.consistent_reads += 1 if params.get("ConsistentRead") else 0
                 item = parsed.get("Item")
                 u.items_read += 1 if item else 0
-                u.rcu += self._read_cost(item_size(item) if item else 0,
-                                         bool(params.get("ConsistentRead")))
+                u.rcu += self._read_cost(
+                    item_size(item) if item else 0, bool(params.get("ConsistentRead"))
+                )
             elif op == "BatchGetItem":
                 consistent = all(t.get("ConsistentRead") for t in params["RequestItems"].values())
                 u.consistent_reads += 1 if consistent else 0
@@ -439,22 +476,35 @@ class Lifecycle:
     def __post_init__(self) -> None:
         if self.effects is None:
             self.effects = register_fakes(self.registry)
-        self.ctx = ServiceContext(store=self.store, clock=self.clock,
-                                  tokens=SecretsTokenSource(),
-                                  permissions=frozenset({PERMISSION}), registry=self.registry,
-                                  cache=ReadCache(self.cache_entries))
+        self.ctx = ServiceContext(
+            store=self.store,
+            clock=self.clock,
+            tokens=SecretsTokenSource(),
+            permissions=frozenset({PERMISSION}),
+            registry=self.registry,
+            cache=ReadCache(self.cache_entries),
+        )
         self.expires = (datetime.now(UTC) + timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%SZ")
         for capability, mode in FAKE_CAPABILITIES.items():
-            self.put(DirectoryKind.EXECUTOR_BUILD,
-                     executor_build_record_id(capability, fake_build_digest(capability)),
-                     delivery_mode=mode.value, available=True)
+            self.put(
+                DirectoryKind.EXECUTOR_BUILD,
+                executor_build_record_id(capability, fake_build_digest(capability)),
+                delivery_mode=mode.value,
+                available=True,
+            )
         self.put(DirectoryKind.TARGET, target_record_id("task:42"), revision="r7")
         for n in range(self.actors):
             self.add_actor(n)
 
     def put(self, kind: DirectoryKind, record_id: str, **values: Any) -> None:
-        put_record(self.store, self.clock, kind=kind, record_id=record_id, values=values,
-                   cache=self.ctx.cache)
+        put_record(
+            self.store,
+            self.clock,
+            kind=kind,
+            record_id=record_id,
+            values=values,
+            cache=self.ctx.cache,
+        )
 
     @staticmethod
     def who(n: int) -> Provenance:
@@ -463,34 +513,57 @@ class Lifecycle:
     def add_actor(self, n: int) -> None:
         who = self.who(n)
         self.put(DirectoryKind.ACTOR, actor_record_id(who.actor_id), enabled=True)
-        self.put(DirectoryKind.IDENTITY_BINDING,
-                 identity_binding_record_id(who.identity_binding_id),
-                 actor_id=who.actor_id, channel="chat", external_id=f"u{n}@chat", active=True)
-        self.put(DirectoryKind.CHANNEL_BINDING, channel_binding_record_id(who.channel_binding_id),
-                 conversation_key=who.conversation_key, channel="chat", active=True)
-        self.put(DirectoryKind.PERMISSION_GRANT, grant_record_id(who.actor_id, PERMISSION),
-                 granted=True)
+        self.put(
+            DirectoryKind.IDENTITY_BINDING,
+            identity_binding_record_id(who.identity_binding_id),
+            actor_id=who.actor_id,
+            channel="chat",
+            external_id=f"u{n}@chat",
+            active=True,
+        )
+        self.put(
+            DirectoryKind.CHANNEL_BINDING,
+            channel_binding_record_id(who.channel_binding_id),
+            conversation_key=who.conversation_key,
+            channel="chat",
+            active=True,
+        )
+        self.put(
+            DirectoryKind.PERMISSION_GRANT, grant_record_id(who.actor_id, PERMISSION), granted=True
+        )
 
     def spec(self, capability: str = CAPABILITY, simulate: str = "success") -> dict[str, Any]:
         return {
-            "capability": capability, "executor_build": fake_build_digest(capability),
-            "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
-            "permission": PERMISSION, "effect": "create",
-            "target": {"id": "task:42", "base_revision": "r7"}, "destination": "tasks",
+            "capability": capability,
+            "executor_build": fake_build_digest(capability),
+            "plugin_build": DIGEST,
+            "schema_digest": DIGEST,
+            "policy_digest": DIGEST,
+            "permission": PERMISSION,
+            "effect": "create",
+            "target": {"id": "task:42", "base_revision": "r7"},
+            "destination": "tasks",
             "content": {"title": "Buy milk", "simulate": simulate},
-            "sources": ["message:123"], "expires_at": self.expires,
+            "sources": ["message:123"],
+            "expires_at": self.expires,
         }
 
-    def propose_and_present(self, n: int = 0, capability: str = CAPABILITY,
-                            simulate: str = "success") -> tuple[str, str]:
+    def propose_and_present(
+        self, n: int = 0, capability: str = CAPABILITY, simulate: str = "success"
+    ) -> tuple[str, str]:
         """(proposal id, token)."""
         who = self.who(n)
-        proposal_id = propose(self.ctx, actor_id=who.actor_id,
-                              spec_data=self.spec(capability, simulate)).proposal_id
-        token = present(self.ctx, proposal_id=proposal_id, version=1,
-                        identity_binding_id=who.identity_binding_id,
-                        channel_binding_id=who.channel_binding_id,
-                        conversation_key=who.conversation_key).token
+        proposal_id = propose(
+            self.ctx, actor_id=who.actor_id, spec_data=self.spec(capability, simulate)
+        ).proposal_id
+        token = present(
+            self.ctx,
+            proposal_id=proposal_id,
+            version=1,
+            identity_binding_id=who.identity_binding_id,
+            channel_binding_id=who.channel_binding_id,
+            conversation_key=who.conversation_key,
+        ).token
         return proposal_id, token
 
     def approve(self, token: str, n: int = 0) -> str:

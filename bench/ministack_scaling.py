@@ -76,6 +76,7 @@ class RequestStages:
     def _mark(self, name: str) -> Any:
         def handler(**_: Any) -> None:  # returns None: botocore goes on as usual
             setattr(self._local, name, time.thread_time())
+
         return handler
 
     def _done(self, **_: Any) -> None:
@@ -98,11 +99,16 @@ class ClientRun:
     requests: int = 0
 
 
-def client_process(url: str, threads: int, per_thread: int, ready: Any, go: Any,
-                   results: Any) -> None:
-    client = make_client(endpoint_url=url, region_name="us-east-1",
-                         aws_access_key_id="bench", aws_secret_access_key="bench",
-                         config=client_config(max_pool_connections=2 * threads))
+def client_process(
+    url: str, threads: int, per_thread: int, ready: Any, go: Any, results: Any
+) -> None:
+    client = make_client(
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+        config=client_config(max_pool_connections=2 * threads),
+    )
     table = f"bench-{uuid.uuid4().hex[:12]}"
     create_table(client, table)
     life = Lifecycle(dynamodb_store(client, table), actors=threads)
@@ -121,8 +127,15 @@ def client_process(url: str, threads: int, per_thread: int, ready: Any, go: Any,
     go.wait()
     cpu = time.process_time()
     run_threads(threads, lifecycles)
-    results.put(ClientRun(threads * per_thread, time.process_time() - cpu, sum(thread_cpu),
-                          dict(stages.seconds), stages.requests))
+    results.put(
+        ClientRun(
+            threads * per_thread,
+            time.process_time() - cpu,
+            sum(thread_cpu),
+            dict(stages.seconds),
+            stages.requests,
+        )
+    )
     client.delete_table(TableName=table)
     client.close()
 
@@ -141,17 +154,17 @@ class Shape:
     runs: list[ClientRun]
 
 
-def run_shape(url: str, server_pid: int, processes: int, threads: int,
-              lifecycles: int) -> Shape:
+def run_shape(url: str, server_pid: int, processes: int, threads: int, lifecycles: int) -> Shape:
     ctx = multiprocessing.get_context("fork")
     # a client that dies breaks the barriers (timeout) instead of hanging the run
     ready = ctx.Barrier(processes + 1, timeout=300)
     go = ctx.Barrier(processes + 1, timeout=300)
     results = ctx.Queue()
     per_thread = max(1, lifecycles // (processes * threads))
-    children = [ctx.Process(target=client_process,
-                            args=(url, threads, per_thread, ready, go, results))
-                for _ in range(processes)]
+    children = [
+        ctx.Process(target=client_process, args=(url, threads, per_thread, ready, go, results))
+        for _ in range(processes)
+    ]
     for child in children:
         child.start()
     ready.wait()  # every client has its table, directory and warm connections
@@ -173,27 +186,55 @@ def run_shape(url: str, server_pid: int, processes: int, threads: int,
     done = sum(r.lifecycles for r in runs)
     clients = sum(r.cpu for r in runs)
     idle = idle1 - idle0
-    return Shape(processes, threads, done / elapsed, server / elapsed, clients / elapsed,
-                 (all1 - all0 - idle - server - clients) / elapsed, idle / elapsed,
-                 server / done * 1000, clients / done * 1000, runs)
+    return Shape(
+        processes,
+        threads,
+        done / elapsed,
+        server / elapsed,
+        clients / elapsed,
+        (all1 - all0 - idle - server - clients) / elapsed,
+        idle / elapsed,
+        server / done * 1000,
+        clients / done * 1000,
+        runs,
+    )
 
 
-def scaling(url: str, server_pid: int, lifecycles: int,
-            shapes: Sequence[tuple[int, int]] = SHAPES) -> list[Shape]:
+def scaling(
+    url: str, server_pid: int, lifecycles: int, shapes: Sequence[tuple[int, int]] = SHAPES
+) -> list[Shape]:
     return [run_shape(url, server_pid, p, t, lifecycles) for p, t in shapes]
 
 
 def rows(shapes: list[Shape]) -> list[list[str]]:
     base = shapes[0].rate
-    return [[f"{s.processes} x {s.threads}", f"{s.rate:,.1f}", f"{s.rate / base:.2f}",
-             f"{s.emulator * 100:.0f} %", f"{s.clients * 100:.0f} %", f"{s.others * 100:.0f} %",
-             f"{s.idle * 100:.0f} %", f"{s.emulator_ms:.1f}", f"{s.client_ms:.1f}"]
-            for s in shapes]
+    return [
+        [
+            f"{s.processes} x {s.threads}",
+            f"{s.rate:,.1f}",
+            f"{s.rate / base:.2f}",
+            f"{s.emulator * 100:.0f} %",
+            f"{s.clients * 100:.0f} %",
+            f"{s.others * 100:.0f} %",
+            f"{s.idle * 100:.0f} %",
+            f"{s.emulator_ms:.1f}",
+            f"{s.client_ms:.1f}",
+        ]
+        for s in shapes
+    ]
 
 
-HEADERS = ["processes x threads", "lifecycles/s", "ratio to 1 x 1", "emulator CPU",
-           "client CPU", "other processes", "idle", "emulator CPU ms/lifecycle",
-           "client CPU ms/lifecycle"]
+HEADERS = [
+    "processes x threads",
+    "lifecycles/s",
+    "ratio to 1 x 1",
+    "emulator CPU",
+    "client CPU",
+    "other processes",
+    "idle",
+    "emulator CPU ms/lifecycle",
+    "client CPU ms/lifecycle",
+]
 
 
 def stage_rows(shape: Shape) -> tuple[list[list[str]], dict[str, float]]:
@@ -205,25 +246,44 @@ def stage_rows(shape: Shape) -> tuple[list[list[str]], dict[str, float]]:
     ledger = thread_cpu - sum(seconds.values())
     process = sum(r.cpu for r in shape.runs)
     parts = [
-        ("botocore: build the request (validate, serialise, endpoint rules, SigV4 sign)",
-         seconds["build"]),
+        (
+            "botocore: build the request (validate, serialise, endpoint rules, SigV4 sign)",
+            seconds["build"],
+        ),
         ("botocore + http.client: send it and read the response", seconds["http"]),
         ("botocore: parse the response", seconds["parse"]),
         ("the ledger's own code (domain, adapters, fakes)", ledger),
-        ("the rest of the process (threads' start and switching, outside their clocks)",
-         process - thread_cpu),
+        (
+            "the rest of the process (threads' start and switching, outside their clocks)",
+            process - thread_cpu,
+        ),
     ]
-    table = [[name, f"{s / done * 1000:.2f}", f"{s / requests * 1000:.3f}",
-              f"{s / process * 100:.0f} %"] for name, s in parts]
-    table.append(["**client process, all**", f"**{process / done * 1000:.2f}**",
-                  f"{process / requests * 1000:.3f}", "100 %"])
-    figures = {"botocore": sum(seconds.values()) / process, "ledger": ledger / process,
-               "requests": requests / done}
+    table = [
+        [name, f"{s / done * 1000:.2f}", f"{s / requests * 1000:.3f}", f"{s / process * 100:.0f} %"]
+        for name, s in parts
+    ]
+    table.append(
+        [
+            "**client process, all**",
+            f"**{process / done * 1000:.2f}**",
+            f"{process / requests * 1000:.3f}",
+            "100 %",
+        ]
+    )
+    figures = {
+        "botocore": sum(seconds.values()) / process,
+        "ledger": ledger / process,
+        "requests": requests / done,
+    }
     return table, figures
 
 
-STAGE_HEADERS = ["client CPU per lifecycle", "ms per lifecycle", "ms per request",
-                 "share of the client process"]
+STAGE_HEADERS = [
+    "client CPU per lifecycle",
+    "ms per lifecycle",
+    "ms per request",
+    "share of the client process",
+]
 
 
 # -- cold approvals, before and after the batched directory read ----------------------
@@ -241,27 +301,33 @@ class PerRecordReads(LedgerStore):
         return found
 
 
-def cold_approvals(emulator: Emulator, rounds: int,
-                   per_thread: int) -> tuple[list[list[Any]], dict[str, float]]:
+def cold_approvals(
+    emulator: Emulator, rounds: int, per_thread: int
+) -> tuple[list[list[Any]], dict[str, float]]:
     """Approvals per second by ``THREADS`` threads, each approval in a context that has
     cached nothing (a fresh Lambda container), before and after the batched read."""
     client = emulator.client()
     meter = CapacityMeter(client)
     table = emulator.table(client)
-    paths = {"before: a Query per directory record": PerRecordReads(
-                 DynamoDBLedgerRecorder(table, client)),
-             "after: head-index entries, then those versions": dynamodb_store(client, table)}
+    paths = {
+        "before: a Query per directory record": PerRecordReads(
+            DynamoDBLedgerRecorder(table, client)
+        ),
+        "after: head-index entries, then those versions": dynamodb_store(client, table),
+    }
     life = Lifecycle(dynamodb_store(client, table), actors=THREADS)
     rates: dict[str, list[float]] = {name: [] for name in paths}
     cpu: dict[str, float] = dict.fromkeys(paths, 0.0)
     used: dict[str, Any] = {}
     for _ in range(rounds):
         for name, store in paths.items():  # alternate, so that noise hits both alike
-            tokens = [[life.propose_and_present(t)[1] for _ in range(per_thread)]
-                      for t in range(THREADS)]
+            tokens = [
+                [life.propose_and_present(t)[1] for _ in range(per_thread)] for t in range(THREADS)
+            ]
 
-            def approve_cold(t: int, i: int, store: LedgerStore = store,
-                             tokens: list[list[str]] = tokens) -> None:
+            def approve_cold(
+                t: int, i: int, store: LedgerStore = store, tokens: list[list[str]] = tokens
+            ) -> None:
                 ctx = replace(life.ctx, store=store, cache=ReadCache())
                 approve(ctx, token=tokens[t][i], provenance=life.who(t))
 
@@ -271,17 +337,28 @@ def cold_approvals(emulator: Emulator, rounds: int,
     for name, store in paths.items():
         _, token = life.propose_and_present(0)
         with meter.measure() as one:
-            approve(replace(life.ctx, store=store, cache=ReadCache()), token=token,
-                    provenance=life.who(0))
+            approve(
+                replace(life.ctx, store=store, cache=ReadCache()),
+                token=token,
+                provenance=life.who(0),
+            )
         used[name] = one
     client.delete_table(TableName=table)
     client.close()
     done = rounds * THREADS * per_thread
     before, after = (statistics.median(r) for r in rates.values())
-    rows = [[name, f"{statistics.median(rates[name]):,.1f}",
-             f"{statistics.median(rates[name]) / before:.2f}", str(used[name].total),
-             used[name].ops(), f"{used[name].rcu:g}", f"{cpu[name] / done * 1000:.2f}"]
-            for name in paths]
+    rows = [
+        [
+            name,
+            f"{statistics.median(rates[name]):,.1f}",
+            f"{statistics.median(rates[name]) / before:.2f}",
+            str(used[name].total),
+            used[name].ops(),
+            f"{used[name].rcu:g}",
+            f"{cpu[name] / done * 1000:.2f}",
+        ]
+        for name in paths
+    ]
     return rows, {"cold_ratio": after / before}
 
 

@@ -53,8 +53,12 @@ class AttemptStatus(StrEnum):
 # Never executed again. ``effect_after_no_effect`` is settled too (nothing is
 # dispatched again), but waits on the attention list for an admin's resolution.
 TERMINAL = frozenset(
-    {AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.MANUALLY_RESOLVED,
-     AttemptStatus.EFFECT_AFTER_NO_EFFECT}
+    {
+        AttemptStatus.SUCCEEDED,
+        AttemptStatus.FAILED_SAFE,
+        AttemptStatus.MANUALLY_RESOLVED,
+        AttemptStatus.EFFECT_AFTER_NO_EFFECT,
+    }
 )
 
 # What an admin may resolve.
@@ -254,8 +258,9 @@ class ExecutionAttempt(LedgerAggregate):
         self.lease_history = [*self.lease_history, entry][-MAX_LEASE_HISTORY:]
         self.updated_at = at
 
-    def requeue(self, *, generation: int | None, reason: str, not_before: datetime,
-                now: datetime) -> None:
+    def requeue(
+        self, *, generation: int | None, reason: str, not_before: datetime, now: datetime
+    ) -> None:
         """Back to queued: only while nothing was dispatched.
 
         ``generation`` is the caller's lease (a worker giving up before dispatch);
@@ -345,8 +350,14 @@ class ExecutionAttempt(LedgerAggregate):
         without_marker_ok = status is AttemptStatus.FAILED_SAFE and not self.dispatched
         if self.dispatched_generation != generation and not without_marker_ok:
             raise IllegalTransition("A result needs this generation's dispatch marker.")
-        self._record(now, status.value, source="executor", generation=generation,
-                     reason_code=reason_code, receipt=receipt)
+        self._record(
+            now,
+            status.value,
+            source="executor",
+            generation=generation,
+            reason_code=reason_code,
+            receipt=receipt,
+        )
 
     def fail_safe(self, *, reason_code: str, now: datetime, generation: int | None = None) -> None:
         """Provably no effect: a pre-dispatch recheck failed or leases ran out."""
@@ -356,8 +367,14 @@ class ExecutionAttempt(LedgerAggregate):
             raise IllegalTransition("An effect may exist; failed_safe needs proof.")
         if generation is not None and not self.holds_lease(generation, now):
             raise IllegalTransition("The lease is not held.")
-        self._record(now, AttemptStatus.FAILED_SAFE.value, source="worker", generation=generation,
-                     reason_code=reason_code, receipt=None)
+        self._record(
+            now,
+            AttemptStatus.FAILED_SAFE.value,
+            source="worker",
+            generation=generation,
+            reason_code=reason_code,
+            receipt=None,
+        )
 
     def record_unknown(
         self, *, reason_code: str, now: datetime, generation: int | None = None
@@ -375,8 +392,14 @@ class ExecutionAttempt(LedgerAggregate):
         elif not self.holds_lease(generation, now):
             raise IllegalTransition("The lease is not held.")
         source = "worker" if generation is not None else "recovery"
-        self._record(now, AttemptStatus.OUTCOME_UNKNOWN.value, source=source, generation=generation,
-                     reason_code=reason_code, receipt=None)
+        self._record(
+            now,
+            AttemptStatus.OUTCOME_UNKNOWN.value,
+            source=source,
+            generation=generation,
+            reason_code=reason_code,
+            receipt=None,
+        )
 
     def record_reconciled(
         self,
@@ -394,15 +417,19 @@ class ExecutionAttempt(LedgerAggregate):
         if self.status is AttemptStatus.OUTCOME_UNKNOWN:
             if status not in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE):
                 raise IllegalTransition("Reconciliation did not settle the outcome.")
-        elif self.status is AttemptStatus.EXECUTING and self.dispatched and self.lease_expired(
-            now
-        ):
+        elif self.status is AttemptStatus.EXECUTING and self.dispatched and self.lease_expired(now):
             if status not in RESULT_STATUSES:
                 raise IllegalTransition("Not a result status.")
         else:
             raise IllegalTransition("Nothing to reconcile in the current state.")
-        self._record(now, status.value, source="reconciler", generation=None,
-                     reason_code=reason_code, receipt=receipt)
+        self._record(
+            now,
+            status.value,
+            source="reconciler",
+            generation=None,
+            reason_code=reason_code,
+            receipt=receipt,
+        )
 
     def _record(
         self,
@@ -415,8 +442,12 @@ class ExecutionAttempt(LedgerAggregate):
         receipt: dict[str, Any] | None,
     ) -> None:
         self._result_recorded(
-            generation=generation, status=status, reason_code=reason_code, receipt=receipt,
-            source=source, at=format_utc(now),
+            generation=generation,
+            status=status,
+            reason_code=reason_code,
+            receipt=receipt,
+            source=source,
+            at=format_utc(now),
         )
 
     @event("ResultRecorded")
@@ -450,7 +481,9 @@ class ExecutionAttempt(LedgerAggregate):
             raise IllegalTransition("The current lease must record a result, not observe.")
         if kind == AttemptStatus.SUCCEEDED.value and self.no_effect_is_settled:
             self._effect_after_no_effect(
-                generation=generation, previous=self.status.value, source="worker",
+                generation=generation,
+                previous=self.status.value,
+                source="worker",
                 at=format_utc(now),
             )
             return

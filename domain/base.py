@@ -90,8 +90,13 @@ class LedgerEvent(CanMutateAggregate[str], CanCreateTimestamp, metaclass=MetaDom
 
     def body(self) -> dict[str, Any]:
         """The exact object this event's hash is computed over."""
-        return event_body(self.originator_id, self.originator_version,
-                          type(self).__qualname__, self.timestamp, self.data())
+        return event_body(
+            self.originator_id,
+            self.originator_version,
+            type(self).__qualname__,
+            self.timestamp,
+            self.data(),
+        )
 
     def canonical_bytes(self) -> bytes:
         """RFC 8785 bytes of :meth:`body`, computed at most once."""

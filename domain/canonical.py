@@ -35,7 +35,6 @@ import rfc8785
 MAX_SAFE_INT = 2**53 - 1
 
 
-
 def _unsupported(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
@@ -45,13 +44,19 @@ def _make_encoder() -> Callable[[Any], str]:
     c_make_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
     c_encode_basestring = json.encoder.c_encode_basestring  # type: ignore[attr-defined]
     if c_make_encoder is None or c_encode_basestring is None:  # pragma: no cover
-        return json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"),
-                                allow_nan=False, check_circular=False,
-                                default=_unsupported).encode
+        return json.JSONEncoder(
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+            allow_nan=False,
+            check_circular=False,
+            default=_unsupported,
+        ).encode
     # markers, default, encoder, indent, key and item separators, sort_keys,
     # skipkeys, allow_nan
-    chunks = c_make_encoder(None, _unsupported, c_encode_basestring, None, ":", ",",
-                            True, False, False)
+    chunks = c_make_encoder(
+        None, _unsupported, c_encode_basestring, None, ":", ",", True, False, False
+    )
     join = "".join
     return lambda value: join(chunks(value, 0))
 

@@ -73,13 +73,15 @@ class Digest:
 
     def statement(self) -> bytes:
         """The canonical bytes a signature covers (the root commits to every head)."""
-        return canonical_json({
-            "format": DIGEST_FORMAT,
-            "ledger": self.ledger,
-            "created_at": self.created_at,
-            "stream_count": self.stream_count,
-            "root": self.root,
-        })
+        return canonical_json(
+            {
+                "format": DIGEST_FORMAT,
+                "ledger": self.ledger,
+                "created_at": self.created_at,
+                "stream_count": self.stream_count,
+                "root": self.root,
+            }
+        )
 
     def root_matches_heads(self) -> bool:
         """True when the listed heads hash to the recorded root."""
@@ -212,8 +214,12 @@ def check_stream(
         return Finding(sid, REWRITTEN, bad, (chain.reason or "").replace("_", " "))
     if len(events) < head.version:
         missing = head.version - len(events)
-        return Finding(sid, TRUNCATED, len(events) + 1,
-                       f"{missing} newest event{'s' if missing > 1 else ''} missing")
+        return Finding(
+            sid,
+            TRUNCATED,
+            len(events) + 1,
+            f"{missing} newest event{'s' if missing > 1 else ''} missing",
+        )
     if bad is not None:  # broken after the recorded version: the anchor was not reached
         if events[head.version - 1].hash() != head.head:
             return Finding(sid, REWRITTEN, head.version, "head differs from the digest")
@@ -232,8 +238,9 @@ def is_reordering(stream_id: str, events: Sequence[LedgerEvent]) -> bool:
             return False
         remaining.remove(found)
         order.append(found)
-        expected = event_hash(stream_id, position, type(found).__qualname__,
-                              found.timestamp, found.data())
+        expected = event_hash(
+            stream_id, position, type(found).__qualname__, found.timestamp, found.data()
+        )
     return [id(e) for e in order] != [id(e) for e in events]
 
 
@@ -244,12 +251,17 @@ def check_segment(
     expected = old.head
     wanted = list(range(old.version + 1, new.version + 1))
     if [e.originator_version for e in events] != wanted:
-        return Finding(new.stream_id, REWRITTEN, old.version + 1,
-                       "events between the two digests are missing")
+        return Finding(
+            new.stream_id, REWRITTEN, old.version + 1, "events between the two digests are missing"
+        )
     for event in events:
         if getattr(event, "prev_hash", None) != expected:
-            return Finding(new.stream_id, REWRITTEN, event.originator_version,
-                           "the newer digest does not extend the older")
+            return Finding(
+                new.stream_id,
+                REWRITTEN,
+                event.originator_version,
+                "the newer digest does not extend the older",
+            )
         expected = event.hash()
     if expected != new.head:
         return Finding(new.stream_id, REWRITTEN, new.version, "head differs from the digest")
@@ -272,12 +284,17 @@ def compare_digests(
             return Finding(head.stream_id, DELETED, None, "absent from the newer digest"), grown
         later = new.heads[index]
         if later.version < head.version:
-            return Finding(head.stream_id, TRUNCATED, later.version + 1,
-                           "the newer digest records fewer events"), grown
+            return Finding(
+                head.stream_id,
+                TRUNCATED,
+                later.version + 1,
+                "the newer digest records fewer events",
+            ), grown
         if later.version == head.version:
             if later.head != head.head:
-                return Finding(head.stream_id, REWRITTEN, head.version,
-                               "the newer digest records another head"), grown
+                return Finding(
+                    head.stream_id, REWRITTEN, head.version, "the newer digest records another head"
+                ), grown
             continue
         grown.append((head, later))
     return None, grown

@@ -101,8 +101,10 @@ class TooManyPresentations(LedgerError):
     """The proposal version already has the most active presentations allowed."""
 
     code = "too_many_presentations"
-    default_detail = ("This proposal version has too many active presentations; "
-                      "wait for one to expire or revise the proposal.")
+    default_detail = (
+        "This proposal version has too many active presentations; "
+        "wait for one to expire or revise the proposal."
+    )
 
 
 class StoreUnavailable(LedgerError):

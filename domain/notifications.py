@@ -70,7 +70,8 @@ def expired_at(proposal: Proposal, number: int, now: datetime) -> str | None:
     if ended is None and now < parse_utc(deadline):
         return None
     if ended is not None and proposal.versions[number]["status"] in (
-        ProposalStatus.CLAIMED.value, ProposalStatus.DECLINED.value
+        ProposalStatus.CLAIMED.value,
+        ProposalStatus.DECLINED.value,
     ):
         return None  # decided by the actor before or at the deadline
     return deadline
@@ -82,14 +83,24 @@ def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notificati
     for number, record in sorted(proposal.versions.items()):
         if record["status"] == ProposalStatus.DECLINED.value:
             kind = NotificationType.PROPOSAL_DECLINED
-            found.append(Notification(notification_id(kind, proposal.id, number), kind,
-                                      proposal.id, number, record.get("decided_at") or ""))
+            found.append(
+                Notification(
+                    notification_id(kind, proposal.id, number),
+                    kind,
+                    proposal.id,
+                    number,
+                    record.get("decided_at") or "",
+                )
+            )
             continue
         moment = expired_at(proposal, number, now)
         if moment is not None:
             kind = NotificationType.PROPOSAL_EXPIRED
-            found.append(Notification(notification_id(kind, proposal.id, number), kind,
-                                      proposal.id, number, moment))
+            found.append(
+                Notification(
+                    notification_id(kind, proposal.id, number), kind, proposal.id, number, moment
+                )
+            )
     return found
 
 
@@ -101,8 +112,9 @@ ATTEMPT_NOTIFICATIONS: dict[str, NotificationType] = {
 }
 
 
-def attempt_notification(attempt_id: str, status: str, previous: str | None, version: int,
-                         at: str) -> Notification | None:
+def attempt_notification(
+    attempt_id: str, status: str, previous: str | None, version: int, at: str
+) -> Notification | None:
     """The notification of an attempt reaching ``status`` at stream ``version``
     (None when the status did not change or is not one anyone is told of)."""
     kind = ATTEMPT_NOTIFICATIONS.get(status)

@@ -190,9 +190,7 @@ class EventStore(Protocol):
         """A lookup item by key (strongly consistent)."""
         ...
 
-    def events_at(
-        self, keys: Sequence[tuple[str, int]]
-    ) -> Mapping[tuple[str, int], LedgerEvent]:
+    def events_at(self, keys: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], LedgerEvent]:
         """The events at exact (stream, version) slots, strongly consistent, in as
         few requests as the backend allows; a slot with no event is left out."""
         ...

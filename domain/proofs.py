@@ -36,8 +36,9 @@ def body_hash(body: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(dict(body))).hexdigest()
 
 
-def make_proof(digest: Digest, stream_id: str, version: int,
-               events: Sequence[LedgerEvent]) -> dict[str, Any]:
+def make_proof(
+    digest: Digest, stream_id: str, version: int, events: Sequence[LedgerEvent]
+) -> dict[str, Any]:
     """The proof that ``(stream_id, version)`` is covered by ``digest``.
 
     ``events`` are the stream's events from ``version`` up to (at least) the
@@ -50,7 +51,8 @@ def make_proof(digest: Digest, stream_id: str, version: int,
     head = digest.heads[index]
     if not 1 <= version <= head.version:
         raise DigestInvalid(
-            f"the digest covers versions 1..{head.version} of {stream_id}, not {version}")
+            f"the digest covers versions 1..{head.version} of {stream_id}, not {version}"
+        )
     chain = [event_body(e) for e in events if version <= e.originator_version <= head.version]
     leaves = [head_leaf(h) for h in digest.heads]
     return {

@@ -118,7 +118,8 @@ class Proposal(LedgerAggregate):
         record = self.versions[number]
         deadline = parse_utc(record["spec"]["expires_at"])
         controls = [
-            parse_utc(p["expires_at"]) for p in self.presentations.values()
+            parse_utc(p["expires_at"])
+            for p in self.presentations.values()
             if p["version"] == number
         ]
         if controls:
@@ -243,8 +244,11 @@ class Proposal(LedgerAggregate):
         if presentation_id in self.presentations:
             raise IllegalTransition("Presentation id already used.")
         active = self.active_presentation_ids(version)
-        lapsed = ([pid for pid in active if is_past(self.presentations[pid]["expires_at"], now)]
-                  if now is not None else [])
+        lapsed = (
+            [pid for pid in active if is_past(self.presentations[pid]["expires_at"], now)]
+            if now is not None
+            else []
+        )
         if max_active is not None and len(active) - len(lapsed) >= max_active:
             raise TooManyPresentations()
         if lapsed:

@@ -25,8 +25,20 @@ RECEIPT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:@/+\-# ]{0,256}$")
 
 SECRET_KEY_WORDS = (
-    "secret", "token", "password", "passwd", "credential", "auth", "cookie", "session",
-    "private", "apikey", "api_key", "access_key", "signature", "bearer",
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "credential",
+    "auth",
+    "cookie",
+    "session",
+    "private",
+    "apikey",
+    "api_key",
+    "access_key",
+    "signature",
+    "bearer",
 )
 
 SECRET_VALUE_PATTERNS = [

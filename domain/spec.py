@@ -73,8 +73,10 @@ def plain_id(value: Any) -> Any:
     """NFC-normalize an id-like string and refuse hidden characters in it."""
     if isinstance(value, str):
         if hidden_character(value):
-            raise ValueError("ids may not contain control, bidi, zero-width, "
-                             "private-use or unassigned characters")
+            raise ValueError(
+                "ids may not contain control, bidi, zero-width, "
+                "private-use or unassigned characters"
+            )
         return _nfc_text(value)
     return value
 

@@ -29,8 +29,13 @@ class Span(Protocol):
 class Tracer(Protocol):
     """Opens spans and exports the current trace context."""
 
-    def span(self, name: str, attributes: Mapping[str, AttributeValue] | None = None, *,
-             parent: Mapping[str, str] | None = None) -> AbstractContextManager[Span]:
+    def span(
+        self,
+        name: str,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        *,
+        parent: Mapping[str, str] | None = None,
+    ) -> AbstractContextManager[Span]:
         """A span named ``name``; ``parent`` (a stored context) continues that trace."""
         ...
 
@@ -51,8 +56,13 @@ class NullTracer:
     def _span(self) -> Iterator[Span]:
         yield _NullSpan()
 
-    def span(self, name: str, attributes: Mapping[str, AttributeValue] | None = None, *,
-             parent: Mapping[str, str] | None = None) -> AbstractContextManager[Span]:
+    def span(
+        self,
+        name: str,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        *,
+        parent: Mapping[str, str] | None = None,
+    ) -> AbstractContextManager[Span]:
         return self._span()
 
     def current_context(self) -> dict[str, str] | None:
@@ -64,8 +74,11 @@ def clean_trace_context(context: Mapping[str, str] | None) -> dict[str, str] | N
     if not context:
         return None
     cleaned = {
-        key: value for key, value in context.items()
-        if key in TRACE_CONTEXT_KEYS and isinstance(value, str)
-        and 0 < len(value) <= MAX_TRACE_CONTEXT_CHARS and value.isprintable()
+        key: value
+        for key, value in context.items()
+        if key in TRACE_CONTEXT_KEYS
+        and isinstance(value, str)
+        and 0 < len(value) <= MAX_TRACE_CONTEXT_CHARS
+        and value.isprintable()
     }
     return cleaned or None

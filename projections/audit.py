@@ -150,8 +150,9 @@ def _directory_ids(queued: dict[str, Any]) -> list[str]:
     if queued.get("channel_binding_id"):
         ids.append(channel_binding_record_id(str(queued["channel_binding_id"])))
     if queued.get("capability") and queued.get("executor_build"):
-        ids.append(executor_build_record_id(str(queued["capability"]),
-                                            str(queued["executor_build"])))
+        ids.append(
+            executor_build_record_id(str(queued["capability"]), str(queued["executor_build"]))
+        )
     if queued.get("target_id"):
         ids.append(target_record_id(str(queued["target_id"])))
     return ids

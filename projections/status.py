@@ -16,19 +16,34 @@ from projections.ports import ViewRecord
 def attempt_status_view(attempt: ExecutionAttempt) -> dict[str, Any]:
     """The view ``GET /execution-attempts/{id}`` returns."""
     return status_view(
-        attempt_id=attempt.id, proposal_id=attempt.proposal_id,
-        proposal_version=attempt.proposal_version, status=attempt.status.value,
-        revision=attempt.revision, delivery_mode=attempt.delivery_mode.value,
-        created_at=attempt.created_at, updated_at=attempt.updated_at,
+        attempt_id=attempt.id,
+        proposal_id=attempt.proposal_id,
+        proposal_version=attempt.proposal_version,
+        status=attempt.status.value,
+        revision=attempt.revision,
+        delivery_mode=attempt.delivery_mode.value,
+        created_at=attempt.created_at,
+        updated_at=attempt.updated_at,
         lease_generation=attempt.lease_generation,
         dispatch_started_at=attempt.dispatch_started_at,
-        result=attempt.result, resolution=attempt.resolution)
+        result=attempt.result,
+        resolution=attempt.resolution,
+    )
 
 
 def status_view(
-    *, attempt_id: str, proposal_id: Any, proposal_version: Any, status: str, revision: int,
-    delivery_mode: str, created_at: Any, updated_at: Any, lease_generation: Any,
-    dispatch_started_at: Any, result: Mapping[str, Any] | None,
+    *,
+    attempt_id: str,
+    proposal_id: Any,
+    proposal_version: Any,
+    status: str,
+    revision: int,
+    delivery_mode: str,
+    created_at: Any,
+    updated_at: Any,
+    lease_generation: Any,
+    dispatch_started_at: Any,
+    result: Mapping[str, Any] | None,
     resolution: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The status view from an attempt's fields (the aggregate's, or the
@@ -74,12 +89,17 @@ def status_record(attempt: ExecutionAttempt) -> ViewRecord:
     Listed by status, oldest change first (the attention list reads the
     ``outcome_unknown``, ``effect_after_no_effect`` and ``failed_safe`` lists).
     """
-    return status_row(attempt_status_view(attempt), version=attempt.version,
-                      owner_actor_id=attempt.actor_id, chain_head=attempt.chain_head)
+    return status_row(
+        attempt_status_view(attempt),
+        version=attempt.version,
+        owner_actor_id=attempt.actor_id,
+        chain_head=attempt.chain_head,
+    )
 
 
-def status_row(view: dict[str, Any], *, version: int, owner_actor_id: Any,
-               chain_head: str) -> ViewRecord:
+def status_row(
+    view: dict[str, Any], *, version: int, owner_actor_id: Any, chain_head: str
+) -> ViewRecord:
     """The stored row of a status view, with what access checks and audits need."""
     view["owner_actor_id"] = owner_actor_id
     view["chain_head"] = chain_head

@@ -29,16 +29,32 @@ from projections.ports import ViewRecord
 from projections.status import status_row, status_view
 
 REQUIRED: dict[str, frozenset[str]] = {
-    "Queued": frozenset({
-        "originator_topic", "attempt_id", "proposal_id", "proposal_version", "payload_hash",
-        "view_hash", "idempotency_key", "capability", "executor_build", "delivery_mode",
-        "actor_id", "identity_binding_id", "channel_binding_id", "conversation_key",
-        "permission", "target_id", "target_revision", "at"}),
+    "Queued": frozenset(
+        {
+            "originator_topic",
+            "attempt_id",
+            "proposal_id",
+            "proposal_version",
+            "payload_hash",
+            "view_hash",
+            "idempotency_key",
+            "capability",
+            "executor_build",
+            "delivery_mode",
+            "actor_id",
+            "identity_binding_id",
+            "channel_binding_id",
+            "conversation_key",
+            "permission",
+            "target_id",
+            "target_revision",
+            "at",
+        }
+    ),
     "Leased": frozenset({"owner", "generation", "expires_at", "executor_build", "at"}),
     "Requeued": frozenset({"generation", "reason", "not_before", "at"}),
     "DispatchStarted": frozenset({"generation", "at"}),
-    "ResultRecorded": frozenset({"generation", "status", "reason_code", "receipt", "source",
-                                 "at"}),
+    "ResultRecorded": frozenset({"generation", "status", "reason_code", "receipt", "source", "at"}),
     "EffectAfterNoEffect": frozenset({"generation", "previous", "source", "at"}),
     "LateResultObserved": frozenset({"generation", "kind", "at"}),
     "ManuallyResolved": frozenset({"outcome", "reason", "resolved_by", "receipt", "at"}),
@@ -56,12 +72,16 @@ _NAMES = {f"ExecutionAttempt.{name}": name for name in REQUIRED}
 _STATUSES: dict[Any, str] = {m.value: m.value for m in AttemptStatus}
 _MODES: dict[Any, str] = {m.value: m.value for m in DeliveryMode}
 QUEUED, EXECUTING, EFFECT_AFTER_NO_EFFECT, MANUALLY_RESOLVED = (
-    AttemptStatus.QUEUED.value, AttemptStatus.EXECUTING.value,
-    AttemptStatus.EFFECT_AFTER_NO_EFFECT.value, AttemptStatus.MANUALLY_RESOLVED.value)
+    AttemptStatus.QUEUED.value,
+    AttemptStatus.EXECUTING.value,
+    AttemptStatus.EFFECT_AFTER_NO_EFFECT.value,
+    AttemptStatus.MANUALLY_RESOLVED.value,
+)
 
 
-def fold_status(stream_id: str, events: Iterable[tuple[str, dict[str, Any]]],
-                chain_head: str) -> ViewRecord | None:
+def fold_status(
+    stream_id: str, events: Iterable[tuple[str, dict[str, Any]]], chain_head: str
+) -> ViewRecord | None:
     """The status row of ``stream_id`` from its events' (type, data) in version
     order from version 1, and the hash of the last one; None when an event is
     outside what this fold knows (fold through the aggregate instead)."""
@@ -119,8 +139,12 @@ def fold_status(stream_id: str, events: Iterable[tuple[str, dict[str, Any]]],
                 updated_at = data["at"]
             elif name == "ManuallyResolved":
                 status = MANUALLY_RESOLVED
-                resolution = {"outcome": data["outcome"], "reason": data["reason"],
-                              "resolved_by": data["resolved_by"], "resolved_at": data["at"]}
+                resolution = {
+                    "outcome": data["outcome"],
+                    "reason": data["reason"],
+                    "resolved_by": data["resolved_by"],
+                    "resolved_at": data["at"],
+                }
                 updated_at = data["at"]
             # LateResultObserved changes nothing the row shows
         except Exception:  # the aggregate's own fold gives its own answer to it
@@ -130,10 +154,19 @@ def fold_status(stream_id: str, events: Iterable[tuple[str, dict[str, Any]]],
     assert delivery_mode is not None
     try:  # a value status_view cannot show (a receipt that is not an object)
         view = status_view(
-            attempt_id=stream_id, proposal_id=proposal_id, proposal_version=proposal_version,
-            status=status, revision=version, delivery_mode=delivery_mode,
-            created_at=created_at, updated_at=updated_at, lease_generation=lease_generation,
-            dispatch_started_at=dispatch_started_at, result=result, resolution=resolution)
+            attempt_id=stream_id,
+            proposal_id=proposal_id,
+            proposal_version=proposal_version,
+            status=status,
+            revision=version,
+            delivery_mode=delivery_mode,
+            created_at=created_at,
+            updated_at=updated_at,
+            lease_generation=lease_generation,
+            dispatch_started_at=dispatch_started_at,
+            result=result,
+            resolution=resolution,
+        )
     except Exception:
         return None
     return status_row(view, version=version, owner_actor_id=actor_id, chain_head=chain_head)

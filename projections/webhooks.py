@@ -48,9 +48,22 @@ DELIVERY_VIEW = "webhook_delivery"
 EXPIRY_WATCH_VIEW = "webhook_expiry"
 DELIVERY_ID_PREFIX = "whd_"
 # what the admin list shows (the body is sent, not listed)
-LISTED_FIELDS = ("delivery_id", "subscription_id", "notification_id", "type", "subject_id",
-                 "subject_version", "status", "attempts", "next_try_at", "last_error",
-                 "response_status", "created_at", "updated_at", "delivered_at")
+LISTED_FIELDS = (
+    "delivery_id",
+    "subscription_id",
+    "notification_id",
+    "type",
+    "subject_id",
+    "subject_version",
+    "status",
+    "attempts",
+    "next_try_at",
+    "last_error",
+    "response_status",
+    "created_at",
+    "updated_at",
+    "delivered_at",
+)
 
 
 class DeliveryStatus(StrEnum):
@@ -80,7 +93,10 @@ def watch_list_key(subscription_id: str) -> str:
 def delivery_row(data: Mapping[str, Any], version: int) -> ViewRecord:
     """A delivery record as stored, listed by its status in order of the fact."""
     return ViewRecord(
-        name=DELIVERY_VIEW, key=data["delivery_id"], version=version, data=dict(data),
+        name=DELIVERY_VIEW,
+        key=data["delivery_id"],
+        version=version,
+        data=dict(data),
         list_pk=delivery_list_key(data["status"]),
         list_sk=f"{sort_time(data['created_at'])}#{data['delivery_id']}",
     )
@@ -110,8 +126,9 @@ def attempt_facts(events: Iterable[Any]) -> list[Fact]:
         if attempt is None:
             continue
         status = attempt.status.value
-        notification = attempt_notification(attempt.id, status, previous, attempt.version,
-                                            attempt.updated_at)
+        notification = attempt_notification(
+            attempt.id, status, previous, attempt.version, attempt.updated_at
+        )
         if notification is not None:
             found.append(Fact(notification, attempt.actor_id, attempt_status_view(attempt)))
         previous = status
@@ -161,15 +178,28 @@ class WebhookNotifier:
             n = fact.notification
             if not self._wanted(n.type, fact.actor_id):
                 continue
-            rows.append(delivery_row({
-                "delivery_id": delivery_id(self.subscription_id, n.id),
-                "subscription_id": self.subscription_id,
-                "notification_id": n.id, "type": n.type.value, "subject_id": n.subject_id,
-                "subject_version": n.version, "status": DeliveryStatus.PENDING.value,
-                "attempts": 0, "next_try_at": stamp, "last_error": None,
-                "response_status": None, "created_at": n.at or stamp, "updated_at": stamp,
-                "delivered_at": None, "body": fact.view,
-            }, version=1))
+            rows.append(
+                delivery_row(
+                    {
+                        "delivery_id": delivery_id(self.subscription_id, n.id),
+                        "subscription_id": self.subscription_id,
+                        "notification_id": n.id,
+                        "type": n.type.value,
+                        "subject_id": n.subject_id,
+                        "subject_version": n.version,
+                        "status": DeliveryStatus.PENDING.value,
+                        "attempts": 0,
+                        "next_try_at": stamp,
+                        "last_error": None,
+                        "response_status": None,
+                        "created_at": n.at or stamp,
+                        "updated_at": stamp,
+                        "delivered_at": None,
+                        "body": fact.view,
+                    },
+                    version=1,
+                )
+            )
         return rows
 
     # -- proposal.expired: derived from time, so a watch row says when to look ----
@@ -183,12 +213,16 @@ class WebhookNotifier:
         if proposal.effective_status(number, self.now()) is not ProposalStatus.PRESENTED:
             return []
         expires_at = proposal.expiry_of(number)
-        return [ViewRecord(
-            name=EXPIRY_WATCH_VIEW, key=f"{self.subscription_id}#{proposal.id}#{number}",
-            version=version, data={"proposal_id": proposal.id, "version": number,
-                                   "expires_at": expires_at},
-            list_pk=watch_list_key(self.subscription_id),
-            list_sk=f"{sort_time(expires_at)}#{proposal.id}#{number}")]
+        return [
+            ViewRecord(
+                name=EXPIRY_WATCH_VIEW,
+                key=f"{self.subscription_id}#{proposal.id}#{number}",
+                version=version,
+                data={"proposal_id": proposal.id, "version": number, "expires_at": expires_at},
+                list_pk=watch_list_key(self.subscription_id),
+                list_sk=f"{sort_time(expires_at)}#{proposal.id}#{number}",
+            )
+        ]
 
     def sweep_expired(self, limit: int = 200) -> int:
         """Record ``proposal.expired`` for every watched version whose expiry has
@@ -196,8 +230,7 @@ class WebhookNotifier:
         (or moved to a later expiry) only after its deliveries are written, so a
         crash in between repeats the sweep, never loses it."""
         now = self.now()
-        rows, _ = self.views.list_views(watch_list_key(self.subscription_id), limit,
-                                        None)
+        rows, _ = self.views.list_views(watch_list_key(self.subscription_id), limit, None)
         recorded = 0
         for watch in rows:
             if (watch.list_sk or "") >= sort_time(now):

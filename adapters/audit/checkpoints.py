@@ -70,5 +70,10 @@ def checkpoint_loop(settings: Settings, store: LedgerStore, clock: Clock) -> Che
     """The loop the settings ask for, or None when checkpoints are off."""
     if not settings.audit_checkpoint_dir:
         return None
-    return CheckpointLoop(settings, store, clock, settings.audit_checkpoint_dir,
-                          float(settings.audit_checkpoint_interval_seconds))
+    return CheckpointLoop(
+        settings,
+        store,
+        clock,
+        settings.audit_checkpoint_dir,
+        float(settings.audit_checkpoint_interval_seconds),
+    )

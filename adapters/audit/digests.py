@@ -81,17 +81,24 @@ def check_digest_itself(
     if key_path is not None:
         what = "--public-key" if public_key else "LEDGER_AUDIT_SIGNING_KEY"
         if not signing.signature_holds(digest, signing.load_public_key(key_path, what)):
-            return Verdict(False, "the digest signature does not verify: "
-                                  "the digest was altered or its signature forged")
+            return Verdict(
+                False,
+                "the digest signature does not verify: "
+                "the digest was altered or its signature forged",
+            )
     elif digest.signature is not None:
-        raise DigestInvalid("the digest is signed: pass --public-key (or set "
-                            "LEDGER_AUDIT_SIGNING_KEY) to check its signature")
+        raise DigestInvalid(
+            "the digest is signed: pass --public-key (or set "
+            "LEDGER_AUDIT_SIGNING_KEY) to check its signature"
+        )
     if not digest.root_matches_heads():
-        return Verdict(False, "the digest's streams do not hash to its root: "
-                              "the digest file was altered")
+        return Verdict(
+            False, "the digest's streams do not hash to its root: the digest file was altered"
+        )
     if ledger_id is not None and digest.ledger != ledger_id:
-        raise DigestInvalid(f"the digest is for ledger {digest.ledger!r}, "
-                            f"not this one ({ledger_id!r})")
+        raise DigestInvalid(
+            f"the digest is for ledger {digest.ledger!r}, not this one ({ledger_id!r})"
+        )
     return None
 
 
@@ -106,8 +113,11 @@ def verify_ledger(
             return Verdict(False, finding.message(), finding)
         if progress is not None and count % 1000 == 0:
             progress(1000)
-    return Verdict(True, f"the ledger extends the digest of {digest.created_at}: "
-                         f"{digest.stream_count} streams, root {digest.root}")
+    return Verdict(
+        True,
+        f"the ledger extends the digest of {digest.created_at}: "
+        f"{digest.stream_count} streams, root {digest.root}",
+    )
 
 
 def verify_consistency(store: LedgerStore, old: Digest, new: Digest) -> Verdict:
@@ -118,17 +128,22 @@ def verify_consistency(store: LedgerStore, old: Digest, new: Digest) -> Verdict:
         return Verdict(False, finding.message(), finding)
     for before, after in grown:
         events, undecodable = store.audit_events(
-            before.stream_id, gt=before.version, lte=after.version)
+            before.stream_id, gt=before.version, lte=after.version
+        )
         if undecodable is not None:
-            finding = Finding(before.stream_id, "rewritten", undecodable,
-                              "stored bytes do not decode")
+            finding = Finding(
+                before.stream_id, "rewritten", undecodable, "stored bytes do not decode"
+            )
         else:
             finding = check_segment(before, after, events)
         if finding is not None:
             return Verdict(False, finding.message(), finding)
-    return Verdict(True, f"the digest of {new.created_at} extends the digest of "
-                         f"{old.created_at}: {old.stream_count} streams then, "
-                         f"{new.stream_count} now, {len(grown)} grew")
+    return Verdict(
+        True,
+        f"the digest of {new.created_at} extends the digest of "
+        f"{old.created_at}: {old.stream_count} streams then, "
+        f"{new.stream_count} now, {len(grown)} grew",
+    )
 
 
 def prove(store: LedgerStore, digest: Digest, stream_id: str, version: int) -> dict[str, Any]:
@@ -148,8 +163,7 @@ class TamperingFound(Exception):
     """The ledger does not extend the digest (the message names the stream)."""
 
 
-def write_checkpoint(settings: Settings, store: LedgerStore, clock: Clock,
-                     directory: str) -> Path:
+def write_checkpoint(settings: Settings, store: LedgerStore, clock: Clock, directory: str) -> Path:
     """Write a digest to ``directory`` as ``digest-<time>.json``, never overwriting."""
     digest = take_digest(settings, store, clock)
     folder = Path(directory)

@@ -59,9 +59,11 @@ def key_id(public: Ed25519PublicKey) -> str:
 
 
 def public_pem(private: Ed25519PrivateKey) -> str:
-    return private.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode("ascii")
+    return (
+        private.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode("ascii")
+    )
 
 
 def sign(digest: Digest, private: Ed25519PrivateKey) -> Digest:
@@ -76,8 +78,10 @@ def signature_holds(digest: Digest, public: Ed25519PublicKey) -> bool:
     """
     signature = digest.signature
     if signature is None:
-        raise DigestInvalid("the digest is not signed, but a key to check it was given "
-                            "(--public-key or LEDGER_AUDIT_SIGNING_KEY)")
+        raise DigestInvalid(
+            "the digest is not signed, but a key to check it was given "
+            "(--public-key or LEDGER_AUDIT_SIGNING_KEY)"
+        )
     if signature.alg != ALGORITHM or signature.key_id != key_id(public):
         raise DigestInvalid("the digest was signed with another key")
     try:

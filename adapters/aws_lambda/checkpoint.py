@@ -53,14 +53,22 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     ledger = get_ledger()
     bucket = ledger.settings.audit_checkpoint_bucket
     if not bucket:
-        raise SettingsError("invalid settings: LEDGER_AUDIT_CHECKPOINT_BUCKET: required by "
-                            "the checkpoint function")
+        raise SettingsError(
+            "invalid settings: LEDGER_AUDIT_CHECKPOINT_BUCKET: required by the checkpoint function"
+        )
     digest = take_digest(ledger.settings, ledger.store, ledger.clock)
     key = checkpoint_key(digest.created_at)
     # A checksum header: S3 requires one for objects under a default retention.
     s3_client().put_object(
-        Bucket=bucket, Key=key, Body=digest_text(digest).encode("utf-8"),
-        ContentType="application/json", ChecksumAlgorithm="SHA256",
+        Bucket=bucket,
+        Key=key,
+        Body=digest_text(digest).encode("utf-8"),
+        ContentType="application/json",
+        ChecksumAlgorithm="SHA256",
     )
-    return {"key": key, "stream_count": digest.stream_count, "root": digest.root,
-            "signed": digest.signature is not None}
+    return {
+        "key": key,
+        "stream_count": digest.stream_count,
+        "root": digest.root,
+        "signed": digest.signature is not None,
+    }

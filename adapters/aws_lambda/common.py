@@ -50,8 +50,13 @@ def emf_forwarder(service: str) -> Callable[[str, float, dict[str, str]], None]:
 
     def forward(name: str, value: float, labels: dict[str, str]) -> None:
         unit = MetricUnit.Seconds if name.endswith("_seconds") else MetricUnit.Count
-        with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE,
-                           default_dimensions={"service": service}) as metric:
+        with single_metric(
+            name=name,
+            unit=unit,
+            value=value,
+            namespace=NAMESPACE,
+            default_dimensions={"service": service},
+        ) as metric:
             for key, label in sorted(labels.items()):
                 metric.add_dimension(name=key, value=label)
 
@@ -80,7 +85,8 @@ def load_lambda_settings() -> Any:
     if settings.executors_file and task_root and not os.path.isabs(settings.executors_file):
         # The executors file is packaged with the function: relative to the code root.
         settings = settings.model_copy(
-            update={"executors_file": os.path.join(task_root, settings.executors_file)})
+            update={"executors_file": os.path.join(task_root, settings.executors_file)}
+        )
     if settings.store is not StoreKind.DYNAMODB:
         raise SettingsError(
             "invalid settings: LEDGER_STORE: the Lambda functions need 'dynamodb' "
@@ -163,8 +169,7 @@ class StreamBatchProcessor(BatchProcessor):
     """
 
     def __init__(self) -> None:
-        super().__init__(event_type=EventType.DynamoDBStreams,
-                         raise_on_entire_batch_failure=False)
+        super().__init__(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
     def _collect_dynamodb_failures(self) -> list[dict[str, str]]:
         failures: list[dict[str, str]] = []
@@ -174,9 +179,15 @@ class StreamBatchProcessor(BatchProcessor):
         return failures
 
 
-def each_stream_once(event: Mapping[str, Any], context: Any, logger: Logger,
-                     apply: Callable[[str], int], *, skipped: str, applied: str,
-                     ) -> tuple[dict[str, Any], set[str], int]:
+def each_stream_once(
+    event: Mapping[str, Any],
+    context: Any,
+    logger: Logger,
+    apply: Callable[[str], int],
+    *,
+    skipped: str,
+    applied: str,
+) -> tuple[dict[str, Any], set[str], int]:
     """Run ``apply`` once for every attempt or proposal stream a stream batch names.
 
     A record names only the stream that changed and every record of the batch
@@ -208,6 +219,7 @@ def each_stream_once(event: Mapping[str, Any], context: Any, logger: Logger,
         done.add(stream_id)
         return applied
 
-    response = process_partial_response(event=dict(event), record_handler=handle,
-                                        processor=StreamBatchProcessor(), context=context)
+    response = process_partial_response(
+        event=dict(event), record_handler=handle, processor=StreamBatchProcessor(), context=context
+    )
     return dict(response), done, total

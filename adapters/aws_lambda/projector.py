@@ -46,15 +46,25 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         raise ValueError("unrecognised event: expected DynamoDB stream records")
     projector = get_ledger().projector
     response, projected, moved = each_stream_once(
-        event, context, logger, lambda stream_id: projector.project_streams([stream_id]),
-        skipped="not_an_attempt", applied="projected")
+        event,
+        context,
+        logger,
+        lambda stream_id: projector.project_streams([stream_id]),
+        skipped="not_an_attempt",
+        applied="projected",
+    )
     failed = len(response.get("batchItemFailures", []))
     metrics.add_metric(name="ViewsMoved", unit=MetricUnit.Count, value=moved)
     if moved:
         emf_forwarder(SERVICE)("ledger_projection_updates_total", moved, {})
     metrics.add_metric(name="RecordFailures", unit=MetricUnit.Count, value=failed)
-    logger.info("projection batch done", extra={
-        "record_count": len(event["Records"]), "streams": len(projected),
-        "views_moved": moved, "failed": failed,
-    })
+    logger.info(
+        "projection batch done",
+        extra={
+            "record_count": len(event["Records"]),
+            "streams": len(projected),
+            "views_moved": moved,
+            "failed": failed,
+        },
+    )
     return response

@@ -68,18 +68,21 @@ def _deliver(ledger: Ledger, context: Any, subjects: set[str] | None) -> int:
         deliverer.close()
 
 
-def _record_batch(ledger: Ledger, event: Mapping[str, Any], context: Any
-                  ) -> tuple[dict[str, Any], set[str], int]:
+def _record_batch(
+    ledger: Ledger, event: Mapping[str, Any], context: Any
+) -> tuple[dict[str, Any], set[str], int]:
     notifiers = ledger.webhook_notifiers()
     assert ledger.views is not None
     views = ledger.views
 
     def record(stream_id: str) -> int:
-        return sum(views.put_view(row) for notifier in notifiers
-                   for row in notifier.records([stream_id]))
+        return sum(
+            views.put_view(row) for notifier in notifiers for row in notifier.records([stream_id])
+        )
 
-    return each_stream_once(event, context, logger, record,
-                            skipped="not_an_event", applied="recorded")
+    return each_stream_once(
+        event, context, logger, record, skipped="not_an_event", applied="recorded"
+    )
 
 
 @metrics.log_metrics
@@ -96,15 +99,23 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         logger.info("delivery pass done", extra={"sent": sent})
         return {"mode": DELIVER_MODE, "subscriptions": len(ledger.webhooks), "sent": sent}
     if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
-        raise ValueError("unrecognised event: expected DynamoDB stream records or "
-                         f'{{"mode": "{DELIVER_MODE}"}}')
+        raise ValueError(
+            f'unrecognised event: expected DynamoDB stream records or {{"mode": "{DELIVER_MODE}"}}'
+        )
     response, streams, written = _record_batch(ledger, event, context)
     sent = _deliver(ledger, context, streams) if streams and ledger.webhooks else 0
     failed = len(response.get("batchItemFailures", []))
     metrics.add_metric(name="DeliveriesRecorded", unit=MetricUnit.Count, value=written)
     metrics.add_metric(name="WebhookSends", unit=MetricUnit.Count, value=sent)
     metrics.add_metric(name="RecordFailures", unit=MetricUnit.Count, value=failed)
-    logger.info("webhook batch done", extra={
-        "record_count": len(event["Records"]), "streams": len(streams),
-        "deliveries_recorded": written, "sent": sent, "failed": failed})
+    logger.info(
+        "webhook batch done",
+        extra={
+            "record_count": len(event["Records"]),
+            "streams": len(streams),
+            "deliveries_recorded": written,
+            "sent": sent,
+            "failed": failed,
+        },
+    )
     return response

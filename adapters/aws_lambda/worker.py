@@ -91,19 +91,31 @@ def _worker(ledger: Ledger) -> tuple[Worker, ConflictCountingStore]:
     return Worker(context, ledger.worker_policy()), store
 
 
-def _emit_outcomes(ledger: Ledger, outcomes: Counter[str], conflicts: int, *,
-                   counter: str = "ledger_worker_outcomes_total") -> None:
+def _emit_outcomes(
+    ledger: Ledger,
+    outcomes: Counter[str],
+    conflicts: int,
+    *,
+    counter: str = "ledger_worker_outcomes_total",
+) -> None:
     """Attempts by outcome (a dimension with a fixed set of values), lease
     conflicts and outcome_unknown. Never an id in a metric label (I10)."""
     for outcome, count in sorted(outcomes.items()):
         ledger.metrics.inc(counter, count, outcome=outcome)
-        with single_metric(name="Attempts", unit=MetricUnit.Count, value=count,
-                           namespace=NAMESPACE,
-                           default_dimensions={"service": SERVICE}) as metric:
+        with single_metric(
+            name="Attempts",
+            unit=MetricUnit.Count,
+            value=count,
+            namespace=NAMESPACE,
+            default_dimensions={"service": SERVICE},
+        ) as metric:
             metric.add_dimension(name="outcome", value=outcome)
     metrics.add_metric(name="LeaseConflicts", unit=MetricUnit.Count, value=conflicts)
-    metrics.add_metric(name="OutcomeUnknown", unit=MetricUnit.Count,
-                       value=outcomes.get(Outcome.OUTCOME_UNKNOWN.value, 0))
+    metrics.add_metric(
+        name="OutcomeUnknown",
+        unit=MetricUnit.Count,
+        value=outcomes.get(Outcome.OUTCOME_UNKNOWN.value, 0),
+    )
 
 
 def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
@@ -124,8 +136,10 @@ def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             if not enabled:
                 # Acknowledged, not failed: the attempt's due-work entry keeps it.
                 tally["execution_disabled"] += 1
-                logger.info("execution disabled; attempt left queued",
-                            extra={"attempt_id": attempt_id, **keys})
+                logger.info(
+                    "execution disabled; attempt left queued",
+                    extra={"attempt_id": attempt_id, **keys},
+                )
                 return "execution_disabled"
             outcome = worker.process(attempt_id, trigger="stream")
         except MalformedRecord as exc:
@@ -137,22 +151,31 @@ def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             logger.warning("stream record failed", extra={"reason": code, **keys})
             raise RecordFailed(code) from exc
         outcomes[outcome.value] += 1
-        logger.info("attempt processed",
-                    extra={"attempt_id": attempt_id, "outcome": outcome.value, **keys})
+        logger.info(
+            "attempt processed", extra={"attempt_id": attempt_id, "outcome": outcome.value, **keys}
+        )
         return outcome.value
 
     processor = StreamBatchProcessor()
-    response = process_partial_response(event=dict(event), record_handler=handle,
-                                        processor=processor, context=context)
+    response = process_partial_response(
+        event=dict(event), record_handler=handle, processor=processor, context=context
+    )
     failed = len(response.get("batchItemFailures", []))
     _emit_outcomes(ledger, outcomes, store.conflicts)
     metrics.add_metric(name="RecordFailures", unit=MetricUnit.Count, value=failed)
-    metrics.add_metric(name="RecordsLeftForRecovery", unit=MetricUnit.Count,
-                       value=tally["execution_disabled"])
-    logger.info("stream batch done", extra={
-        "record_count": len(event.get("Records", [])), "failed": failed,
-        "outcomes": dict(outcomes), "skipped": dict(tally), "execution_enabled": enabled,
-    })
+    metrics.add_metric(
+        name="RecordsLeftForRecovery", unit=MetricUnit.Count, value=tally["execution_disabled"]
+    )
+    logger.info(
+        "stream batch done",
+        extra={
+            "record_count": len(event.get("Records", [])),
+            "failed": failed,
+            "outcomes": dict(outcomes),
+            "skipped": dict(tally),
+            "execution_enabled": enabled,
+        },
+    )
     return dict(response)
 
 
@@ -171,17 +194,33 @@ def _recover() -> dict[str, Any]:
     metrics.add_metric(name="RecoveryLagSeconds", unit=MetricUnit.Seconds, value=lag)
     if not ledger.settings.execution_enabled:
         logger.info("execution disabled; recovery leased nothing", extra={"lag_seconds": lag})
-        return {"mode": RECOVERY_MODE, "execution_enabled": False, "examined": 0,
-                "outcomes": {}, "lag_seconds": lag}
+        return {
+            "mode": RECOVERY_MODE,
+            "execution_enabled": False,
+            "examined": 0,
+            "outcomes": {},
+            "lag_seconds": lag,
+        }
     worker, store = _worker(ledger)
     report = run_recovery(worker, max_items=RECOVERY_MAX_ITEMS)
-    _emit_outcomes(ledger, report.outcomes, store.conflicts,
-                   counter="ledger_recovery_examined_total")
-    logger.info("recovery tick done", extra={
-        "examined": report.examined, "outcomes": dict(report.outcomes), "lag_seconds": lag,
-    })
-    return {"mode": RECOVERY_MODE, "execution_enabled": True, "examined": report.examined,
-            "outcomes": dict(report.outcomes), "lag_seconds": lag}
+    _emit_outcomes(
+        ledger, report.outcomes, store.conflicts, counter="ledger_recovery_examined_total"
+    )
+    logger.info(
+        "recovery tick done",
+        extra={
+            "examined": report.examined,
+            "outcomes": dict(report.outcomes),
+            "lag_seconds": lag,
+        },
+    )
+    return {
+        "mode": RECOVERY_MODE,
+        "execution_enabled": True,
+        "examined": report.examined,
+        "outcomes": dict(report.outcomes),
+        "lag_seconds": lag,
+    }
 
 
 @metrics.log_metrics
@@ -193,4 +232,4 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     if isinstance(event, Mapping) and isinstance(event.get("Records"), list):
         return _process_stream(event, context)
     # Neither trigger: a misconfigured caller. Fail loudly, say nothing of the payload.
-    raise ValueError("unrecognised event: expected stream records or {\"mode\": \"recovery\"}")
+    raise ValueError('unrecognised event: expected stream records or {"mode": "recovery"}')

@@ -58,28 +58,41 @@ class DynamoDBBackend(Backend):
     kind = "dynamodb"
     rebuild_batch = REBUILD_ITEMS
 
-    def __init__(self, recorder: DynamoDBLedgerRecorder, *,
-                 streams_client: DynamoDBStreamsClient | None = None,
-                 make_streams_client: Callable[[], DynamoDBStreamsClient] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        recorder: DynamoDBLedgerRecorder,
+        *,
+        streams_client: DynamoDBStreamsClient | None = None,
+        make_streams_client: Callable[[], DynamoDBStreamsClient] | None = None,
+    ) -> None:
         self.recorder: DynamoDBLedgerRecorder = recorder
         self.views: DynamoDBViewStore = DynamoDBViewStore(
-            recorder.client, recorder.table_name, retrier=recorder.retrier)
+            recorder.client, recorder.table_name, retrier=recorder.retrier
+        )
         self._streams_client = streams_client
         self._make_streams_client = make_streams_client
         self._subscriptions: dict[str, StreamSubscription] = {}
 
     @classmethod
-    def open(cls, table_name: str, *, client: DynamoDBClient | None = None,
-             due_buckets: int = 16, streams_client: DynamoDBStreamsClient | None = None
-             ) -> DynamoDBBackend:
-        recorder = DynamoDBLedgerRecorder(table_name=table_name, client=client,
-                                          due_buckets=due_buckets)
+    def open(
+        cls,
+        table_name: str,
+        *,
+        client: DynamoDBClient | None = None,
+        due_buckets: int = 16,
+        streams_client: DynamoDBStreamsClient | None = None,
+    ) -> DynamoDBBackend:
+        recorder = DynamoDBLedgerRecorder(
+            table_name=table_name, client=client, due_buckets=due_buckets
+        )
         return cls(recorder, streams_client=streams_client)
 
     def reopen(self) -> DynamoDBBackend:
-        return DynamoDBBackend(self.recorder, streams_client=self._streams_client,
-                               make_streams_client=self._make_streams_client)
+        return DynamoDBBackend(
+            self.recorder,
+            streams_client=self._streams_client,
+            make_streams_client=self._make_streams_client,
+        )
 
     @property
     def streams_client(self) -> DynamoDBStreamsClient:
@@ -96,13 +109,19 @@ class DynamoDBBackend(Backend):
         return f"dynamodb table {self.recorder.table_name}"
 
     @classmethod
-    def from_settings(cls, settings: Settings, *,
-                      dynamodb_client: DynamoDBClient | None = None,
-                      dynamodb_streams_client: DynamoDBStreamsClient | None = None
-                      ) -> DynamoDBBackend:
-        return cls.open(settings.dynamodb_table, client=dynamodb_client,
-                        due_buckets=settings.due_work_buckets,
-                        streams_client=dynamodb_streams_client)
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        dynamodb_client: DynamoDBClient | None = None,
+        dynamodb_streams_client: DynamoDBStreamsClient | None = None,
+    ) -> DynamoDBBackend:
+        return cls.open(
+            settings.dynamodb_table,
+            client=dynamodb_client,
+            due_buckets=settings.due_work_buckets,
+            streams_client=dynamodb_streams_client,
+        )
 
     @classmethod
     def preflight(cls, settings: Settings) -> None:
@@ -111,20 +130,27 @@ class DynamoDBBackend(Backend):
         with short timeouts, from boto3's own configuration)."""
         import boto3
 
-        client = boto3.client("dynamodbstreams",
-                              config=client_config(connect_timeout=3, read_timeout=5))
+        client = boto3.client(
+            "dynamodbstreams", config=client_config(connect_timeout=3, read_timeout=5)
+        )
         try:
             client.list_streams(Limit=1)
-        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError,
-                ConnectionClosedError) as exc:
-            raise PreflightError(STREAMS_UNREACHABLE.format(
-                url=client.meta.endpoint_url, error=type(exc).__name__)) from exc
+        except (
+            EndpointConnectionError,
+            ConnectTimeoutError,
+            ReadTimeoutError,
+            ConnectionClosedError,
+        ) as exc:
+            raise PreflightError(
+                STREAMS_UNREACHABLE.format(url=client.meta.endpoint_url, error=type(exc).__name__)
+            ) from exc
         finally:
             client.close()
 
     def stream_arn(self) -> str:
-        table = self._call(lambda: self.recorder.client.describe_table(
-            TableName=self.recorder.table_name))["Table"]
+        table = self._call(
+            lambda: self.recorder.client.describe_table(TableName=self.recorder.table_name)
+        )["Table"]
         return str(table["LatestStreamArn"])
 
     def work_feed(self) -> WorkFeed:
@@ -133,7 +159,8 @@ class DynamoDBBackend(Backend):
     def subscription(self, name: str) -> LogSubscription:
         if name not in self._subscriptions:
             self._subscriptions[name] = StreamSubscription(
-                name, self.streams_client, self.stream_arn(), self.views)
+                name, self.streams_client, self.stream_arn(), self.views
+            )
         return self._subscriptions[name]
 
     def lag(self, name: str, now: datetime) -> Lag | None:
@@ -152,8 +179,9 @@ class DynamoDBBackend(Backend):
             "ExpressionAttributeValues": {":att": {"S": ATTEMPT_ID_PREFIX}, ":one": {"N": "1"}},
             "ConsistentRead": True,
         }
-        with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS,
-                                thread_name_prefix="rebuild-scan") as pool:
+        with ThreadPoolExecutor(
+            max_workers=SCAN_SEGMENTS, thread_name_prefix="rebuild-scan"
+        ) as pool:
             for items in pool.map(lambda n: self._scan_all(request, n), range(SCAN_SEGMENTS)):
                 yield from (item[it.PK]["S"] for item in items)
 
@@ -173,8 +201,9 @@ class DynamoDBBackend(Backend):
         parallel segments (a stream's items all fall in one segment). A stream
         whose versions read are not 1..n (it grew between two pages) is read
         again with a consistent Query."""
-        with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS,
-                                thread_name_prefix="rebuild-scan") as pool:
+        with ThreadPoolExecutor(
+            max_workers=SCAN_SEGMENTS, thread_name_prefix="rebuild-scan"
+        ) as pool:
             pending: AttemptStreams = []
             for found in pool.map(self._scan_segment, range(SCAN_SEGMENTS)):
                 for stream_id, events in sorted(found.items()):

@@ -159,7 +159,10 @@ class Retrier:
 def request_error(exc: BaseException) -> DynamoDBRequestError | DynamoDBUnavailableError:
     """Map an error nobody handled to a persistence error the store understands."""
     code = error_code(exc) or type(exc).__name__
-    if isinstance(exc, ClientError) and code in {"ValidationException", "ResourceNotFoundException",
-                                                 "SerializationException"}:
+    if isinstance(exc, ClientError) and code in {
+        "ValidationException",
+        "ResourceNotFoundException",
+        "SerializationException",
+    }:
         return DynamoDBRequestError(f"DynamoDB rejected the request: {code}")
     return DynamoDBUnavailableError(f"DynamoDB call failed: {code}")

@@ -126,19 +126,19 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             "ConsistentRead": True,
             "ScanIndexForward": not desc,
         }
-        return [
-            it.stored_event(item, originator_id)
-            for item in self._query(request, limit=limit)
-        ]
+        return [it.stored_event(item, originator_id) for item in self._query(request, limit=limit)]
 
     def select_events_at(self, keys: Sequence[tuple[str, int]]) -> list[StoredEvent]:
         """One consistent ``BatchGetItem`` per 100 slots (unprocessed keys asked again)."""
         by_pk = {it.stream_pk(stream_id, self.key_prefix): stream_id for stream_id, _ in keys}
-        wanted = list(dict.fromkeys(
-            (it.stream_pk(stream_id, self.key_prefix), version) for stream_id, version in keys))
+        wanted = list(
+            dict.fromkeys(
+                (it.stream_pk(stream_id, self.key_prefix), version) for stream_id, version in keys
+            )
+        )
         found: list[StoredEvent] = []
         for start in range(0, len(wanted), 100):
-            batch = [it.event_key(pk, version) for pk, version in wanted[start:start + 100]]
+            batch = [it.event_key(pk, version) for pk, version in wanted[start : start + 100]]
             for item in self._batch_get(batch, "#pk, #sk, #topic, #state", _EVENT_NAMES):
                 found.append(it.stored_event(item, by_pk[item[it.PK]["S"]]))
         return found
@@ -155,27 +155,32 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         wanted = list(dict.fromkeys(it.stream_pk(s) for s in stream_ids))
         versions: dict[str, int] = {}
         for start in range(0, len(wanted), 100):
-            keys = [it.head_key(s) for s in wanted[start:start + 100]]
+            keys = [it.head_key(s) for s in wanted[start : start + 100]]
             for item in self._batch_get(keys, "#i, #v", {"#i": it.STREAM_ID, "#v": it.VERSION}):
                 versions[item[it.STREAM_ID]["S"]] = int(item[it.VERSION]["N"])
         found = {str(e.originator_id): e for e in self.select_events_at(list(versions.items()))}
         for stream_id in wanted:
             if stream_id not in found:
-                found.update((stream_id, e) for e in
-                             self.select_events(stream_id, desc=True, limit=1))
+                found.update(
+                    (stream_id, e) for e in self.select_events(stream_id, desc=True, limit=1)
+                )
         return [found[s] for s in wanted if s in found]
 
-    def _batch_get(self, keys: list[dict[str, Any]], projection: str,
-                   names: Mapping[str, str]) -> list[dict[str, Any]]:
+    def _batch_get(
+        self, keys: list[dict[str, Any]], projection: str, names: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
         """One consistent ``BatchGetItem`` of at most 100 keys (unprocessed keys asked again)."""
-        pending: dict[str, Any] = {self.table_name: {
-            "Keys": keys, "ConsistentRead": True,
-            "ProjectionExpression": projection, "ExpressionAttributeNames": dict(names),
-        }}
+        pending: dict[str, Any] = {
+            self.table_name: {
+                "Keys": keys,
+                "ConsistentRead": True,
+                "ProjectionExpression": projection,
+                "ExpressionAttributeNames": dict(names),
+            }
+        }
         found: list[dict[str, Any]] = []
         for round_number in range(1, self.retrier.max_attempts + 1):
-            answer = self._call(
-                lambda p=pending: self.client.batch_get_item(RequestItems=p))  # type: ignore[misc]
+            answer = self._call(lambda p=pending: self.client.batch_get_item(RequestItems=p))  # type: ignore[misc]
             found.extend(answer.get("Responses", {}).get(self.table_name, []))
             pending = answer.get("UnprocessedKeys") or {}
             if not pending:
@@ -266,19 +271,24 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             page = self._call(partial(self.client.scan, **request))
             for item in page.get("Items", []):
                 pk = item[it.PK]["S"]
-                if (pk.startswith(self.key_prefix + prefix)
-                        and not pk.startswith(it.RESERVED_PREFIXES)):
-                    ids.append(pk[len(self.key_prefix):])
+                if pk.startswith(self.key_prefix + prefix) and not pk.startswith(
+                    it.RESERVED_PREFIXES
+                ):
+                    ids.append(pk[len(self.key_prefix) :])
             if "LastEvaluatedKey" not in page:
                 return iter(sorted(ids))
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def insert_head_if_absent(self, head: StreamHead) -> bool:
         try:
-            self.retrier.call(lambda: self.client.put_item(
-                TableName=self.table_name, Item=it.head_item(head, it.now_text()),
-                ConditionExpression="attribute_not_exists(#pk)",
-                ExpressionAttributeNames={"#pk": it.PK}))
+            self.retrier.call(
+                lambda: self.client.put_item(
+                    TableName=self.table_name,
+                    Item=it.head_item(head, it.now_text()),
+                    ConditionExpression="attribute_not_exists(#pk)",
+                    ExpressionAttributeNames={"#pk": it.PK},
+                )
+            )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False
@@ -293,7 +303,10 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             "IndexName": it.LIST_INDEX,
             "KeyConditionExpression": "#p = :p",
             "ExpressionAttributeNames": {
-                "#p": it.LIST_PK, "#i": it.STREAM_ID, "#v": it.VERSION, "#h": it.CHAIN_HEAD,
+                "#p": it.LIST_PK,
+                "#i": it.STREAM_ID,
+                "#v": it.VERSION,
+                "#h": it.CHAIN_HEAD,
             },
             "ExpressionAttributeValues": {":p": {"S": f"{it.HEADS_LIST_PREFIX}{number:02x}"}},
             "ProjectionExpression": "#i, #v, #h",

@@ -172,7 +172,8 @@ def describe(client: DynamoDBClient, table_name: str) -> dict[str, Any]:
         "indexes": sorted(i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])),
         "stream_view_type": table.get("StreamSpecification", {}).get("StreamViewType"),
         "sse": table.get("SSEDescription", {}).get("Status"),
-        "ttl_attribute": ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") in
-        {"ENABLED", "ENABLING"} else None,
+        "ttl_attribute": ttl.get("AttributeName")
+        if ttl.get("TimeToLiveStatus") in {"ENABLED", "ENABLING"}
+        else None,
         "pitr": pitr,
     }

@@ -47,8 +47,9 @@ def list_shards(client: DynamoDBStreamsClient, stream_arn: str) -> list[str]:
         request["ExclusiveStartShardId"] = last
 
 
-def forget_trimmed_shards(iterators: dict[str, str | None], listed: list[str],
-                          *more: dict[str, str]) -> None:
+def forget_trimmed_shards(
+    iterators: dict[str, str | None], listed: list[str], *more: dict[str, str]
+) -> None:
     """Drop the shards read to their end (iterator None) that the stream no longer
     lists: a stream rolls to new shards every few hours and trims them after 24
     hours, so a long-running reader would otherwise keep one entry per shard it
@@ -87,8 +88,10 @@ class DynamoDBStreamFeed:
         reading one again is harmless; skipping one is not)."""
         request: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": shard_id}
         if shard_id in self.last_sequence:
-            request.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER",
-                           SequenceNumber=self.last_sequence[shard_id])
+            request.update(
+                ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                SequenceNumber=self.last_sequence[shard_id],
+            )
         else:
             request["ShardIteratorType"] = "TRIM_HORIZON"
         try:
@@ -136,10 +139,14 @@ class DynamoDBStreamFeed:
 class StreamSubscription:
     """One subscriber's tracked reading of every shard (``LogSubscription``)."""
 
-    def __init__(self, name: str, streams_client: DynamoDBStreamsClient, stream_arn: str,
-                 views: DynamoDBViewStore,
-                 select: Callable[[list[RecordTypeDef]], list[str]] = (
-                     attempt_streams_from_records)) -> None:
+    def __init__(
+        self,
+        name: str,
+        streams_client: DynamoDBStreamsClient,
+        stream_arn: str,
+        views: DynamoDBViewStore,
+        select: Callable[[list[RecordTypeDef]], list[str]] = (attempt_streams_from_records),
+    ) -> None:
         self.name = name
         self.client = streams_client
         self.stream_arn = stream_arn
@@ -172,15 +179,19 @@ class StreamSubscription:
         if recorded is not None:
             try:
                 answer = self.client.get_shard_iterator(
-                    **base, ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=recorded)
+                    **base, ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=recorded
+                )
                 return str(answer["ShardIterator"])
             except Exception as exc:
                 if error_code(exc) != "TrimmedDataAccessException":
                     raise
                 self.gaps.append(shard_id)
-                logger.warning("subscriber %s: records after its position in shard %s are "
-                               "past the stream's retention; a rebuild covers them",
-                               self.name, shard_id)
+                logger.warning(
+                    "subscriber %s: records after its position in shard %s are "
+                    "past the stream's retention; a rebuild covers them",
+                    self.name,
+                    shard_id,
+                )
         answer = self.client.get_shard_iterator(**base, ShardIteratorType="TRIM_HORIZON")
         return str(answer["ShardIterator"])
 
@@ -198,8 +209,11 @@ class StreamSubscription:
             if len(found) >= RECORDS_PER_READ:
                 self.caught_up = False
             last = str(found[-1]["dynamodb"]["SequenceNumber"])
-            tracking.append(ShardTracking(shard_tracking_name(self.name, shard_id), int(last),
-                                          sequence_number=last))
+            tracking.append(
+                ShardTracking(
+                    shard_tracking_name(self.name, shard_id), int(last), sequence_number=last
+                )
+            )
             records.extend(found)
         if not records:
             self._discover()

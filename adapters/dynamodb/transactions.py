@@ -186,16 +186,12 @@ def plan_commit(
         if entry.next_action_at is None:
             action = {"Delete": {"TableName": table_name, "Key": it.due_key(entry.attempt_id)}}
         else:
-            action = {
-                "Put": {"TableName": table_name, "Item": it.due_item(entry, due_buckets, at)}
-            }
+            action = {"Put": {"TableName": table_name, "Item": it.due_item(entry, due_buckets, at)}}
         plan.actions.append(action)
         plan.targets.append(Target("due", entry.attempt_id))
     latest_heads = {head.stream_id: head for head in heads}  # the last one of a stream wins
     for head in latest_heads.values():
-        plan.actions.append(
-            {"Put": {"TableName": table_name, "Item": it.head_item(head, at)}}
-        )
+        plan.actions.append({"Put": {"TableName": table_name, "Item": it.head_item(head, at)}})
         plan.targets.append(Target("head", head.stream_id))
     if len(plan.actions) > MAX_TRANSACTION_ITEMS:
         raise CommitTooLarge(
@@ -261,9 +257,7 @@ class CommitWriter:
             return old
         key = {k: put["Item"][k] for k in (it.PK, it.SK)}
         answer = self.retrier.call(
-            lambda: self.client.get_item(
-                TableName=put["TableName"], Key=key, ConsistentRead=True
-            )
+            lambda: self.client.get_item(TableName=put["TableName"], Key=key, ConsistentRead=True)
         )
         return answer.get("Item")
 

@@ -79,9 +79,14 @@ class _Condition(TypedDict):
 class DynamoDBViewStore:
     """Implements ``projections.ports.ViewStore`` on the ledger table."""
 
-    def __init__(self, client: DynamoDBClient, table_name: str, *,
-                 retrier: Retrier | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        retrier: Retrier | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.client = client
         self.table_name = table_name
         self.retrier = retrier or Retrier()
@@ -109,11 +114,13 @@ class DynamoDBViewStore:
         return f"{VIEW_PREFIX}{name}#{key}"
 
     def get_view(self, name: str, key: str) -> ViewRecord | None:
-        answer = self._call(lambda: self.client.get_item(
-            TableName=self.table_name,
-            Key={it.PK: {"S": self._pk(name, key)}, it.SK: {"N": "0"}},
-            ConsistentRead=True,
-        ))
+        answer = self._call(
+            lambda: self.client.get_item(
+                TableName=self.table_name,
+                Key={it.PK: {"S": self._pk(name, key)}, it.SK: {"N": "0"}},
+                ConsistentRead=True,
+            )
+        )
         item = answer.get("Item")
         return _record(item) if item else None
 
@@ -151,19 +158,28 @@ class DynamoDBViewStore:
         asked again with a growing pause."""
         found: dict[str, ViewRecord] = {}
         for start in range(0, len(keys), BATCH_GET_KEYS):
-            pending: dict[str, Any] = {self.table_name: {"ConsistentRead": True, "Keys": [
-                {it.PK: {"S": self._pk(name, k)}, it.SK: {"N": "0"}}
-                for k in dict.fromkeys(keys[start:start + BATCH_GET_KEYS])]}}
+            pending: dict[str, Any] = {
+                self.table_name: {
+                    "ConsistentRead": True,
+                    "Keys": [
+                        {it.PK: {"S": self._pk(name, k)}, it.SK: {"N": "0"}}
+                        for k in dict.fromkeys(keys[start : start + BATCH_GET_KEYS])
+                    ],
+                }
+            }
             for round_ in range(MAX_UNPROCESSED_ROUNDS):
-                answer = self._call(lambda p=pending: self.client.batch_get_item(  # type: ignore[misc]
-                    RequestItems=p))
+                answer = self._call(
+                    lambda p=pending: self.client.batch_get_item(  # type: ignore[misc]
+                        RequestItems=p
+                    )
+                )
                 for item in answer.get("Responses", {}).get(self.table_name, []):
                     record = _record(item)
                     found[record.key] = record
                 pending = answer.get("UnprocessedKeys") or {}
                 if not pending:
                     break
-                self.sleep(min(0.05 * 2 ** round_, 1.0))
+                self.sleep(min(0.05 * 2**round_, 1.0))
             else:
                 raise StoreUnavailable()
         return found
@@ -178,8 +194,10 @@ class DynamoDBViewStore:
         # A token of its own per call: an identical rebuild within DynamoDB's
         # 10-minute idempotency window must still write (a row forged meanwhile).
         nonce = secrets.token_hex(8)
-        return sum(self._transact(rows[i:i + REBUILD_ITEMS], [], or_same=force, nonce=nonce)
-                   for i in range(0, len(rows), REBUILD_ITEMS))
+        return sum(
+            self._transact(rows[i : i + REBUILD_ITEMS], [], or_same=force, nonce=nonce)
+            for i in range(0, len(rows), REBUILD_ITEMS)
+        )
 
     # -- tracked writes (subscribers of the log) --------------------------------
 
@@ -190,28 +208,40 @@ class DynamoDBViewStore:
         skipped). A row refused by its version guard is dropped and the rest sent
         again; a refused position raises ``IntegrityError`` (someone got further)."""
         rows = list(records)
-        parts = [rows[i:i + TRANSACTION_ITEMS] for i in range(0, len(rows), TRANSACTION_ITEMS)]
+        parts = [rows[i : i + TRANSACTION_ITEMS] for i in range(0, len(rows), TRANSACTION_ITEMS)]
         moved = 0
         for index, part in enumerate(parts or [[]]):
             last = index == max(len(parts), 1) - 1
             moved += self._transact(part, list(tracking) if last else [])
         return moved
 
-    def _transact(self, rows: list[ViewRecord], tracking: list[Tracking], *,
-                  or_same: bool = False, nonce: str = "") -> int:
+    def _transact(
+        self,
+        rows: list[ViewRecord],
+        tracking: list[Tracking],
+        *,
+        or_same: bool = False,
+        nonce: str = "",
+    ) -> int:
         for _ in range(MAX_CONFLICT_ROUNDS):
             actions: list[TransactWriteItemTypeDef] = [
-                {"Put": self._newer_view_put(r, or_same=or_same)} for r in rows]
+                {"Put": self._newer_view_put(r, or_same=or_same)} for r in rows
+            ]
             actions += [{"Put": self._tracking_put(t)} for t in tracking]
             if not actions:
                 return 0
             token = hashlib.sha256(
-                (nonce + json.dumps(actions, sort_keys=True)).encode()).hexdigest()[:36]
+                (nonce + json.dumps(actions, sort_keys=True)).encode()
+            ).hexdigest()[:36]
             try:
                 self.retrier.call(
-                    partial(self.client.transact_write_items,
-                            TransactItems=actions, ClientRequestToken=token),
-                    retry_if=_only_transaction_conflicts)
+                    partial(
+                        self.client.transact_write_items,
+                        TransactItems=actions,
+                        ClientRequestToken=token,
+                    ),
+                    retry_if=_only_transaction_conflicts,
+                )
                 return len(rows)
             except (ClientError, BotoCoreError, DynamoDBUnavailableError) as exc:
                 reasons = _reasons(exc)
@@ -246,19 +276,25 @@ class DynamoDBViewStore:
         sequence = getattr(tracking, "sequence_number", "") or str(tracking.notification_id)
         return {
             "TableName": self.table_name,
-            "Item": {it.PK: {"S": it.TRACKING_PREFIX + tracking.application_name},
-                     it.SK: {"N": "0"}, "position": {"S": position},
-                     "sequence_number": {"S": sequence}},
+            "Item": {
+                it.PK: {"S": it.TRACKING_PREFIX + tracking.application_name},
+                it.SK: {"N": "0"},
+                "position": {"S": position},
+                "sequence_number": {"S": sequence},
+            },
             "ConditionExpression": "attribute_not_exists(#pk) OR #p < :p",
             "ExpressionAttributeNames": {"#pk": it.PK, "#p": "position"},
             "ExpressionAttributeValues": {":p": {"S": position}},
         }
 
     def _tracking_item(self, application_name: str) -> dict[str, Any] | None:
-        answer = self._call(lambda: self.client.get_item(
-            TableName=self.table_name, ConsistentRead=True,
-            Key={it.PK: {"S": it.TRACKING_PREFIX + application_name}, it.SK: {"N": "0"}},
-        ))
+        answer = self._call(
+            lambda: self.client.get_item(
+                TableName=self.table_name,
+                ConsistentRead=True,
+                Key={it.PK: {"S": it.TRACKING_PREFIX + application_name}, it.SK: {"N": "0"}},
+            )
+        )
         item: dict[str, Any] | None = answer.get("Item")
         return item
 
@@ -290,8 +326,9 @@ class DynamoDBViewStore:
         if old is not None:
             return old
         key = {it.PK: item[it.PK], it.SK: item[it.SK]}
-        answer = self._call(lambda: self.client.get_item(
-            TableName=self.table_name, Key=key, ConsistentRead=True))
+        answer = self._call(
+            lambda: self.client.get_item(TableName=self.table_name, Key=key, ConsistentRead=True)
+        )
         return answer.get("Item")
 
     def list_views(

@@ -44,4 +44,3 @@ def build_digest(code: str, config: Mapping[str, Any]) -> str:
     decimals as strings) and hold secret *references* (``env:NAME``), never values.
     """
     return sha256_tag(canonical_json({"code": code, "config": dict(config)}))
-

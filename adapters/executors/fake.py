@@ -170,8 +170,7 @@ class FileEffectLedger:
             yield self._conn
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                             check_same_thread=False)
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         # It plays a remote provider for development: a commit must survive the
         # process (WAL does that without a sync); a power cut may lose it.
@@ -222,18 +221,20 @@ class FileEffectLedger:
     def apply(self, key: str, receipt: dict[str, Any], *, once: bool = False) -> dict[str, Any]:
         with self._tx() as db:
             if once:
-                row = db.execute("SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1",
-                                 (key,)).fetchone()
+                row = db.execute(
+                    "SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1", (key,)
+                ).fetchone()
                 if row is not None:
                     found: dict[str, Any] = json.loads(row[0])
                     return found
-            db.execute("INSERT INTO effects (key, receipt) VALUES (?, ?)",
-                       (key, json.dumps(receipt, sort_keys=True)))
+            db.execute(
+                "INSERT INTO effects (key, receipt) VALUES (?, ?)",
+                (key, json.dumps(receipt, sort_keys=True)),
+            )
         return receipt
 
     def first(self, key: str) -> dict[str, Any] | None:
-        rows = self._rows("SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1",
-                          (key,))
+        rows = self._rows("SELECT receipt FROM effects WHERE key = ? ORDER BY seq LIMIT 1", (key,))
         return dict(json.loads(rows[0][0])) if rows else None
 
     def effect_count(self, key: str) -> int:
@@ -241,7 +242,8 @@ class FileEffectLedger:
 
     def max_effects_per_key(self) -> int:
         rows = self._rows(
-            "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM effects GROUP BY key)")
+            "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM effects GROUP BY key)"
+        )
         return int(rows[0][0])
 
     def call_count(self) -> int:
@@ -360,13 +362,15 @@ L = TypeVar("L", bound=Effects)
 
 
 @overload
-def register_fakes(registry: StaticExecutorRegistry, ledger: None = None,
-                   clock: Clock | None = None) -> EffectLedger: ...
+def register_fakes(
+    registry: StaticExecutorRegistry, ledger: None = None, clock: Clock | None = None
+) -> EffectLedger: ...
 
 
 @overload
-def register_fakes(registry: StaticExecutorRegistry, ledger: L,
-                   clock: Clock | None = None) -> L: ...
+def register_fakes(
+    registry: StaticExecutorRegistry, ledger: L, clock: Clock | None = None
+) -> L: ...
 
 
 def register_fakes(

@@ -78,8 +78,12 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._inner.close()
 
-    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
         left = _left(timeout)
         if left is not None and left <= 0:
             raise httpcore.ConnectTimeout("deadline reached")
@@ -93,19 +97,27 @@ class _DeadlineBackend(httpcore.NetworkBackend):
     def __init__(self, inner: httpcore.NetworkBackend) -> None:
         self._inner = inner
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                    local_address: str | None = None, socket_options: Any = None
-                    ) -> httpcore.NetworkStream:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
         left = _left(timeout)
         if left is not None and left <= 0:
             raise httpcore.ConnectTimeout("deadline reached")
-        return _DeadlineStream(self._inner.connect_tcp(host, port, left, local_address,
-                                                       socket_options))
+        return _DeadlineStream(
+            self._inner.connect_tcp(host, port, left, local_address, socket_options)
+        )
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Any = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._inner.connect_unix_socket(path, _left(timeout),
-                                                               socket_options))
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            self._inner.connect_unix_socket(path, _left(timeout), socket_options)
+        )
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
@@ -127,8 +139,12 @@ def make_client(*, verify: bool = True) -> httpx.Client:
     if pool is None or backend is None:  # pragma: no cover - a unit test pins the layout
         raise RuntimeError("httpx transport layout changed: cannot enforce deadlines")
     pool._network_backend = _DeadlineBackend(backend)
-    return httpx.Client(transport=transport, follow_redirects=False, trust_env=False,
-                        headers={"User-Agent": USER_AGENT})
+    return httpx.Client(
+        transport=transport,
+        follow_redirects=False,
+        trust_env=False,
+        headers={"User-Agent": USER_AGENT},
+    )
 
 
 @contextmanager
@@ -195,8 +211,7 @@ def cut_receipt(body: bytes | None, keys: ReceiptKeys) -> dict[str, Any]:
 
 
 def _template_values(request: ExecutionRequest, template: UrlTemplate) -> dict[str, str]:
-    values = {"destination": request.spec.destination,
-              "idempotency_key": request.idempotency_key}
+    values = {"destination": request.spec.destination, "idempotency_key": request.idempotency_key}
     if request.spec.target is not None:
         values["target_id"] = request.spec.target.id
     missing = template.fields - values.keys()
@@ -211,8 +226,14 @@ class HttpExecutor:
 
     kind = KIND
 
-    def __init__(self, config: HttpExecutorConfig, *, clock: Clock,
-                 client: httpx.Client | None = None, code: str | None = None) -> None:
+    def __init__(
+        self,
+        config: HttpExecutorConfig,
+        *,
+        clock: Clock,
+        client: httpx.Client | None = None,
+        code: str | None = None,
+    ) -> None:
         entry = config.entry
         self.config = config
         self.capability = entry.capability
@@ -245,9 +266,12 @@ class HttpExecutor:
         body = canonical_json(dict(request.spec.content))
         end = time.monotonic() + seconds
         try:
-            with _until(end), self.client.stream(
-                entry.method, url, content=body, headers=headers, timeout=seconds
-            ) as response:
+            with (
+                _until(end),
+                self.client.stream(
+                    entry.method, url, content=body, headers=headers, timeout=seconds
+                ) as response,
+            ):
                 status = response.status_code
                 if 200 <= status < 300:
                     keys = self.config.receipt_keys
@@ -282,9 +306,12 @@ class HttpReconciler:
             return ReconcileAnswer("unknown")
         end = time.monotonic() + seconds
         try:
-            with _until(end), self.executor.client.stream(
-                "GET", url, headers=dict(config.header_values), timeout=seconds
-            ) as response:
+            with (
+                _until(end),
+                self.executor.client.stream(
+                    "GET", url, headers=dict(config.header_values), timeout=seconds
+                ) as response,
+            ):
                 if response.status_code == 404:
                     return ReconcileAnswer("not_applied")
                 if response.status_code != 200:
@@ -307,4 +334,3 @@ def build_http(configs: list[HttpExecutorConfig], clock: Clock) -> list[tuple[An
         reconciler = HttpReconciler(executor) if config.lookup_url is not None else None
         built.append((executor, reconciler))
     return built
-

@@ -29,8 +29,9 @@ URL_FIELDS = frozenset({"destination", "target_id"})
 LOOKUP_FIELDS = URL_FIELDS | {"idempotency_key"}
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 # Headers the executor owns: a file may not set them.
-RESERVED_HEADERS = frozenset({"host", "content-length", "content-type", "transfer-encoding",
-                              "connection"})
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "content-type", "transfer-encoding", "connection"}
+)
 
 
 class HttpConfigError(ValueError):
@@ -114,8 +115,9 @@ class HttpExecutorConfig:
         return data
 
 
-def parse_template(text: str, allowed: frozenset[str], where: str, *, production: bool
-                   ) -> UrlTemplate:
+def parse_template(
+    text: str, allowed: frozenset[str], where: str, *, production: bool
+) -> UrlTemplate:
     """Check one URL template; raise ``HttpConfigError`` naming ``where``."""
     if any(ord(ch) <= 32 or ord(ch) == 127 for ch in text):
         raise HttpConfigError(f"{where}: spaces and control characters are not allowed")
@@ -132,16 +134,18 @@ def parse_template(text: str, allowed: frozenset[str], where: str, *, production
     if parts.fragment:
         raise HttpConfigError(f"{where}: a fragment is not allowed")
     if production and parts.scheme != "https" and parts.hostname not in LOOPBACK_HOSTS:
-        raise HttpConfigError(f"{where}: LEDGER_ENV=production needs https:// "
-                              "(plain http only to a loopback host)")
+        raise HttpConfigError(
+            f"{where}: LEDGER_ENV=production needs https:// (plain http only to a loopback host)"
+        )
     names = PLACEHOLDER.findall(text)
     leftover = PLACEHOLDER.sub("", text)
     if "{" in leftover or "}" in leftover:
         raise HttpConfigError(f"{where}: unbalanced braces")
     unknown = sorted(set(names) - allowed)
     if unknown:
-        raise HttpConfigError(f"{where}: unknown placeholder {{{unknown[0]}}} "
-                              f"(allowed: {', '.join(sorted(allowed))})")
+        raise HttpConfigError(
+            f"{where}: unknown placeholder {{{unknown[0]}}} (allowed: {', '.join(sorted(allowed))})"
+        )
     return UrlTemplate(text, frozenset(names), parts.netloc)
 
 
@@ -152,11 +156,14 @@ def receipt_key(pointer: str) -> tuple[str, tuple[str, ...]]:
     tokens = tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/"))
     key = "_".join(tokens).lower().replace("-", "_")
     if not RECEIPT_KEY.match(key):
-        raise HttpConfigError(f"receipt pointer {pointer!r} gives key {key!r}, which is not "
-                              "a safe receipt key ([a-z][a-z0-9_]*)")
+        raise HttpConfigError(
+            f"receipt pointer {pointer!r} gives key {key!r}, which is not "
+            "a safe receipt key ([a-z][a-z0-9_]*)"
+        )
     if secret_shaped_key(key):
-        raise HttpConfigError(f"receipt pointer {pointer!r} names a secret-shaped field; "
-                              "receipts never keep secrets")
+        raise HttpConfigError(
+            f"receipt pointer {pointer!r} names a secret-shaped field; receipts never keep secrets"
+        )
     return key, tokens
 
 
@@ -168,8 +175,9 @@ def entry_error(exc: ValidationError) -> str:
     return f"{where}: {message}"
 
 
-def check_entry(raw: Any, position: int, environ: Mapping[str, str], *, production: bool
-                ) -> HttpExecutorConfig:
+def check_entry(
+    raw: Any, position: int, environ: Mapping[str, str], *, production: bool
+) -> HttpExecutorConfig:
     """Validate one ``[[http]]`` table and resolve its ``env:`` references."""
     label = f"[[http]] #{position}"
     if isinstance(raw, Mapping) and isinstance(raw.get("capability"), str):
@@ -183,10 +191,10 @@ def check_entry(raw: Any, position: int, environ: Mapping[str, str], *, producti
         lookup = None
         if entry.delivery_mode is DeliveryMode.CORRELATION_LOOKUP:
             if entry.lookup_url is None:
-                raise HttpConfigError("lookup_url: required for delivery_mode "
-                                      "correlation_lookup")
-            lookup = parse_template(entry.lookup_url, LOOKUP_FIELDS, "lookup_url",
-                                    production=production)
+                raise HttpConfigError("lookup_url: required for delivery_mode correlation_lookup")
+            lookup = parse_template(
+                entry.lookup_url, LOOKUP_FIELDS, "lookup_url", production=production
+            )
             if "idempotency_key" not in lookup.fields:
                 raise HttpConfigError("lookup_url: must contain {idempotency_key}")
         elif entry.lookup_url is not None:
@@ -220,8 +228,10 @@ def _resolve_headers(entry: HttpEntry, environ: Mapping[str, str]) -> tuple[tupl
             if value.startswith("env:"):
                 raise HttpConfigError(f"{where}: 'env:' must be followed by a variable name")
             if secret_shaped_key(name) or looks_secret(value):
-                raise HttpConfigError(f"{where}: secret values must come from the "
-                                      "environment (\"env:NAME\"), not the file")
+                raise HttpConfigError(
+                    f"{where}: secret values must come from the "
+                    'environment ("env:NAME"), not the file'
+                )
             secret = value
         else:
             variable = reference.group(1)

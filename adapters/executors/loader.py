@@ -91,12 +91,16 @@ def load_executors(
 
         for executor, reconciler in build_http(configs, clock):
             source = f"LEDGER_EXECUTORS_FILE {Path(str(settings.executors_file)).name}: " + (
-                executor.config.label)
+                executor.config.label
+            )
             pending.append(_Pending(executor, reconciler, "http", source))
 
     registry = StaticExecutorRegistry()
-    effects = (register_fakes(registry, effect_ledger(fake_effects_path(settings)), clock)
-               if settings.fake_executors_enabled else None)
+    effects = (
+        register_fakes(registry, effect_ledger(fake_effects_path(settings)), clock)
+        if settings.fake_executors_enabled
+        else None
+    )
     for item in pending:
         try:
             registry.register(item.executor, item.reconciler, kind=item.kind)
@@ -107,7 +111,8 @@ def load_executors(
                     close()
             raise ExecutorConfigError(
                 f"{item.source} registers {item.executor.capability} "
-                f"{item.executor.build_digest}, which is already registered") from None
+                f"{item.executor.build_digest}, which is already registered"
+            ) from None
     return LoadedExecutors(registry, effects, configs, webhooks)
 
 
@@ -129,15 +134,18 @@ def fake_effects_path(settings: Settings) -> str | None:
     return None
 
 
-def read_webhooks(settings: Settings, environ: Mapping[str, str]
-                  ) -> list[WebhookSubscription]:
+def read_webhooks(settings: Settings, environ: Mapping[str, str]) -> list[WebhookSubscription]:
     """The ``[[webhook]]`` subscriptions of ``LEDGER_EXECUTORS_FILE`` (SPEC 12)."""
     if not settings.executors_file:
         return []
     name, document = _read_document(settings.executors_file)
     try:
-        return check_webhooks(document.get("webhook", []), name, environ,
-                              production=settings.env is Environment.PRODUCTION)
+        return check_webhooks(
+            document.get("webhook", []),
+            name,
+            environ,
+            production=settings.env is Environment.PRODUCTION,
+        )
     except WebhookConfigError as exc:
         raise ExecutorConfigError(str(exc)) from None
 
@@ -160,16 +168,16 @@ def _read_document(file: str) -> tuple[str, dict[str, Any]]:
     return name, document
 
 
-def read_executors_file(settings: Settings, environ: Mapping[str, str]
-                        ) -> list[HttpExecutorConfig]:
+def read_executors_file(settings: Settings, environ: Mapping[str, str]) -> list[HttpExecutorConfig]:
     """Parse and check ``LEDGER_EXECUTORS_FILE`` (empty list when unset)."""
     if not settings.executors_file:
         return []
     name, document = _read_document(settings.executors_file)
     unknown = sorted(set(document) - FILE_KINDS)
     if unknown:
-        raise ExecutorConfigError(f"{name}: unknown key {unknown[0]!r} "
-                                  "(expected [[http]] or [[webhook]] tables)")
+        raise ExecutorConfigError(
+            f"{name}: unknown key {unknown[0]!r} (expected [[http]] or [[webhook]] tables)"
+        )
     entries = document.get("http", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ExecutorConfigError(f"{name}: 'http' must be an array of tables ([[http]])")
@@ -196,8 +204,7 @@ def _from_plugin(point: EntryPoint, settings: Settings) -> list[_Pending]:
     for item in produced:
         registration = item if isinstance(item, Registration) else Registration(item)
         _check_plugin_executor(registration, source)
-        pending.append(_Pending(registration.executor, registration.reconciler, point.name,
-                                source))
+        pending.append(_Pending(registration.executor, registration.reconciler, point.name, source))
     return pending
 
 

@@ -57,8 +57,13 @@ class StaticExecutorRegistry:
 
     def entries(self) -> list[RegistryEntry]:
         return [
-            RegistryEntry(e.capability, e.build_digest, e.delivery_mode, self._kinds[key],
-                          key in self._reconcilers)
+            RegistryEntry(
+                e.capability,
+                e.build_digest,
+                e.delivery_mode,
+                self._kinds[key],
+                key in self._reconcilers,
+            )
             for key, e in self._executors.items()
         ]
 

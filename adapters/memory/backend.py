@@ -20,8 +20,9 @@ class MemoryBackend(NotificationLogBackend):
 
     kind = "memory"
 
-    def __init__(self, recorder: MemoryLedgerRecorder | None = None,
-                 views: MemoryViewStore | None = None) -> None:
+    def __init__(
+        self, recorder: MemoryLedgerRecorder | None = None, views: MemoryViewStore | None = None
+    ) -> None:
         self.recorder: MemoryLedgerRecorder = recorder or MemoryLedgerRecorder()
         self.views: MemoryViewStore = views or MemoryViewStore()
         self._mapper = make_mapper()

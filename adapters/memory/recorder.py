@@ -76,8 +76,9 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
 
     def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
         with self._database_lock:
-            ids = sorted(k for k, v in self._stored_events_index.items()
-                         if v and k.startswith(prefix))
+            ids = sorted(
+                k for k, v in self._stored_events_index.items() if v and k.startswith(prefix)
+            )
         return iter(ids)
 
     def insert_head_if_absent(self, head: StreamHead) -> bool:

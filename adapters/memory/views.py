@@ -53,8 +53,10 @@ class MemoryViewStore(POPOTrackingRecorder):
             written = 0
             for record in records:
                 current = self._rows.get((record.name, record.key))
-                if current is not None and (current.version > record.version or (
-                        current.version == record.version and not force)):
+                if current is not None and (
+                    current.version > record.version
+                    or (current.version == record.version and not force)
+                ):
                     continue
                 self._rows[(record.name, record.key)] = record
                 written += 1

@@ -62,15 +62,21 @@ class SQLiteBackend(NotificationLogBackend):
         after = ATTEMPT_ID_PREFIX
         while True:
             with self.recorder.datastore.transaction(commit=False) as c:
-                c.execute(f"SELECT originator_id FROM {table} WHERE originator_id > ? "
-                          "AND originator_id < ? AND originator_version = 1 "
-                          "ORDER BY originator_id LIMIT ?", (after, upper, batch))
+                c.execute(
+                    f"SELECT originator_id FROM {table} WHERE originator_id > ? "
+                    "AND originator_id < ? AND originator_version = 1 "
+                    "ORDER BY originator_id LIMIT ?",
+                    (after, upper, batch),
+                )
                 ids = [row[0] for row in c.fetchall()]
                 if not ids:
                     return
-                c.execute(f"SELECT originator_id, originator_version, topic, state FROM {table} "
-                          "WHERE originator_id >= ? AND originator_id <= ? "
-                          "ORDER BY originator_id, originator_version", (ids[0], ids[-1]))
+                c.execute(
+                    f"SELECT originator_id, originator_version, topic, state FROM {table} "
+                    "WHERE originator_id >= ? AND originator_id <= ? "
+                    "ORDER BY originator_id, originator_version",
+                    (ids[0], ids[-1]),
+                )
                 rows = c.fetchall()
             streams: dict[str, list[StoredEvent]] = {i: [] for i in ids}
             for stream_id, version, topic, state in rows:

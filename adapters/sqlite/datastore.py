@@ -91,8 +91,14 @@ class LedgerDatastore(SQLiteDatastore):
     read: the path before this change, kept so benchmarks can measure both.
     """
 
-    def __init__(self, db_name: str, *, lock_timeout: int = 10, pooled: bool = False,
-                 synchronous: str | None = None) -> None:
+    def __init__(
+        self,
+        db_name: str,
+        *,
+        lock_timeout: int = 10,
+        pooled: bool = False,
+        synchronous: str | None = None,
+    ) -> None:
         super().__init__(db_name, lock_timeout=lock_timeout, originator_id_type="text")
         self.db_name = db_name
         self.pooled = pooled
@@ -116,8 +122,12 @@ class LedgerDatastore(SQLiteDatastore):
     def _connect(self) -> SQLiteConnection:
         try:
             raw = sqlite3.connect(
-                self.db_name, uri=True, check_same_thread=False, isolation_level=None,
-                cached_statements=128, timeout=self.lock_timeout,
+                self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=128,
+                timeout=self.lock_timeout,
             )
             if not self.memory:
                 raw.execute("PRAGMA journal_mode=WAL")
@@ -191,8 +201,9 @@ class LedgerDatastore(SQLiteDatastore):
     # -- transactions and reads ---------------------------------------------------
 
     @contextmanager
-    def transaction(self, *, commit: bool,
-                    synchronous: Synchronous | None = None) -> Iterator[SQLiteCursor]:
+    def transaction(
+        self, *, commit: bool, synchronous: Synchronous | None = None
+    ) -> Iterator[SQLiteCursor]:
         """A write transaction starts with ``BEGIN IMMEDIATE``; a read one with ``BEGIN``.
 
         A write on this thread's own connection commits at ``synchronous`` (the

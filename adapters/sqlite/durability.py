@@ -32,8 +32,7 @@ DEFAULT_SYNCHRONOUS: Synchronous = "NORMAL"
 class LedgerConnectionPool(SQLiteConnectionPool):
     """The library's pool, with every new connection set to ``synchronous``."""
 
-    def __init__(self, *, synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
-                 **kwargs: object) -> None:
+    def __init__(self, *, synchronous: Synchronous = DEFAULT_SYNCHRONOUS, **kwargs: object) -> None:
         self.synchronous: Synchronous = synchronous
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
@@ -64,8 +63,9 @@ class DurableCommits:
 
 
 @contextmanager
-def synchronous_for(connection: SQLiteConnection, level: Synchronous,
-                    default: Synchronous) -> Iterator[None]:
+def synchronous_for(
+    connection: SQLiteConnection, level: Synchronous, default: Synchronous
+) -> Iterator[None]:
     """Run the block (one transaction) with ``level``, then restore ``default``.
 
     ``PRAGMA synchronous`` is read by SQLite when the transaction commits, so
@@ -92,4 +92,3 @@ def set_synchronous(connection: SQLiteConnection, level: Synchronous) -> None:
     if getattr(connection, "ledger_synchronous", None) != level:
         connection.cursor().execute(f"PRAGMA synchronous={level}")
         connection.ledger_synchronous = level  # type: ignore[attr-defined]
-

@@ -36,8 +36,13 @@ if TYPE_CHECKING:
     from adapters.backend import Backend
 
 
-def open_datastore(path: str, *, lock_timeout: int = 10, pooled: bool = False,
-                   synchronous: Synchronous = DEFAULT_SYNCHRONOUS) -> LedgerDatastore:
+def open_datastore(
+    path: str,
+    *,
+    lock_timeout: int = 10,
+    pooled: bool = False,
+    synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
+) -> LedgerDatastore:
     """A datastore for a file path (or ``:memory:``) with text stream ids.
 
     Connections run with ``synchronous`` (NORMAL: only durable commits fsync,
@@ -45,12 +50,14 @@ def open_datastore(path: str, *, lock_timeout: int = 10, pooled: bool = False,
     ``pooled=True`` is the path before per-thread connections (benchmarks only).
 
     """
-    datastore = LedgerDatastore(path, lock_timeout=lock_timeout, pooled=pooled,
-                                synchronous=synchronous)
+    datastore = LedgerDatastore(
+        path, lock_timeout=lock_timeout, pooled=pooled, synchronous=synchronous
+    )
     if pooled:  # the library's pool, its connections set to the same level
         datastore.pool.close()
-        datastore.pool = LedgerConnectionPool(db_name=path, lock_timeout=lock_timeout,
-                                              synchronous=synchronous)
+        datastore.pool = LedgerConnectionPool(
+            db_name=path, lock_timeout=lock_timeout, synchronous=synchronous
+        )
     return datastore
 
 
@@ -75,7 +82,8 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         t = self.events_table_name
         self._version_exists = f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
         self._select_events = (
-            f"SELECT originator_version, topic, state FROM {t} WHERE originator_id=?")
+            f"SELECT originator_version, topic, state FROM {t} WHERE originator_id=?"
+        )
 
     def construct_create_table_statements(self) -> list[str]:
         statements = super().construct_create_table_statements()
@@ -127,9 +135,11 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         lookups: Sequence[Lookup] = kwargs.get("lookups", ())
         due: Sequence[DueWork] = kwargs.get("due", ())
         heads: Sequence[StreamHead] = kwargs.get("heads", ())
-        self._check_versions(c, [(_text_id(s.originator_id), s.originator_version)
-                                 for s in stored_events]
-                             + [(check.stream_id, check.version + 1) for check in read_checks])
+        self._check_versions(
+            c,
+            [(_text_id(s.originator_id), s.originator_version) for s in stored_events]
+            + [(check.stream_id, check.version + 1) for check in read_checks],
+        )
         for lookup in lookups:
             try:
                 c.execute(
@@ -180,10 +190,13 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             return
         found: set[tuple[str, int]] = set()
         for start in range(0, len(taken), _CHECKS_PER_SELECT):  # SQLite's expression depth
-            chunk = taken[start:start + _CHECKS_PER_SELECT]
+            chunk = taken[start : start + _CHECKS_PER_SELECT]
             where = " OR ".join(["(originator_id=? AND originator_version=?)"] * len(chunk))
-            c.execute(f"SELECT originator_id, originator_version FROM {self.events_table_name} "
-                      f"WHERE {where}", [v for pair in chunk for v in pair])
+            c.execute(
+                f"SELECT originator_id, originator_version FROM {self.events_table_name} "
+                f"WHERE {where}",
+                [v for pair in chunk for v in pair],
+            )
             found.update((row[0], row[1]) for row in c.fetchall())
         for pair in taken:
             if pair in found:
@@ -192,8 +205,13 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     # -- reads: one SELECT each, no transaction around it ------------------------------
 
     def select_events(
-        self, originator_id: Any, *, gt: int | None = None, lte: int | None = None,
-        desc: bool = False, limit: int | None = None,
+        self,
+        originator_id: Any,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
     ) -> Sequence[StoredEvent]:
         statement = self._select_events
         stream_id = _text_id(originator_id)
@@ -209,9 +227,12 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             statement += " LIMIT ?"
             params.append(limit)
         converted = self.convert_originator_id(stream_id)
-        return [StoredEvent(originator_id=converted, originator_version=row[0],
-                            topic=row[1], state=row[2])
-                for row in read(self.datastore, statement, params)]
+        return [
+            StoredEvent(
+                originator_id=converted, originator_version=row[0], topic=row[1], state=row[2]
+            )
+            for row in read(self.datastore, statement, params)
+        ]
 
     def select_events_at(self, keys: Sequence[tuple[str, int]]) -> list[StoredEvent]:
         """The events at exact (stream, version) slots in ONE ``SELECT`` (an ``OR``
@@ -220,13 +241,16 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         its attempt's approval authorized. Absent slots are left out."""
         if is_pooled(self.datastore):  # the path before: one statement per slot
             return super().select_events_at(keys)
+
         def slots(chunk: list[tuple[str, int]]) -> tuple[str, list[Any]]:
             where = " OR ".join(["(originator_id=? AND originator_version=?)"] * len(chunk))
-            return (f"SELECT originator_id, originator_version, topic, state FROM "
-                    f"{self.events_table_name} WHERE {where}", [v for p in chunk for v in p])
+            return (
+                f"SELECT originator_id, originator_version, topic, state FROM "
+                f"{self.events_table_name} WHERE {where}",
+                [v for p in chunk for v in p],
+            )
 
-        return self._events_in_chunks(list(dict.fromkeys((_text_id(i), v) for i, v in keys)),
-                                      slots)
+        return self._events_in_chunks(list(dict.fromkeys((_text_id(i), v) for i, v in keys)), slots)
 
     def select_latest_events(self, stream_ids: Sequence[str]) -> list[StoredEvent]:
         """The newest event of each stream in ONE ``SELECT`` per hundred streams
@@ -235,30 +259,44 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         directory record it lacks. Streams without events are left out."""
         if is_pooled(self.datastore):  # the path before: one statement per stream
             return super().select_latest_events(stream_ids)
+
         def newest(chunk: list[str]) -> tuple[str, list[Any]]:
-            return (f"SELECT originator_id, MAX(originator_version), topic, state FROM "
-                    f"{self.events_table_name} WHERE originator_id IN "
-                    f"({','.join('?' * len(chunk))}) GROUP BY originator_id", chunk)
+            return (
+                f"SELECT originator_id, MAX(originator_version), topic, state FROM "
+                f"{self.events_table_name} WHERE originator_id IN "
+                f"({','.join('?' * len(chunk))}) GROUP BY originator_id",
+                chunk,
+            )
 
-        return self._events_in_chunks(list(dict.fromkeys(_text_id(i) for i in stream_ids)),
-                                      newest)
+        return self._events_in_chunks(list(dict.fromkeys(_text_id(i) for i in stream_ids)), newest)
 
-    def _events_in_chunks(self, wanted: list[_T],
-                          query: Callable[[list[_T]], tuple[str, list[Any]]]
-                          ) -> list[StoredEvent]:
+    def _events_in_chunks(
+        self, wanted: list[_T], query: Callable[[list[_T]], tuple[str, list[Any]]]
+    ) -> list[StoredEvent]:
         """The events of one ``SELECT`` per hundred of ``wanted`` (SQLite's expression
         depth), each row (stream id, version, topic, state)."""
         found: list[StoredEvent] = []
         for start in range(0, len(wanted), _CHECKS_PER_SELECT):
-            statement, params = query(wanted[start:start + _CHECKS_PER_SELECT])
-            found += [StoredEvent(originator_id=self.convert_originator_id(row[0]),
-                                  originator_version=row[1], topic=row[2], state=row[3])
-                      for row in read(self.datastore, statement, params)]
+            statement, params = query(wanted[start : start + _CHECKS_PER_SELECT])
+            found += [
+                StoredEvent(
+                    originator_id=self.convert_originator_id(row[0]),
+                    originator_version=row[1],
+                    topic=row[2],
+                    state=row[3],
+                )
+                for row in read(self.datastore, statement, params)
+            ]
         return found
 
     def select_notifications(
-        self, start: int | None, limit: int, stop: int | None = None,
-        topics: Sequence[str] = (), *, inclusive_of_start: bool = True,
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
     ) -> Sequence[Notification]:
         clauses: list[str] = []
         params: list[Any] = []
@@ -273,12 +311,22 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             params += list(topics)
         where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
         params.append(limit)
-        rows = read(self.datastore,
+        rows = read(
+            self.datastore,
             f"SELECT rowid, originator_id, originator_version, topic, state "
-            f"FROM {self.events_table_name} {where}ORDER BY rowid LIMIT ?", params)
-        return [Notification(id=row[0], originator_id=self.convert_originator_id(row[1]),
-                             originator_version=row[2],
-                             topic=row[3], state=row[4]) for row in rows]
+            f"FROM {self.events_table_name} {where}ORDER BY rowid LIMIT ?",
+            params,
+        )
+        return [
+            Notification(
+                id=row[0],
+                originator_id=self.convert_originator_id(row[1]),
+                originator_version=row[2],
+                topic=row[3],
+                state=row[4],
+            )
+            for row in rows
+        ]
 
     def max_notification_id(self) -> int:
         value: int = read(self.datastore, self.select_max_notification_id_statement)[0][0]
@@ -296,22 +344,28 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
 
     def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
         # substr, not LIKE: a prefix is matched exactly (LIKE ignores ASCII case).
-        rows = read(self.datastore,
+        rows = read(
+            self.datastore,
             f"SELECT originator_id FROM {self.events_table_name} "
             "WHERE originator_version = 1 AND substr(originator_id, 1, ?) = ? "
-            "ORDER BY originator_id", (len(prefix), prefix))
+            "ORDER BY originator_id",
+            (len(prefix), prefix),
+        )
         return iter([row[0] for row in rows])
 
     def insert_head_if_absent(self, head: StreamHead) -> bool:
         with self._write_transaction() as c:
-            c.execute("INSERT INTO ledger_heads VALUES (?,?,?) ON CONFLICT(stream_id) DO NOTHING",
-                      (head.stream_id, head.version, head.head))
+            c.execute(
+                "INSERT INTO ledger_heads VALUES (?,?,?) ON CONFLICT(stream_id) DO NOTHING",
+                (head.stream_id, head.version, head.head),
+            )
             c.execute("SELECT changes() AS n")
             return bool(c.fetchone()["n"] == 1)
 
     def select_heads(self) -> Iterator[StreamHead]:
-        rows = read(self.datastore,
-            "SELECT stream_id, version, head FROM ledger_heads ORDER BY stream_id")
+        rows = read(
+            self.datastore, "SELECT stream_id, version, head FROM ledger_heads ORDER BY stream_id"
+        )
         return iter([StreamHead(r["stream_id"], r["version"], r["head"]) for r in rows])
 
     def get_lookup(self, key: str) -> Mapping[str, str] | None:
@@ -326,12 +380,16 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     ) -> tuple[list[DueWork], str | None]:
         upper = f"{int(upto.timestamp() * 1000):015d}#~"
         rows = [
-            (row["sort_key"],
-             DueWork(row["attempt_id"], datetime.fromisoformat(row["next_action_at"])))
-            for row in read(self.datastore,
+            (
+                row["sort_key"],
+                DueWork(row["attempt_id"], datetime.fromisoformat(row["next_action_at"])),
+            )
+            for row in read(
+                self.datastore,
                 "SELECT attempt_id, sort_key, next_action_at FROM ledger_due "
                 "WHERE sort_key <= ? AND sort_key > ? ORDER BY sort_key LIMIT ?",
-                (upper, cursor or "", limit + 1))
+                (upper, cursor or "", limit + 1),
+            )
         ]
         return check_due_page(rows, limit)
 

@@ -42,8 +42,9 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
         return [*super().construct_create_table_statements(), *CREATE]
 
     def get_view(self, name: str, key: str) -> ViewRecord | None:
-        rows = read(self.datastore, "SELECT * FROM ledger_views WHERE name=? AND key=?",
-                    (name, key))
+        rows = read(
+            self.datastore, "SELECT * FROM ledger_views WHERE name=? AND key=?", (name, key)
+        )
         return _record(rows[0]) if rows else None
 
     def put_view(self, record: ViewRecord, *, force: bool = False) -> bool:
@@ -59,8 +60,14 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
     def _put(c: SQLiteCursor, record: ViewRecord, *, force: bool = False) -> bool:
         c.execute(
             _UPSERT + ("" if force else _NEWER),
-            (record.name, record.key, record.version, encode_data(record.data),
-             record.list_pk, record.list_sk),
+            (
+                record.name,
+                record.key,
+                record.version,
+                encode_data(record.data),
+                record.list_pk,
+                record.list_sk,
+            ),
         )
         return bool(c.sqlite_cursor.rowcount)
 
@@ -78,11 +85,12 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
         per few hundred keys."""
         found: dict[str, ViewRecord] = {}
         for start in range(0, len(keys), _KEYS_PER_READ):
-            part = list(keys[start:start + _KEYS_PER_READ])
+            part = list(keys[start : start + _KEYS_PER_READ])
             marks = ",".join("?" * len(part))
             with self.datastore.transaction(commit=False) as c:
-                c.execute(f"SELECT * FROM ledger_views WHERE name=? AND key IN ({marks})",
-                          (name, *part))
+                c.execute(
+                    f"SELECT * FROM ledger_views WHERE name=? AND key IN ({marks})", (name, *part)
+                )
                 rows = c.fetchall()
             for row in rows:
                 record = _record(row)
@@ -95,17 +103,23 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
         so no stored row is decoded (one read per few hundred keys)."""
         identical: set[str] = set()
         for start in range(0, len(records), _KEYS_PER_READ):
-            wanted = {(r.name, r.key): r for r in records[start:start + _KEYS_PER_READ]}
+            wanted = {(r.name, r.key): r for r in records[start : start + _KEYS_PER_READ]}
             for name in {n for n, _ in wanted}:
                 keys = [k for n, k in wanted if n == name]
-                rows = read(self.datastore,
-                            "SELECT key, version, data, list_pk, list_sk FROM ledger_views "
-                            f"WHERE name=? AND key IN ({','.join('?' * len(keys))})",
-                            (name, *keys))
+                rows = read(
+                    self.datastore,
+                    "SELECT key, version, data, list_pk, list_sk FROM ledger_views "
+                    f"WHERE name=? AND key IN ({','.join('?' * len(keys))})",
+                    (name, *keys),
+                )
                 for key, version, data, list_pk, list_sk in rows:
                     record = wanted[(name, key)]
-                    if (version == record.version and list_pk == record.list_pk
-                            and list_sk == record.list_sk and data == encode_data(record.data)):
+                    if (
+                        version == record.version
+                        and list_pk == record.list_pk
+                        and list_sk == record.list_sk
+                        and data == encode_data(record.data)
+                    ):
                         identical.add(key)
         return identical
 
@@ -119,17 +133,24 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
         with self.datastore.transaction(commit=True) as c:
             c.sqlite_cursor.executemany(
                 _UPSERT + (_NOT_OLDER if force else _NEWER),
-                [(r.name, r.key, r.version, encode_data(r.data), r.list_pk, r.list_sk)
-                 for r in records],
+                [
+                    (r.name, r.key, r.version, encode_data(r.data), r.list_pk, r.list_sk)
+                    for r in records
+                ],
             )
             return max(0, c.sqlite_cursor.rowcount)
 
     def list_views(
         self, list_pk: str, limit: int, cursor: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
-        rows = [_record(r) for r in read(self.datastore,
-            "SELECT * FROM ledger_views WHERE list_pk=? AND list_sk>? ORDER BY list_sk LIMIT ?",
-            (list_pk, cursor or "", limit + 1))]
+        rows = [
+            _record(r)
+            for r in read(
+                self.datastore,
+                "SELECT * FROM ledger_views WHERE list_pk=? AND list_sk>? ORDER BY list_sk LIMIT ?",
+                (list_pk, cursor or "", limit + 1),
+            )
+        ]
         page = rows[:limit]
         return page, (page[-1].list_sk if len(rows) > limit and page else None)
 
@@ -147,6 +168,10 @@ def encode_data(data: Mapping[str, Any]) -> str:
 def _record(row: sqlite3.Row) -> ViewRecord:
     """A view row; the library's connections make ``sqlite3.Row`` rows."""
     return ViewRecord(
-        name=row["name"], key=row["key"], version=row["version"],
-        data=json.loads(row["data"]), list_pk=row["list_pk"], list_sk=row["list_sk"],
+        name=row["name"],
+        key=row["key"],
+        version=row["version"],
+        data=json.loads(row["data"]),
+        list_pk=row["list_pk"],
+        list_sk=row["list_sk"],
     )

@@ -45,8 +45,9 @@ class WebhookEntry(BaseModel):
     id: Annotated[str | None, Field(pattern=SUBSCRIPTION_ID)] = None
     url: Annotated[str, Field(min_length=1, max_length=2048)]
     secret: Annotated[str, Field(min_length=1, max_length=200)]
-    events: Annotated[list[Annotated[NotificationType, Field(strict=False)]],
-                      Field(min_length=1, max_length=16)]
+    events: Annotated[
+        list[Annotated[NotificationType, Field(strict=False)]], Field(min_length=1, max_length=16)
+    ]
     actor_id: Annotated[str | None, Field(min_length=1, max_length=200)] = None
     timeout_seconds: Annotated[float, Field(ge=0.5, le=60, strict=False)] = 10.0
 
@@ -77,8 +78,9 @@ def default_id(url: str) -> str:
     return "wh" + hashlib.sha256(url.encode()).hexdigest()[:10]
 
 
-def check_webhook(raw: Any, position: int, environ: Mapping[str, str], *,
-                  production: bool) -> WebhookSubscription:
+def check_webhook(
+    raw: Any, position: int, environ: Mapping[str, str], *, production: bool
+) -> WebhookSubscription:
     """Validate one ``[[webhook]]`` table and resolve its secret reference."""
     label = f"[[webhook]] #{position}"
     if isinstance(raw, Mapping) and isinstance(raw.get("id"), str):
@@ -94,14 +96,18 @@ def check_webhook(raw: Any, position: int, environ: Mapping[str, str], *,
         raise WebhookConfigError(f"{label}: url: no credentials in the URL")
     query_keys = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
     if looks_secret(entry.url) or any(secret_shaped_key(k) for k in query_keys):
-        raise WebhookConfigError(f"{label}: url: no secrets in the URL (it is logged); the "
-                                 "receiver checks the signature instead")
+        raise WebhookConfigError(
+            f"{label}: url: no secrets in the URL (it is logged); the "
+            "receiver checks the signature instead"
+        )
     if production and parts.scheme != "https" and parts.hostname not in LOOPBACK_HOSTS:
         raise WebhookConfigError(f"{label}: url: LEDGER_ENV=production needs https://")
     reference = ENV_REFERENCE.match(entry.secret)
     if reference is None:
-        raise WebhookConfigError(f"{label}: secret: must be \"env:NAME\" (the secret lives in "
-                                 "the environment, not the file)")
+        raise WebhookConfigError(
+            f'{label}: secret: must be "env:NAME" (the secret lives in '
+            "the environment, not the file)"
+        )
     variable = reference.group(1)
     secret = environ.get(variable, "")
     if not secret:
@@ -111,13 +117,19 @@ def check_webhook(raw: Any, position: int, environ: Mapping[str, str], *,
     except InvalidInput as exc:
         raise WebhookConfigError(f"{label}: secret (from {variable}): {exc.detail}") from None
     return WebhookSubscription(
-        id=entry.id or default_id(entry.url), url=entry.url, secret_env=variable,
-        events=frozenset(entry.events), actor_id=entry.actor_id,
-        timeout_seconds=entry.timeout_seconds, secret=secret)
+        id=entry.id or default_id(entry.url),
+        url=entry.url,
+        secret_env=variable,
+        events=frozenset(entry.events),
+        actor_id=entry.actor_id,
+        timeout_seconds=entry.timeout_seconds,
+        secret=secret,
+    )
 
 
-def check_webhooks(entries: Any, name: str, environ: Mapping[str, str], *,
-                   production: bool) -> list[WebhookSubscription]:
+def check_webhooks(
+    entries: Any, name: str, environ: Mapping[str, str], *, production: bool
+) -> list[WebhookSubscription]:
     """Every ``[[webhook]]`` entry of a file; ids must be unique."""
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise WebhookConfigError(f"{name}: 'webhook' must be an array of tables ([[webhook]])")
@@ -128,8 +140,8 @@ def check_webhooks(entries: Any, name: str, environ: Mapping[str, str], *,
         except WebhookConfigError as exc:
             raise WebhookConfigError(f"{name}: {exc}") from None
         if any(s.id == subscription.id for s in found):
-            raise WebhookConfigError(f"{name}: [[webhook]] #{position}: id {subscription.id!r} "
-                                     "is used twice")
+            raise WebhookConfigError(
+                f"{name}: [[webhook]] #{position}: id {subscription.id!r} is used twice"
+            )
         found.append(subscription)
     return found
-

@@ -41,8 +41,7 @@ BACKOFF_MAX_SECONDS = 300.0
 # A claim outlasts the longest send: httpx's timeout bounds each of connect, write,
 # read and pool wait, so four of them, and a margin.
 CLAIM_MARGIN_SECONDS = 5.0
-ERROR_CLASSES = frozenset({"timeout", "connect", "transport", "http_status", "redirect",
-                           "error"})
+ERROR_CLASSES = frozenset({"timeout", "connect", "transport", "http_status", "redirect", "error"})
 
 
 class DeliveryFailed(Exception):
@@ -73,8 +72,9 @@ class HttpxTransport:
     def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> int:
         httpx = self._httpx
         try:
-            with self.client.stream("POST", url, headers=dict(headers), content=body,
-                                    timeout=httpx.Timeout(timeout)) as response:
+            with self.client.stream(
+                "POST", url, headers=dict(headers), content=body, timeout=httpx.Timeout(timeout)
+            ) as response:
                 return int(response.status_code)  # the body is never read
         except httpx.TimeoutException:
             raise DeliveryFailed("timeout") from None
@@ -87,8 +87,13 @@ class HttpxTransport:
         self.client.close()
 
 
-def backoff_seconds(attempts: int, draw: float, *, base: float = BACKOFF_BASE_SECONDS,
-                    cap: float = BACKOFF_MAX_SECONDS) -> float:
+def backoff_seconds(
+    attempts: int,
+    draw: float,
+    *,
+    base: float = BACKOFF_BASE_SECONDS,
+    cap: float = BACKOFF_MAX_SECONDS,
+) -> float:
     """Full jitter: uniform in [0, min(cap, base * 2**(attempts-1)))."""
     ceiling = min(cap, base * (2 ** min(max(attempts - 1, 0), 32)))
     return float(max(0.0, min(1.0, draw)) * ceiling)
@@ -108,8 +113,9 @@ class Deliverer:
     base_seconds: float = BACKOFF_BASE_SECONDS
     max_seconds: float = BACKOFF_MAX_SECONDS
 
-    def run_once(self, *, subjects: Collection[str] | None = None,
-                 stop: Callable[[], bool] | None = None) -> int:
+    def run_once(
+        self, *, subjects: Collection[str] | None = None, stop: Callable[[], bool] | None = None
+    ) -> int:
         """One pass; returns how many sends were made. ``subjects`` limits it to
         those attempts and proposals; ``stop`` ends it early (a Lambda's time)."""
         now = self.clock.now()
@@ -139,20 +145,26 @@ class Deliverer:
         claim has lapsed."""
         data = dict(row.data)
         claimed_until = self.clock.now() + timedelta(
-            seconds=4 * subscription.timeout_seconds + CLAIM_MARGIN_SECONDS)
+            seconds=4 * subscription.timeout_seconds + CLAIM_MARGIN_SECONDS
+        )
         claim = {**data, "next_try_at": format_utc(claimed_until)}
         if not self.views.put_view(delivery_row(claim, row.version + 1)):
             return None  # another deliverer moved it first
         version = row.version + 2
         body = standard.body(data["type"], data["body"])
-        signed = standard.headers(subscription.secret, data["notification_id"],
-                                  int(self.wall()), body)
+        signed = standard.headers(
+            subscription.secret, data["notification_id"], int(self.wall()), body
+        )
         status: int | None = None
         try:
-            status = self.transport.post(subscription.url, signed, body,
-                                         subscription.timeout_seconds)
-            error = None if 200 <= status < 300 else (
-                "redirect" if 300 <= status < 400 else "http_status")
+            status = self.transport.post(
+                subscription.url, signed, body, subscription.timeout_seconds
+            )
+            error = (
+                None
+                if 200 <= status < 300
+                else ("redirect" if 300 <= status < 400 else "http_status")
+            )
         except DeliveryFailed as exc:
             error = exc.kind if exc.kind in ERROR_CLASSES else "error"
         except Exception as exc:  # a transport bug must not stop the loop; never the text
@@ -163,18 +175,28 @@ class Deliverer:
         data["response_status"] = status
         data["updated_at"] = format_utc(now)
         if error is None:
-            data.update(status=DeliveryStatus.DELIVERED.value, last_error=None,
-                        delivered_at=format_utc(now))
+            data.update(
+                status=DeliveryStatus.DELIVERED.value, last_error=None, delivered_at=format_utc(now)
+            )
         else:
-            wait = backoff_seconds(data["attempts"], self.random(), base=self.base_seconds,
-                                   cap=self.max_seconds)
-            data.update(status=DeliveryStatus.FAILING.value, last_error=error,
-                        next_try_at=format_utc(now + timedelta(seconds=wait)))
+            wait = backoff_seconds(
+                data["attempts"], self.random(), base=self.base_seconds, cap=self.max_seconds
+            )
+            data.update(
+                status=DeliveryStatus.FAILING.value,
+                last_error=error,
+                next_try_at=format_utc(now + timedelta(seconds=wait)),
+            )
         moved = self.views.put_view(delivery_row(data, version))
         outcome = "delivered" if error is None else "failed"
         if moved:
-            logger.info("webhook delivery=%s subscription=%s outcome=%s error=%s",
-                        data["delivery_id"], data["subscription_id"], outcome, error or "-")
+            logger.info(
+                "webhook delivery=%s subscription=%s outcome=%s error=%s",
+                data["delivery_id"],
+                data["subscription_id"],
+                outcome,
+                error or "-",
+            )
         if self.on_result is not None:
             self.on_result(outcome)
         return error is None

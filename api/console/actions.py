@@ -26,57 +26,105 @@ def _stale_words(ledger: LedgerDep, attempt_id: str, seen: int) -> str:
     view = status_view(ledger, attempt_id)
     now_at = view.version if view is not None else "?"
     state = view.data.get("status", "?") if view is not None else "?"
-    return (f"Conflict (409), nothing was changed: this attempt moved on after the form was "
-            f"opened. The form was for revision {seen}; the attempt is now at revision "
-            f"{now_at}, status {state}. Read its new state below, and act again only if it "
-            "still needs you.")
+    return (
+        f"Conflict (409), nothing was changed: this attempt moved on after the form was "
+        f"opened. The form was for revision {seen}; the attempt is now at revision "
+        f"{now_at}, status {state}. Read its new state below, and act again only if it "
+        "still needs you."
+    )
 
 
 @router.post("/attempts/{attempt_id}/resolve", response_class=HTMLResponse)
 def resolve_form(
-    request: Request, session: SessionDep, ledger: LedgerDep, attempt_id: str,
-    expected_revision: Annotated[int, Form(ge=1)], resolution: Annotated[Resolution, Form()],
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
+    attempt_id: str,
+    expected_revision: Annotated[int, Form(ge=1)],
+    resolution: Annotated[Resolution, Form()],
     reason: Annotated[str, Form(max_length=500)] = "",
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     """Settle outcome_unknown (never calls the executor), as the signed-in admin."""
     return _admin_action(
-        request, session, ledger, attempt_id, expected_revision, csrf, "resolved",
-        lambda: resolve(ledger.context, attempt_id=attempt_id,
-                        expected_revision=expected_revision, outcome=resolution, reason=reason,
-                        resolved_by=session.subject))
+        request,
+        session,
+        ledger,
+        attempt_id,
+        expected_revision,
+        csrf,
+        "resolved",
+        lambda: resolve(
+            ledger.context,
+            attempt_id=attempt_id,
+            expected_revision=expected_revision,
+            outcome=resolution,
+            reason=reason,
+            resolved_by=session.subject,
+        ),
+    )
 
 
 @router.post("/attempts/{attempt_id}/reconcile", response_class=HTMLResponse)
 def reconcile_form(
-    request: Request, session: SessionDep, ledger: LedgerDep, attempt_id: str,
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
+    attempt_id: str,
     expected_revision: Annotated[int, Form(ge=1)],
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     """Run the registered read-only reconciler again."""
     return _admin_action(
-        request, session, ledger, attempt_id, expected_revision, csrf, "reconciled",
-        lambda: reconcile(ledger.context, attempt_id=attempt_id,
-                          expected_revision=expected_revision))
+        request,
+        session,
+        ledger,
+        attempt_id,
+        expected_revision,
+        csrf,
+        "reconciled",
+        lambda: reconcile(
+            ledger.context, attempt_id=attempt_id, expected_revision=expected_revision
+        ),
+    )
 
 
-def _admin_action(request: Request, session: Session, ledger: LedgerDep, attempt_id: str,
-                  expected_revision: int, csrf: str, done: str,
-                  action: Callable[[], object]) -> Response:
+def _admin_action(
+    request: Request,
+    session: Session,
+    ledger: LedgerDep,
+    attempt_id: str,
+    expected_revision: int,
+    csrf: str,
+    done: str,
+    action: Callable[[], object],
+) -> Response:
     """One admin form: check its CSRF token, run the action, explain a stale form
     (409) or any other refusal on the attempt page, else go back to it."""
     if not same_secret(csrf, session.csrf):
-        return _attempt_page(request, session, ledger, attempt_id, status=403,
-                             problem="The form's security token did not match. Reload the "
-                                     "page and try again.")
+        return _attempt_page(
+            request,
+            session,
+            ledger,
+            attempt_id,
+            status=403,
+            problem="The form's security token did not match. Reload the page and try again.",
+        )
     try:
         action()
     except (StaleRevision, NotOutcomeUnknown):
         ledger.projector.project_attempt(attempt_id)
-        return _attempt_page(request, session, ledger, attempt_id, status=409,
-                             problem=_stale_words(ledger, attempt_id, expected_revision))
+        return _attempt_page(
+            request,
+            session,
+            ledger,
+            attempt_id,
+            status=409,
+            problem=_stale_words(ledger, attempt_id, expected_revision),
+        )
     except LedgerError as exc:
-        return _attempt_page(request, session, ledger, attempt_id, status=status_for(exc),
-                             problem=exc.detail)
+        return _attempt_page(
+            request, session, ledger, attempt_id, status=status_for(exc), problem=exc.detail
+        )
     ledger.projector.project_attempt(attempt_id)
     return RedirectResponse(f"/console/attempts/{attempt_id}?done={done}", status_code=303)

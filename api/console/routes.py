@@ -65,8 +65,12 @@ SessionDep = Annotated[Session, Depends(current_session)]
 def _secure(request: Request) -> bool:
     """Secure cookies except for plain HTTP on loopback (a development console)."""
     host = request.url.hostname or ""
-    return request.url.scheme == "https" or host not in ("127.0.0.1", "localhost", "::1",
-                                                         "testserver")
+    return request.url.scheme == "https" or host not in (
+        "127.0.0.1",
+        "localhost",
+        "::1",
+        "testserver",
+    )
 
 
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
@@ -74,7 +78,8 @@ def _page(request: Request, name: str, context: dict[str, Any], status: int = 20
     response.headers["Cache-Control"] = "no-store"
     response.headers["Content-Security-Policy"] = (
         "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'")
+        "frame-ancestors 'none'; base-uri 'none'"
+    )
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Referrer-Policy"] = "no-referrer"
     return response
@@ -93,11 +98,13 @@ def _age(text: str | None, now: datetime) -> str:
     return f"{seconds // 86400}d"
 
 
-def _rows(ledger: LedgerDep, status: AttemptStatus, cursor: str | None,
-          limit: int = PAGE_SIZE) -> tuple[list[dict[str, Any]], str | None]:
+def _rows(
+    ledger: LedgerDep, status: AttemptStatus, cursor: str | None, limit: int = PAGE_SIZE
+) -> tuple[list[dict[str, Any]], str | None]:
     assert ledger.views is not None
-    records, next_raw = ledger.views.list_views(status_list_key(status.value), limit,
-                                                decode_cursor(cursor))
+    records, next_raw = ledger.views.list_views(
+        status_list_key(status.value), limit, decode_cursor(cursor)
+    )
     now = ledger.clock.now()
     rows = []
     for record in records:
@@ -112,38 +119,59 @@ def _rows(ledger: LedgerDep, status: AttemptStatus, cursor: str | None,
 
 @router.get("", response_class=HTMLResponse)
 def attention(
-    request: Request, session: SessionDep, ledger: LedgerDep,
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
     unknown_cursor: Annotated[str | None, Query(max_length=400)] = None,
     failed_cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Response:
     """What needs a human: outcome_unknown and failed_safe, oldest first, with age."""
     sections = []
-    for status, cursor, param in ((ATTENTION[0], unknown_cursor, "unknown_cursor"),
-                                  (ATTENTION[1], failed_cursor, "failed_cursor")):
+    for status, cursor, param in (
+        (ATTENTION[0], unknown_cursor, "unknown_cursor"),
+        (ATTENTION[1], failed_cursor, "failed_cursor"),
+    ):
         rows, next_cursor = _rows(ledger, status, cursor)
         more = f"/console?{urlencode({param: next_cursor})}" if next_cursor else None
         sections.append({"status": status.value, "rows": rows, "more": more})
-    return _page(request, "attention.html", {"session": session, "sections": sections,
-                                             "active": "attention"})
+    return _page(
+        request, "attention.html", {"session": session, "sections": sections, "active": "attention"}
+    )
 
 
 @router.get("/attempts", response_class=HTMLResponse)
 def attempts_by_status(
-    request: Request, session: SessionDep, ledger: LedgerDep,
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
     status: AttemptStatus = AttemptStatus.QUEUED,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Response:
     rows, next_cursor = _rows(ledger, status, cursor)
-    more = (f"/console/attempts?{urlencode({'status': status.value, 'cursor': next_cursor})}"
-            if next_cursor else None)
-    return _page(request, "attempts.html", {
-        "session": session, "rows": rows, "status": status.value, "more": more,
-        "statuses": [s.value for s in AttemptStatus], "active": "attempts"})
+    more = (
+        f"/console/attempts?{urlencode({'status': status.value, 'cursor': next_cursor})}"
+        if next_cursor
+        else None
+    )
+    return _page(
+        request,
+        "attempts.html",
+        {
+            "session": session,
+            "rows": rows,
+            "status": status.value,
+            "more": more,
+            "statuses": [s.value for s in AttemptStatus],
+            "active": "attempts",
+        },
+    )
 
 
 @router.get("/inbox", response_class=HTMLResponse)
 def pending_approvals(
-    request: Request, session: SessionDep, ledger: LedgerDep,
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
     actor_id: Annotated[str, Query(max_length=200)] = "",
     status: ProposalStatus = ProposalStatus.PRESENTED,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
@@ -153,9 +181,15 @@ def pending_approvals(
     expiry and attempt ids only."""
     actor_id = actor_id.strip()
     context: dict[str, Any] = {
-        "session": session, "active": "inbox", "actor_id": actor_id, "status": status.value,
-        "statuses": [s.value for s in ProposalStatus], "rows": None, "more": None,
-        "problem": None}
+        "session": session,
+        "active": "inbox",
+        "actor_id": actor_id,
+        "status": status.value,
+        "statuses": [s.value for s in ProposalStatus],
+        "rows": None,
+        "more": None,
+        "problem": None,
+    }
     if not actor_id:
         return _page(request, "inbox.html", context)
     if not ACTOR_ID.fullmatch(actor_id):
@@ -163,39 +197,72 @@ def pending_approvals(
         context["actor_id"] = ""
         return _page(request, "inbox.html", context, 400)
     assert ledger.views is not None
-    rows, next_raw = list_inbox(ledger.views, actor_id, status, ledger.clock.now(), PAGE_SIZE,
-                                decode_cursor(cursor))
+    rows, next_raw = list_inbox(
+        ledger.views, actor_id, status, ledger.clock.now(), PAGE_SIZE, decode_cursor(cursor)
+    )
     next_cursor = encode_cursor(next_raw)
-    context["rows"] = [{key: row.get(key) for key in (
-        "proposal_id", "version", "status", "created_at", "expires_at", "attempt_id")}
-        for row in rows]
+    context["rows"] = [
+        {
+            key: row.get(key)
+            for key in (
+                "proposal_id",
+                "version",
+                "status",
+                "created_at",
+                "expires_at",
+                "attempt_id",
+            )
+        }
+        for row in rows
+    ]
     if next_cursor:
         context["more"] = "/console/inbox?" + urlencode(
-            {"actor_id": actor_id, "status": status.value, "cursor": next_cursor})
+            {"actor_id": actor_id, "status": status.value, "cursor": next_cursor}
+        )
     return _page(request, "inbox.html", context)
 
 
-def _attempt_page(request: Request, session: Session, ledger: LedgerDep, attempt_id: str,
-                  *, problem: str | None = None, status: int = 200,
-                  notice: str | None = None) -> Response:
+def _attempt_page(
+    request: Request,
+    session: Session,
+    ledger: LedgerDep,
+    attempt_id: str,
+    *,
+    problem: str | None = None,
+    status: int = 200,
+    notice: str | None = None,
+) -> Response:
     view = status_view(ledger, attempt_id) if len(attempt_id) <= MAX_ID_CHARS else None
     if view is None:
         return _page(request, "missing.html", {"session": session, "active": None}, 404)
     audit = audit_attempt(ledger.store, ledger.views, attempt_id)
     data = public_view(view.data)
-    return _page(request, "attempt.html", {
-        "session": session, "attempt": data, "audit": audit, "active": None,
-        "svg": timeline_svg(audit["attempt"]["events"]),
-        "age": _age(data.get("updated_at"), ledger.clock.now()),
-        "resolutions": [r.value for r in Resolution],
-        "problem": problem, "notice": notice,
-    }, status)
+    return _page(
+        request,
+        "attempt.html",
+        {
+            "session": session,
+            "attempt": data,
+            "audit": audit,
+            "active": None,
+            "svg": timeline_svg(audit["attempt"]["events"]),
+            "age": _age(data.get("updated_at"), ledger.clock.now()),
+            "resolutions": [r.value for r in Resolution],
+            "problem": problem,
+            "notice": notice,
+        },
+        status,
+    )
 
 
 @router.get("/attempts/{attempt_id}", response_class=HTMLResponse)
-def attempt_page(request: Request, session: SessionDep, ledger: LedgerDep,
-                 attempt_id: str, done: Annotated[str | None, Query(max_length=40)] = None
-                 ) -> Response:
+def attempt_page(
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
+    attempt_id: str,
+    done: Annotated[str | None, Query(max_length=40)] = None,
+) -> Response:
     notice = {"resolved": "Resolved.", "reconciled": "Reconciliation ran."}.get(done or "")
     return _attempt_page(request, session, ledger, attempt_id, notice=notice)
 

@@ -50,8 +50,11 @@ class SessionSigner:
 
     def issue(self, subject: str, expires_at: int) -> tuple[str, Session]:
         session = Session(subject=subject, expires_at=expires_at, csrf=secrets.token_urlsafe(32))
-        payload = _b64(json.dumps({"sub": subject, "exp": expires_at, "csrf": session.csrf},
-                                  separators=(",", ":")).encode())
+        payload = _b64(
+            json.dumps(
+                {"sub": subject, "exp": expires_at, "csrf": session.csrf}, separators=(",", ":")
+            ).encode()
+        )
         return f"{payload}.{self._mac(payload)}", session
 
     def check(self, cookie: str | None, now: datetime) -> Session | None:
@@ -63,8 +66,9 @@ class SessionSigner:
             return None
         try:
             data = json.loads(_unb64(payload))
-            session = Session(subject=str(data["sub"]), expires_at=int(data["exp"]),
-                              csrf=str(data["csrf"]))
+            session = Session(
+                subject=str(data["sub"]), expires_at=int(data["exp"]), csrf=str(data["csrf"])
+            )
         except (ValueError, KeyError, TypeError):
             return None
         if session.expires_at <= int(now.timestamp()):

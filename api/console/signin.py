@@ -21,8 +21,15 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 def signin_form(request: Request) -> Response:
     nonce = get_signer(request).signin_nonce()
     response = _page(request, "signin.html", {"nonce": nonce, "error": None})
-    response.set_cookie(SIGNIN_COOKIE, nonce, max_age=600, httponly=True, samesite="strict",
-                        secure=_secure(request), path="/console")
+    response.set_cookie(
+        SIGNIN_COOKIE,
+        nonce,
+        max_age=600,
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+        path="/console",
+    )
     return response
 
 
@@ -52,8 +59,15 @@ def signin(
         expires = min(expires, token_exp)  # never outlive the token it came from
     cookie, _ = get_signer(request).issue(caller.subject, expires)
     response = RedirectResponse("/console", status_code=303)
-    response.set_cookie(SESSION_COOKIE, cookie, max_age=max(1, expires - now), httponly=True,
-                        samesite="strict", secure=_secure(request), path="/console")
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=max(1, expires - now),
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+        path="/console",
+    )
     response.delete_cookie(SIGNIN_COOKIE, path="/console")
     return response
 
@@ -61,8 +75,15 @@ def signin(
 def _refused_signin(request: Request, message: str, status: int) -> Response:
     nonce = get_signer(request).signin_nonce()
     response = _page(request, "signin.html", {"nonce": nonce, "error": message}, status)
-    response.set_cookie(SIGNIN_COOKIE, nonce, max_age=600, httponly=True, samesite="strict",
-                        secure=_secure(request), path="/console")
+    response.set_cookie(
+        SIGNIN_COOKIE,
+        nonce,
+        max_age=600,
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+        path="/console",
+    )
     return response
 
 

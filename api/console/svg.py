@@ -52,23 +52,33 @@ def _label(row: dict[str, Any]) -> str:
 def timeline_svg(rows: Sequence[dict[str, Any]]) -> str:
     """An SVG document: one node per event, joined by the path the states took."""
     height = max(ROW, ROW * len(rows)) + 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{WIDTH}" '
-             f'height="{height}" viewBox="0 0 {WIDTH} {height}" class="timeline">',
-             "<title>State path of the attempt</title>"]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" width="{WIDTH}" '
+        f'height="{height}" viewBox="0 0 {WIDTH} {height}" class="timeline">',
+        "<title>State path of the attempt</title>",
+    ]
     state = "queued"
     for index, row in enumerate(rows):
         y = 24 + index * ROW
         state = _state_of(row, state)
         color = COLORS.get(state, "#111827")
         if index + 1 < len(rows):
-            parts.append(f'<line x1="{LEFT}" y1="{y}" x2="{LEFT}" y2="{y + ROW}" '
-                         'stroke="#d1d5db" stroke-width="3"/>')
-        parts.append(f'<circle cx="{LEFT}" cy="{y}" r="9" fill="{color}">'
-                     f"<title>{escape(state)}</title></circle>")
-        parts.append(f'<text x="{LEFT + 22}" y="{y - 3}" font-size="14" '
-                     f'font-family="sans-serif" fill="#111827">{escape(_label(row))}</text>')
-        parts.append(f'<text x="{LEFT + 22}" y="{y + 14}" font-size="12" '
-                     f'font-family="sans-serif" fill="{color}">{escape(state)} · '
-                     f'{escape(str(row.get("recorded_at", "")))}</text>')
+            parts.append(
+                f'<line x1="{LEFT}" y1="{y}" x2="{LEFT}" y2="{y + ROW}" '
+                'stroke="#d1d5db" stroke-width="3"/>'
+            )
+        parts.append(
+            f'<circle cx="{LEFT}" cy="{y}" r="9" fill="{color}">'
+            f"<title>{escape(state)}</title></circle>"
+        )
+        parts.append(
+            f'<text x="{LEFT + 22}" y="{y - 3}" font-size="14" '
+            f'font-family="sans-serif" fill="#111827">{escape(_label(row))}</text>'
+        )
+        parts.append(
+            f'<text x="{LEFT + 22}" y="{y + 14}" font-size="12" '
+            f'font-family="sans-serif" fill="{color}">{escape(state)} · '
+            f"{escape(str(row.get('recorded_at', '')))}</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)

@@ -25,26 +25,45 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 MAX_ID_CHARS = 80
 
 
-def _deliveries_page(request: Request, session: Session, ledger: LedgerDep,
-                     status: DeliveryStatus, cursor: str | None, *,
-                     notice: str | None = None, problem: str | None = None,
-                     code: int = 200) -> Response:
+def _deliveries_page(
+    request: Request,
+    session: Session,
+    ledger: LedgerDep,
+    status: DeliveryStatus,
+    cursor: str | None,
+    *,
+    notice: str | None = None,
+    problem: str | None = None,
+    code: int = 200,
+) -> Response:
     assert ledger.views is not None
-    rows, next_raw = ledger.views.list_views(delivery_list_key(status.value), PAGE_SIZE,
-                                             decode_cursor(cursor))
+    rows, next_raw = ledger.views.list_views(
+        delivery_list_key(status.value), PAGE_SIZE, decode_cursor(cursor)
+    )
     next_cursor = encode_cursor(next_raw)
-    more = ("/console/webhooks?" + urlencode({"status": status.value, "cursor": next_cursor})
-            if next_cursor else None)
+    more = (
+        "/console/webhooks?" + urlencode({"status": status.value, "cursor": next_cursor})
+        if next_cursor
+        else None
+    )
     context: dict[str, Any] = {
-        "session": session, "active": "webhooks", "status": status.value,
-        "statuses": [s.value for s in DeliveryStatus], "rows": [listed(r.data) for r in rows],
-        "more": more, "notice": notice, "problem": problem}
+        "session": session,
+        "active": "webhooks",
+        "status": status.value,
+        "statuses": [s.value for s in DeliveryStatus],
+        "rows": [listed(r.data) for r in rows],
+        "more": more,
+        "notice": notice,
+        "problem": problem,
+    }
     return _page(request, "webhooks.html", context, code)
 
 
 @router.get("/webhooks", response_class=HTMLResponse)
 def webhook_deliveries(
-    request: Request, session: SessionDep, ledger: LedgerDep,
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
     status: DeliveryStatus = DeliveryStatus.FAILING,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
     done: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
@@ -57,19 +76,41 @@ def webhook_deliveries(
 
 @router.post("/webhooks/{delivery_id}/redeliver", response_class=HTMLResponse)
 def redeliver_form(
-    request: Request, session: SessionDep, ledger: LedgerDep, delivery_id: str,
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
+    delivery_id: str,
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
     """Send one delivery again (a failing one now rather than after its backoff)."""
     if not same_secret(csrf, session.csrf):
-        return _deliveries_page(request, session, ledger, DeliveryStatus.FAILING, None,
-                                code=403, problem="The form's security token did not match. "
-                                                  "Reload the page and try again.")
+        return _deliveries_page(
+            request,
+            session,
+            ledger,
+            DeliveryStatus.FAILING,
+            None,
+            code=403,
+            problem="The form's security token did not match. Reload the page and try again.",
+        )
     assert ledger.views is not None
-    found = (redeliver(ledger.views, delivery_id, ledger.clock)
-             if len(delivery_id) <= MAX_ID_CHARS else None)
+    found = (
+        redeliver(ledger.views, delivery_id, ledger.clock)
+        if len(delivery_id) <= MAX_ID_CHARS
+        else None
+    )
     if found is None:
-        return _deliveries_page(request, session, ledger, DeliveryStatus.FAILING, None,
-                                code=404, problem="There is no such delivery.")
-    return RedirectResponse("/console/webhooks?" + urlencode(
-        {"status": DeliveryStatus.PENDING.value, "done": delivery_id}), status_code=303)
+        return _deliveries_page(
+            request,
+            session,
+            ledger,
+            DeliveryStatus.FAILING,
+            None,
+            code=404,
+            problem="There is no such delivery.",
+        )
+    return RedirectResponse(
+        "/console/webhooks?"
+        + urlencode({"status": DeliveryStatus.PENDING.value, "done": delivery_id}),
+        status_code=303,
+    )

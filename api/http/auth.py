@@ -145,10 +145,14 @@ class TokenVerifier:
     like any other invalid token, so a leaked long-lived token is not forever.
     """
 
-    def __init__(self, keys: dict[str, list[Any]],
-                 max_lifetime_seconds: int = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
-                 *, now: Callable[[], float] = time.time,
-                 cache_size: int = VERIFIED_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        keys: dict[str, list[Any]],
+        max_lifetime_seconds: int = DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
+        *,
+        now: Callable[[], float] = time.time,
+        cache_size: int = VERIFIED_CACHE_SIZE,
+    ) -> None:
         self._keys = {alg: list(found) for alg, found in keys.items() if found}
         self.max_lifetime_seconds = max_lifetime_seconds
         # Tokens verified before, by their SHA-256 (the token itself is not kept),
@@ -167,8 +171,9 @@ class TokenVerifier:
         Raises SettingsError for an unusable public key, so start-up fails clearly.
         """
         keys: dict[str, list[Any]] = {}
-        dev_secret_in_production = (settings.env is Environment.PRODUCTION
-                                    and settings.uses_development_secret)
+        dev_secret_in_production = (
+            settings.env is Environment.PRODUCTION and settings.uses_development_secret
+        )
         if not dev_secret_in_production:
             keys["HS256"] = [settings.auth_hs256_secret.get_secret_value()]
         if settings.auth_rs256_public_key:
@@ -211,15 +216,17 @@ class TokenVerifier:
         algorithm: str = header_alg
         for key in self._keys[algorithm]:
             try:
-                claims = jwt.decode(token, key, algorithms=[algorithm],
-                                    options={"require": list(REQUIRED_CLAIMS)})
+                claims = jwt.decode(
+                    token, key, algorithms=[algorithm], options={"require": list(REQUIRED_CLAIMS)}
+                )
             except jwt.InvalidSignatureError:
                 continue
             except jwt.PyJWTError:
                 raise Unauthenticated(_INVALID) from None
             now = self._now()
-            if (claimed_lifetime(claims, now) > self.max_lifetime_seconds
-                    or now >= float(claims["exp"])):  # the remembered path's rule too
+            if claimed_lifetime(claims, now) > self.max_lifetime_seconds or now >= float(
+                claims["exp"]
+            ):  # the remembered path's rule too
                 raise Unauthenticated(_INVALID)
             try:
                 return caller_from_claims(claims), float(claims["exp"])
@@ -246,8 +253,10 @@ def mint_token(
     ``LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS`` included.
     """
     if ttl_seconds > settings.auth_max_token_lifetime_seconds:
-        raise InvalidInput(f"the lifetime is limited to {settings.auth_max_token_lifetime_seconds} "
-                           "seconds (LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS)")
+        raise InvalidInput(
+            f"the lifetime is limited to {settings.auth_max_token_lifetime_seconds} "
+            "seconds (LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS)"
+        )
     claims: dict[str, Any] = {"sub": subject, "role": str(role)}
     if provenance is not None:
         claims.update({name: getattr(provenance, name) for name in PROVENANCE_CLAIMS})

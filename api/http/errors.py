@@ -106,8 +106,10 @@ def describe_request_errors(errors: list[Any]) -> str:
     """Field locations and messages of a validation failure, never input values."""
     parts: list[str] = []
     for err in errors[:MAX_REPORTED_PROBLEMS]:
-        loc = [str(p) if isinstance(p, int) or _SAFE_LOCATION.match(str(p)) else "*"
-               for p in err.get("loc", ())]
+        loc = [
+            str(p) if isinstance(p, int) or _SAFE_LOCATION.match(str(p)) else "*"
+            for p in err.get("loc", ())
+        ]
         kind = err.get("type", "")
         message = str(err.get("msg", "invalid value"))
         if kind == "extra_forbidden":

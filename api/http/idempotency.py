@@ -24,8 +24,10 @@ from domain.services.idempotency import MAX_KEY_CHARS, IdempotencyKey
 # No length limit here: a longer value gets the uniform refusal body, not a 422 of the schema.
 KeyHeader = Annotated[
     str | None,
-    Header(alias="Idempotency-Key",
-           description=f"Retry-safe POST: 1..{MAX_KEY_CHARS} printable ASCII characters."),
+    Header(
+        alias="Idempotency-Key",
+        description=f"Retry-safe POST: 1..{MAX_KEY_CHARS} printable ASCII characters.",
+    ),
 ]
 
 

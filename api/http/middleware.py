@@ -21,12 +21,16 @@ DEFAULT_MAX_BODY_BYTES = 64 * 1024
 
 async def _send_error(send: Send, status: int, code: str, detail: str) -> None:
     body = json.dumps({"error": code, "detail": detail}).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode())],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -144,12 +148,17 @@ class ObservabilityMiddleware:
             if self.tracer is None:
                 await self.app(scope, receive, status_send)
             else:
-                parent = {k.decode("latin-1"): v.decode("latin-1")
-                          for k, v in scope.get("headers", [])
-                          if k in (b"traceparent", b"tracestate")}
-                with self.tracer.span(f"{method_label} request", {"http.request.method":
-                                                                   method_label},
-                                      parent=parent or None, kind=SpanKind.SERVER) as span:
+                parent = {
+                    k.decode("latin-1"): v.decode("latin-1")
+                    for k, v in scope.get("headers", [])
+                    if k in (b"traceparent", b"tracestate")
+                }
+                with self.tracer.span(
+                    f"{method_label} request",
+                    {"http.request.method": method_label},
+                    parent=parent or None,
+                    kind=SpanKind.SERVER,
+                ) as span:
                     try:
                         await self.app(scope, receive, status_send)
                     finally:
@@ -158,9 +167,13 @@ class ObservabilityMiddleware:
                         span.set("http.response.status_code", status)
                         _rename(route, method_label)
         finally:
-            self.metrics.observe("ledger_http_request_duration_seconds",
-                                 time.perf_counter() - started, method=method_label,
-                                 route=_route_template(scope), status=f"{status // 100}xx")
+            self.metrics.observe(
+                "ledger_http_request_duration_seconds",
+                time.perf_counter() - started,
+                method=method_label,
+                route=_route_template(scope),
+                status=f"{status // 100}xx",
+            )
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
@@ -172,15 +185,14 @@ def _route_template(scope: Scope) -> str:
     if route is None:
         return safe_route(None)
     app = scope.get("app")
-    templates: dict[int, str] | None = getattr(getattr(app, "state", None), "route_templates",
-                                               None)
+    templates: dict[int, str] | None = getattr(getattr(app, "state", None), "route_templates", None)
     if templates is None and app is not None:
         templates = {}
         for entry in getattr(app, "routes", []):
             # Recent FastAPI keeps an included router as one entry whose contexts
             # know their full path and the original route the scope names.
             contexts = getattr(entry, "effective_route_contexts", None)
-            for item in (contexts() if contexts is not None else [entry]):
+            for item in contexts() if contexts is not None else [entry]:
                 original = getattr(item, "original_route", item)
                 templates.setdefault(id(original), str(getattr(item, "path", "")))
         app.state.route_templates = templates

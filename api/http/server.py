@@ -129,8 +129,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def _evict_one(self) -> None:
         """Close the connection that has waited longest for its own request."""
-        waiting = [c for c in self.connections if isinstance(c, GuardedH11Protocol)
-                   and c._still_sending() and not c.transport.is_closing()]
+        waiting = [
+            c
+            for c in self.connections
+            if isinstance(c, GuardedH11Protocol)
+            and c._still_sending()
+            and not c.transport.is_closing()
+        ]
         if waiting:
             oldest = min(waiting, key=lambda c: c.last_start)
             oldest._cancel_deadline()
@@ -148,11 +153,23 @@ def serve_http(app: Any, *, host: str, port: int, limits: ServeLimits) -> None:
 
     fitted = limits.within_descriptors()
     if fitted.max_connections < limits.max_connections:
-        logger.warning("serving at most %d connections (the file descriptor limit leaves no "
-                       "room for LEDGER_HTTP_MAX_CONNECTIONS=%d)",
-                       fitted.max_connections, limits.max_connections)
+        logger.warning(
+            "serving at most %d connections (the file descriptor limit leaves no "
+            "room for LEDGER_HTTP_MAX_CONNECTIONS=%d)",
+            fitted.max_connections,
+            limits.max_connections,
+        )
     # log_config=None: uvicorn's own lines go through the root handler (the ledger's
     # text or JSON format and the redaction filter) instead of a handler of its own.
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False, log_config=None,
-                http=guarded_protocol(fitted), timeout_keep_alive=fitted.keep_alive_timeout,
-                h11_max_incomplete_event_size=MAX_HEADER_BYTES, backlog=ACCEPT_BACKLOG)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,
+        log_config=None,
+        http=guarded_protocol(fitted),
+        timeout_keep_alive=fitted.keep_alive_timeout,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        backlog=ACCEPT_BACKLOG,
+    )

@@ -95,8 +95,12 @@ def resolve_control(ctx: ServiceContext, token: str) -> tuple[str, str]:
 
 
 def load_bound_control(
-    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance,
-    *, cached: bool = False,
+    ctx: ServiceContext,
+    proposal_id: str,
+    presentation_id: str,
+    who: Provenance,
+    *,
+    cached: bool = False,
 ) -> Proposal:
     """The proposal of a control bound exactly to this caller's provenance,
     or the uniform failure. ``cached``: from the read cache (the caller's
@@ -120,8 +124,12 @@ def load_bound_control(
 
 
 def _approve_once(
-    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance,
-    *, fresh: bool,
+    ctx: ServiceContext,
+    proposal_id: str,
+    presentation_id: str,
+    who: Provenance,
+    *,
+    fresh: bool,
 ) -> ApprovalResult:
     now = ctx.clock.now()
     proposal = load_bound_control(ctx, proposal_id, presentation_id, who, cached=not fresh)
@@ -188,7 +196,7 @@ def _approve_once(
             aggregates=[proposal, attempt],
             read_set=auth.read_set,
             due=[DueWork(attempt_id, now)],
-        )
+        ),
     )
     return ApprovalResult(attempt_id=attempt_id, attempt_revision=attempt.version)
 

@@ -102,8 +102,13 @@ class DirectoryReads:
     acted on.
     """
 
-    def __init__(self, ctx: ServiceContext, *, fresh: bool = True,
-                 pins: Sequence[tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: ServiceContext,
+        *,
+        fresh: bool = True,
+        pins: Sequence[tuple[str, int]] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.fresh = fresh or not ctx.cache.enabled
         self.pins = {stream_id: version for stream_id, version in pins or ()}
@@ -117,14 +122,19 @@ class DirectoryReads:
         if self.fresh:
             return
         if not self.pins:
-            lacking = [i for i in stream_ids
-                       if not isinstance(self.ctx.cache.get(i), DirectorySnapshot)]
+            lacking = [
+                i for i in stream_ids if not isinstance(self.ctx.cache.get(i), DirectorySnapshot)
+            ]
             if len(lacking) > 1:  # one record is one read either way
                 self._pinned, self._absent = read_directory_latest(
-                    self.ctx.store, self.ctx.cache, lacking)
+                    self.ctx.store, self.ctx.cache, lacking
+                )
             return
-        missing = [(i, self.pins[i]) for i in stream_ids  # version 0: was untracked
-                   if self.pins.get(i, 0) > 0 and _older(self.ctx.cache.get(i), self.pins[i])]
+        missing = [
+            (i, self.pins[i])
+            for i in stream_ids  # version 0: was untracked
+            if self.pins.get(i, 0) > 0 and _older(self.ctx.cache.get(i), self.pins[i])
+        ]
         self._pinned = read_directory_at(self.ctx.store, self.ctx.cache, missing)
 
     def get(self, stream_id: str) -> DirectorySnapshot | None:
@@ -144,7 +154,10 @@ def _older(held: object, version: int) -> bool:
 
 
 def authorize(
-    ctx: ServiceContext, who: Approver, spec: ProposalSpec, now: datetime,
+    ctx: ServiceContext,
+    who: Approver,
+    spec: ProposalSpec,
+    now: datetime,
     reads: DirectoryReads | None = None,
 ) -> Authorization:
     """Check actor, bindings, permission, executor build and target; raise on failure.
@@ -202,5 +215,4 @@ def authorize(
             if target.text("revision") != spec.target.base_revision:
                 raise TargetDrift(target)
             records.append(target)
-    return Authorization(delivery_mode=build.text("delivery_mode"), records=records,
-                         absent=absent)
+    return Authorization(delivery_mode=build.text("delivery_mode"), records=records, absent=absent)

@@ -70,8 +70,7 @@ class _Call:
         "result",
     )
 
-    def __init__(self, call: Callable[[], Any], late: LateAnswer,
-                 owner: ThreadedCalls) -> None:
+    def __init__(self, call: Callable[[], Any], late: LateAnswer, owner: ThreadedCalls) -> None:
         self.call = call
         # A copy of the caller's context, so context variables (the current
         # trace span among them) follow the call onto the pool thread.
@@ -118,8 +117,7 @@ class CallThreads:
                 self._jobs.put(job)
                 return
             self._started += 1
-        threading.Thread(target=self._serve, args=(job,), name="executor-call",
-                         daemon=True).start()
+        threading.Thread(target=self._serve, args=(job,), name="executor-call", daemon=True).start()
 
     def _serve(self, job: _Call | None) -> None:
         while job is not None:

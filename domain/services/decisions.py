@@ -85,6 +85,7 @@ def cancel(
     proposal and appends nothing."""
     if idempotency is not None and idempotency.stored_answer(ctx.store) is not None:
         return _stored(ctx, proposal_id)
+
     def cancel_once() -> Proposal:
         now = ctx.clock.now()
         proposal = ctx.store.get(Proposal, proposal_id)
@@ -107,6 +108,7 @@ def cancel(
         raise ConcurrencyConflict(proposal_id)
 
     return retry_on_conflict(cancel_once, exhausted=contended)
+
 
 def _stored(ctx: ServiceContext, proposal_id: str) -> Proposal:
     proposal = ctx.store.get(Proposal, proposal_id)

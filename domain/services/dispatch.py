@@ -36,8 +36,9 @@ Marked = tuple[ExecutionAttempt, Checked, datetime]
 """The attempt with its marker committed, the passed recheck, the call's deadline."""
 
 
-def mark_dispatch(ctx: ServiceContext, policy: WorkerPolicy, attempt: ExecutionAttempt,
-                  generation: int) -> Marked | Outcome:
+def mark_dispatch(
+    ctx: ServiceContext, policy: WorkerPolicy, attempt: ExecutionAttempt, generation: int
+) -> Marked | Outcome:
     """Recheck I7 and commit the dispatch marker, or say what happened instead.
 
     The records the recheck used may come from the read cache or from the
@@ -65,18 +66,27 @@ def mark_dispatch(ctx: ServiceContext, policy: WorkerPolicy, attempt: ExecutionA
             seconds=policy.deadline_margin_seconds
         )
         try:
-            current.mark_dispatch(generation=generation, now=now, deadline=deadline,
-                                  settle_seconds=settle_seconds(checked.executor))
+            current.mark_dispatch(
+                generation=generation,
+                now=now,
+                deadline=deadline,
+                settle_seconds=settle_seconds(checked.executor),
+            )
         except IllegalTransition:
             return Outcome.STALE
         try:
-            with ctx.tracer.span("ledger.worker.dispatch_marker",
-                                 {"ledger.lease_generation": generation}):
-                commit(ctx.store, ctx.cache, Commit(
-                    aggregates=[current],
-                    read_set=checked.authorization.read_set,
-                    due=[DueWork(current.id, stored_time(current.lease_expires_at))],
-                ))
+            with ctx.tracer.span(
+                "ledger.worker.dispatch_marker", {"ledger.lease_generation": generation}
+            ):
+                commit(
+                    ctx.store,
+                    ctx.cache,
+                    Commit(
+                        aggregates=[current],
+                        read_set=checked.authorization.read_set,
+                        due=[DueWork(current.id, stored_time(current.lease_expires_at))],
+                    ),
+                )
         except ConcurrencyConflict as conflict:
             if conflict.stream_id == current.id:
                 return Outcome.SKIPPED
@@ -89,7 +99,8 @@ def mark_dispatch(ctx: ServiceContext, policy: WorkerPolicy, attempt: ExecutionA
         return current, checked, deadline
 
     return retry_on_conflict(
-        mark_once, limit=2,
+        mark_once,
+        limit=2,
         exhausted=lambda: back_off(ctx, policy, current, generation, "directory_changed"),
     )
 

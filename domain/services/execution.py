@@ -54,8 +54,15 @@ from domain.services.worker_policy import (
     settle_seconds,
 )
 
-__all__ = ["CrashHook", "CrashPoint", "Outcome", "SimulatedCrash", "Worker", "WorkerPolicy",
-           "settle_seconds"]
+__all__ = [
+    "CrashHook",
+    "CrashPoint",
+    "Outcome",
+    "SimulatedCrash",
+    "Worker",
+    "WorkerPolicy",
+    "settle_seconds",
+]
 
 
 def _no_crash(point: CrashPoint, attempt_id: str) -> None:
@@ -92,8 +99,7 @@ class Worker:
             return Outcome.SKIPPED
         if self.ctx.clock.now() < stored_time(attempt.not_before):
             return Outcome.SKIPPED
-        return self._traced(attempt, "ledger.worker.process", self._lease_and_run,
-                            trigger=trigger)
+        return self._traced(attempt, "ledger.worker.process", self._lease_and_run, trigger=trigger)
 
     def recover(self, attempt_id: str) -> Outcome:
         """Recovery mode for one due entry (SPEC 5.4)."""
@@ -121,19 +127,28 @@ class Worker:
                 return settle(self.ctx, attempt, Outcome.OUTCOME_UNKNOWN)
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.CORRELATION_LOOKUP:
-            return self._traced(attempt, "ledger.worker.reconcile",
-                                lambda a: self._reconcile_expired(a, now))
+            return self._traced(
+                attempt, "ledger.worker.reconcile", lambda a: self._reconcile_expired(a, now)
+            )
         attempt.record_unknown(reason_code="operator_reconciliation_required", now=now)
         return settle(self.ctx, attempt, Outcome.OUTCOME_UNKNOWN)
 
     # -- the leased run ----------------------------------------------------------
 
-    def _traced(self, attempt: ExecutionAttempt, name: str,
-                run: Callable[[ExecutionAttempt], Outcome], *,
-                trigger: str = "recovery") -> Outcome:
+    def _traced(
+        self,
+        attempt: ExecutionAttempt,
+        name: str,
+        run: Callable[[ExecutionAttempt], Outcome],
+        *,
+        trigger: str = "recovery",
+    ) -> Outcome:
         """Run one step in a span that continues the trace stored on ``Queued``."""
-        attributes = {"ledger.attempt_id": attempt.id, "ledger.capability": attempt.capability,
-                      "ledger.trigger": trigger}
+        attributes = {
+            "ledger.attempt_id": attempt.id,
+            "ledger.capability": attempt.capability,
+            "ledger.trigger": trigger,
+        }
         with self.ctx.tracer.span(name, attributes, parent=attempt.trace_context) as span:
             outcome = run(attempt)
             span.set("ledger.outcome", outcome.value)
@@ -147,13 +162,15 @@ class Worker:
             return settle(self.ctx, attempt, Outcome.FAILED_SAFE)
         owner = self.ctx.tokens.new_id("lease")
         with self.ctx.tracer.span("ledger.worker.lease") as span:
-            generation = attempt.lease(owner=owner, now=now,
-                                       lease_seconds=self.policy.lease_seconds)
+            generation = attempt.lease(
+                owner=owner, now=now, lease_seconds=self.policy.lease_seconds
+            )
             span.set("ledger.lease_generation", generation)
             # Not durable: a lease lost to a power cut is taken again by recovery, and
             # the durable dispatch marker makes it durable before any executor call.
-            if not commit_attempt(self.ctx, attempt, due=stored_time(attempt.lease_expires_at),
-                                  durable=False):
+            if not commit_attempt(
+                self.ctx, attempt, due=stored_time(attempt.lease_expires_at), durable=False
+            ):
                 span.set("ledger.outcome", Outcome.SKIPPED.value)
                 return Outcome.SKIPPED
         self.crash_hook(CrashPoint.AFTER_LEASE, attempt.id)
@@ -170,20 +187,24 @@ class Worker:
             idempotency_key=attempt.idempotency_key,
             deadline=deadline,
         )
-        answer = judge_call(lambda: self._call(checked.executor, request, generation),
-                            attempt.delivery_mode)
+        answer = judge_call(
+            lambda: self._call(checked.executor, request, generation), attempt.delivery_mode
+        )
         if answer is None:
             return Outcome.PENDING
         self.crash_hook(CrashPoint.AFTER_RESPONSE, attempt.id)
-        with self.ctx.tracer.span("ledger.worker.record_result",
-                                  {"ledger.status": answer.status.value}) as span:
-            outcome = record(self.ctx, attempt, generation, answer.status, answer.reason,
-                             answer.receipt)
+        with self.ctx.tracer.span(
+            "ledger.worker.record_result", {"ledger.status": answer.status.value}
+        ) as span:
+            outcome = record(
+                self.ctx, attempt, generation, answer.status, answer.reason, answer.receipt
+            )
             span.set("ledger.outcome", outcome.value)
             return outcome
 
-    def _call(self, executor: Executor, request: ExecutionRequest,
-              generation: int) -> ExecutionReceipt:
+    def _call(
+        self, executor: Executor, request: ExecutionRequest, generation: int
+    ) -> ExecutionReceipt:
         """The executor call, abandoned at its deadline (then ambiguous).
 
         An abandoned call's late answer is observed, never recorded as the truth.
@@ -197,8 +218,9 @@ class Worker:
 
         return self.calls.run(lambda: executor.execute(request), timeout, late)
 
-    def late_answer(self, attempt_id: str, generation: int, result: Any,
-                    error: BaseException | None) -> None:
+    def late_answer(
+        self, attempt_id: str, generation: int, result: Any, error: BaseException | None
+    ) -> None:
         """An abandoned call answered after all: keep what it says as an observation."""
         if error is None and isinstance(result, ExecutionReceipt):
             kind = AttemptStatus.SUCCEEDED
@@ -226,11 +248,13 @@ class Worker:
             # The dispatching call may still land: stay due, look again after the window.
             # Only while the attempt is as read: a racing writer's own due entry wins.
             with contextlib.suppress(ConcurrencyConflict):
-                self.ctx.store.commit(Commit(
-                    read_set=[ReadCheck(attempt.id, attempt.version)],
-                    due=[DueWork(attempt.id, attempt.next_action_at())],
-                    durable=False,  # lost: recovery finds the attempt due again
-                ))
+                self.ctx.store.commit(
+                    Commit(
+                        read_set=[ReadCheck(attempt.id, attempt.version)],
+                        due=[DueWork(attempt.id, attempt.next_action_at())],
+                        durable=False,  # lost: recovery finds the attempt due again
+                    )
+                )
             return Outcome.PENDING
         try:
             attempt.record_reconciled(status=status, now=now, reason_code=reason, receipt=receipt)

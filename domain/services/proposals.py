@@ -136,8 +136,9 @@ def _replayed_proposal(ctx: ServiceContext, idem: IdempotencyKey) -> ProposalRes
         raise NotFound()
     record = proposal.versions[version]
     preview = ctx.renderer.render(parse_spec(record["spec"]))
-    return ProposalResult(proposal.id, version, record["payload_hash"], record["view_hash"],
-                          preview, stored["status"])
+    return ProposalResult(
+        proposal.id, version, record["payload_hash"], record["view_hash"], preview, stored["status"]
+    )
 
 
 def _propose(
@@ -165,8 +166,11 @@ def _propose(
             renderer_build=ctx.renderer.build,
             at=at,
         )
-        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal],
-                                            lookups=_remember(idem, now, proposal.id, 1)))
+        commit(
+            ctx.store,
+            ctx.cache,
+            Commit(aggregates=[proposal], lookups=_remember(idem, now, proposal.id, 1)),
+        )
         return ProposalResult(proposal.id, 1, ph, vh, preview, ProposalStatus.PRESENTED.value)
 
     def revise_once() -> ProposalResult:
@@ -184,8 +188,11 @@ def _propose(
             at=at,
         )
         try:
-            commit(ctx.store, ctx.cache, Commit(
-                aggregates=[existing], lookups=_remember(idem, now, existing.id, version)))
+            commit(
+                ctx.store,
+                ctx.cache,
+                Commit(aggregates=[existing], lookups=_remember(idem, now, existing.id, version)),
+            )
         except ConcurrencyConflict:
             if expected_version is not None:
                 raise StaleVersion() from None
@@ -203,8 +210,14 @@ def _remember(
 ) -> list[Lookup]:
     if idem is None:
         return []
-    return [idem.record(now, proposal_id=proposal_id, version=str(version),
-                        status=ProposalStatus.PRESENTED.value)]
+    return [
+        idem.record(
+            now,
+            proposal_id=proposal_id,
+            version=str(version),
+            status=ProposalStatus.PRESENTED.value,
+        )
+    ]
 
 
 def present(
@@ -276,8 +289,11 @@ def present(
         )
         lookups = [lookup]
         if idempotency is not None:
-            lookups.append(idempotency.record(
-                now, presentation_id=presentation_id, salt=salt, expires_at=format_utc(expires)))
+            lookups.append(
+                idempotency.record(
+                    now, presentation_id=presentation_id, salt=salt, expires_at=format_utc(expires)
+                )
+            )
         try:
             commit(ctx.store, ctx.cache, Commit(aggregates=[proposal], lookups=lookups))
         except LookupConflict:
@@ -293,9 +309,7 @@ def present(
     return retry_on_conflict(present_once, exhausted=contended)
 
 
-def _replayed_presentation(
-    ctx: ServiceContext, idem: IdempotencyKey
-) -> PresentationResult | None:
+def _replayed_presentation(ctx: ServiceContext, idem: IdempotencyKey) -> PresentationResult | None:
     stored = idem.stored_answer(ctx.store)
     if stored is None:
         return None

@@ -192,8 +192,12 @@ def read_directory_latest(
     return snapshots, {i for i in stream_ids if i not in found}
 
 
-def _remember(cache: ReadCache, snapshots: dict[str, DirectorySnapshot], stream_id: str,
-              event: LedgerEvent | None) -> None:
+def _remember(
+    cache: ReadCache,
+    snapshots: dict[str, DirectorySnapshot],
+    stream_id: str,
+    event: LedgerEvent | None,
+) -> None:
     """A directory event read in a batch, as the record's snapshot (kept in the cache)."""
     values = getattr(event, "values", None)
     if event is None or not isinstance(values, dict):
@@ -241,8 +245,7 @@ def commit(store: EventStore, cache: ReadCache, work: Commit) -> None:
         remember(cache, aggregate, events)
 
 
-def remember(cache: ReadCache, aggregate: LedgerAggregate,
-             new_events: Sequence[Any]) -> None:
+def remember(cache: ReadCache, aggregate: LedgerAggregate, new_events: Sequence[Any]) -> None:
     """Write through after a successful commit (directory records and proposals only)."""
     if not cache.enabled or not new_events:
         return

@@ -49,8 +49,9 @@ def confirmed_recheck(ctx: ServiceContext, attempt: ExecutionAttempt, fresh: boo
     return recheck(ctx, attempt, ctx.clock.now(), fresh=True)
 
 
-def recheck(ctx: ServiceContext, attempt: ExecutionAttempt, now: datetime, *,
-            fresh: bool) -> Checked:
+def recheck(
+    ctx: ServiceContext, attempt: ExecutionAttempt, now: datetime, *, fresh: bool
+) -> Checked:
     """I7 again, from the exact stored ids; I4: the stored spec, hashes intact.
 
     Not ``fresh`` and with what the approval stored on ``Queued``: the spec

@@ -34,12 +34,14 @@ def stored_time(text: str | None) -> datetime:
     return parse_utc(text)
 
 
-def commit_attempt(ctx: ServiceContext, attempt: ExecutionAttempt, *, due: datetime | None,
-                   durable: bool = True) -> bool:
+def commit_attempt(
+    ctx: ServiceContext, attempt: ExecutionAttempt, *, due: datetime | None, durable: bool = True
+) -> bool:
     """Append the attempt's new events with its due-work entry; False on a lost race."""
     try:
-        ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, due)],
-                                durable=durable))
+        ctx.store.commit(
+            Commit(aggregates=[attempt], due=[DueWork(attempt.id, due)], durable=durable)
+        )
     except ConcurrencyConflict:
         return False
     return True
@@ -56,8 +58,7 @@ def drop_stale_due(ctx: ServiceContext, attempt: ExecutionAttempt) -> None:
     ctx.store.commit(Commit(due=[DueWork(attempt.id, None)], durable=False))
 
 
-def refuse(ctx: ServiceContext, attempt: ExecutionAttempt, generation: int,
-           reason: str) -> Outcome:
+def refuse(ctx: ServiceContext, attempt: ExecutionAttempt, generation: int, reason: str) -> Outcome:
     """The recheck failed: no executor call (I7)."""
     now = ctx.clock.now()
     try:
@@ -71,8 +72,13 @@ def refuse(ctx: ServiceContext, attempt: ExecutionAttempt, generation: int,
     return settle(ctx, attempt, Outcome.FAILED_SAFE)
 
 
-def back_off(ctx: ServiceContext, policy: WorkerPolicy, attempt: ExecutionAttempt,
-             generation: int, reason: str) -> Outcome:
+def back_off(
+    ctx: ServiceContext,
+    policy: WorkerPolicy,
+    attempt: ExecutionAttempt,
+    generation: int,
+    reason: str,
+) -> Outcome:
     """A transient failure before dispatch: requeue with bounded backoff."""
     if attempt.dispatched:
         return Outcome.PENDING
@@ -107,8 +113,11 @@ def record(
         nonlocal current
         try:
             current.record_result(
-                generation=generation, status=status, now=ctx.clock.now(),
-                reason_code=reason, receipt=receipt,
+                generation=generation,
+                status=status,
+                now=ctx.clock.now(),
+                reason_code=reason,
+                receipt=receipt,
             )
         except IllegalTransition:
             return observe(ctx, current.id, generation, status)
@@ -127,17 +136,17 @@ def record(
     )
 
 
-def observe(ctx: ServiceContext, attempt_id: str, generation: int,
-            status: AttemptStatus) -> Outcome:
+def observe(
+    ctx: ServiceContext, attempt_id: str, generation: int, status: AttemptStatus
+) -> Outcome:
     """A result that may not be recorded as the truth: keep it as an observation (I8)."""
+
     def observe_once() -> Outcome:
         fresh = ctx.store.get(ExecutionAttempt, attempt_id)
         if fresh is None:
             return Outcome.MISSING
         try:
-            fresh.observe_late_result(
-                generation=generation, kind=status.value, now=ctx.clock.now()
-            )
+            fresh.observe_late_result(generation=generation, kind=status.value, now=ctx.clock.now())
         except IllegalTransition:
             return Outcome.STALE
         due = DueWork(fresh.id, fresh.next_action_at())

@@ -21,11 +21,19 @@ def test_ministack_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None
     env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
     runs = {  # side by side: each mostly waits for its own emulator
         script: subprocess.Popen(
-            [sys.executable, str(BENCH / script), "--quick", *extra], cwd=BENCH, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for script, extra in (("bench_protocol.py", ()), ("bench_rebuild.py", ()),
-                              ("bench_digest.py", ()),
-                              ("bench_throughput.py", ("--ministack-only",)))
+            [sys.executable, str(BENCH / script), "--quick", *extra],
+            cwd=BENCH,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for script, extra in (
+            ("bench_protocol.py", ()),
+            ("bench_rebuild.py", ()),
+            ("bench_digest.py", ()),
+            ("bench_throughput.py", ("--ministack-only",)),
+        )
     }
     outputs = {}
     for script, process in runs.items():
@@ -60,8 +68,14 @@ def test_ministack_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None
 def test_waiter_benchmark_runs_and_prints_its_tables(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
-    done = subprocess.run([sys.executable, str(BENCH / "bench_waiters.py"), "--quick"],
-                          cwd=BENCH, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_waiters.py"), "--quick"],
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "long polls waiting at once" in done.stdout
     assert "From the view change to the waiter's answer" in done.stdout
@@ -73,7 +87,12 @@ def test_sqlite_callers_benchmark_prints_both_paths_side_by_side(tmp_path: Path)
     env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
     done = subprocess.run(
         [sys.executable, str(BENCH / "bench_throughput.py"), "--quick", "--sqlite-only"],
-        cwd=BENCH, env=env, capture_output=True, text=True, timeout=300)
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "SQLite: lifecycles per second, 1 vs 4 callers" in done.stdout
     assert "| disk | before |" in done.stdout and "| RAM | after |" in done.stdout
@@ -90,11 +109,18 @@ def test_durability_benchmark_counts_at_most_one_fsync_per_answered_commit(
     strace counts (when installed) stays within the durable commits."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
     env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
-    done = subprocess.run([sys.executable, str(BENCH / "bench_durability.py"), "--quick"],
-                          cwd=BENCH, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_durability.py"), "--quick"],
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines()
-            if "durable commits |" in line]
+    rows = [
+        line.split("|")[1:-1] for line in done.stdout.splitlines() if "durable commits |" in line
+    ]
     assert len(rows) == 2  # disk and RAM
     for cells in rows:
         commit_fsyncs, durable = cells[5].strip(), float(cells[6])

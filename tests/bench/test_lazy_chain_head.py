@@ -26,8 +26,9 @@ def test_replay_hashes_nothing_until_the_chain_head_is_asked_for(
     store = LedgerStore(MemoryLedgerRecorder())
     record_id = actor_record_id("alice")
     for enabled in (True, False, True):
-        put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-                   values={"enabled": enabled})
+        put_record(
+            store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id, values={"enabled": enabled}
+        )
     real_hash = LedgerEvent.hash
     calls: list[Any] = []
 
@@ -47,8 +48,9 @@ def test_replay_hashes_nothing_until_the_chain_head_is_asked_for(
     assert record.chain_head == head and len(calls) == 1  # computed once
 
     assert verify_chain(record_id, events, (3, head)).ok  # type: ignore[arg-type]
-    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-               values={"enabled": False})
+    put_record(
+        store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id, values={"enabled": False}
+    )
     newest = store.events(record_id)[-1]
     assert newest.prev_hash == head  # type: ignore[attr-defined]
 
@@ -56,8 +58,9 @@ def test_replay_hashes_nothing_until_the_chain_head_is_asked_for(
 def test_replayed_aggregates_compare_equal_by_chain_head() -> None:
     store = LedgerStore(MemoryLedgerRecorder())
     record_id = actor_record_id("bob")
-    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-               values={"enabled": True})
+    put_record(
+        store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id, values={"enabled": True}
+    )
     first = store.get(DirectoryRecord, record_id)
     second = store.get(DirectoryRecord, record_id)
     assert first is not None and second is not None

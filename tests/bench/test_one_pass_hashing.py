@@ -46,8 +46,13 @@ def actor_store(versions: int) -> tuple[LedgerStore, str]:
     store = LedgerStore(MemoryLedgerRecorder())
     record_id = actor_record_id("alice")
     for n in range(versions):
-        put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-                   values={"enabled": n % 2 == 0})
+        put_record(
+            store,
+            CLOCK,
+            kind=DirectoryKind.ACTOR,
+            record_id=record_id,
+            values={"enabled": n % 2 == 0},
+        )
     return store, record_id
 
 
@@ -58,9 +63,13 @@ def test_the_stored_state_is_the_canonical_body_the_hash_is_over() -> None:
         assert isinstance(event, LedgerEvent)
         assert bytes(stored.state) == rfc8785.dumps(event.body())
         assert event.hash() == "sha256:" + hashlib.sha256(stored.state).hexdigest()
-        assert event.hash() == event_hash(stored.originator_id, stored.originator_version,
-                                          type(event).__qualname__, event.timestamp,
-                                          event.data())
+        assert event.hash() == event_hash(
+            stored.originator_id,
+            stored.originator_version,
+            type(event).__qualname__,
+            event.timestamp,
+            event.data(),
+        )
     (head,) = store.stream_heads()
     assert head.head == store.events(record_id)[-1].hash()  # type: ignore[attr-defined]
 
@@ -69,8 +78,13 @@ def test_each_appended_event_is_encoded_once(encodings: list[Any]) -> None:
     store, record_id = actor_store(1)
     assert len(encodings) == 1  # created, hashed for the head index and stored: once
     for n in range(3):
-        put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-                   values={"enabled": n % 2 == 1})
+        put_record(
+            store,
+            CLOCK,
+            kind=DirectoryKind.ACTOR,
+            record_id=record_id,
+            values={"enabled": n % 2 == 1},
+        )
     # Each append links to the stored predecessor without encoding it again.
     assert len(encodings) == 4
     record = store.get(DirectoryRecord, record_id)
@@ -88,16 +102,26 @@ def test_before_one_pass_hashing_every_append_encoded_its_predecessor_again(
     store = LedgerStore(MemoryLedgerRecorder(), mapper=make_library_mapper())
     record_id = actor_record_id("alice")
     for n in range(4):
-        put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-                   values={"enabled": n % 2 == 0})
+        put_record(
+            store,
+            CLOCK,
+            kind=DirectoryKind.ACTOR,
+            record_id=record_id,
+            values={"enabled": n % 2 == 0},
+        )
     assert len(encodings) == 7  # four events, three predecessors encoded again
 
 
 def test_events_in_the_library_form_still_read_and_hash_from_their_fields() -> None:
     library_store = LedgerStore(MemoryLedgerRecorder(), mapper=make_library_mapper())
     record_id = actor_record_id("carol")
-    put_record(library_store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-               values={"enabled": True})
+    put_record(
+        library_store,
+        CLOCK,
+        kind=DirectoryKind.ACTOR,
+        record_id=record_id,
+        values={"enabled": True},
+    )
     (stored,) = library_store.read_stream(record_id)
     assert stored.state.startswith(b'{"timestamp":')
     old = library_store.mapper.to_domain_event(stored)
@@ -107,8 +131,12 @@ def test_events_in_the_library_form_still_read_and_hash_from_their_fields() -> N
 
 
 def moved(stored: StoredEvent, version: int) -> StoredEvent:
-    return StoredEvent(originator_id=stored.originator_id, originator_version=version,
-                       topic=stored.topic, state=stored.state)
+    return StoredEvent(
+        originator_id=stored.originator_id,
+        originator_version=version,
+        topic=stored.topic,
+        state=stored.state,
+    )
 
 
 def test_a_state_moved_to_another_row_is_that_rows_event_hashed_from_its_fields() -> None:
@@ -121,31 +149,35 @@ def test_a_state_moved_to_another_row_is_that_rows_event_hashed_from_its_fields(
     assert not verify_chain(record_id, swapped).ok
 
 
-@pytest.mark.parametrize("state", [
-    b'{"data":{}}',
-    b'{"data":[],"stream":"actor:alice","timestamp":"2026-11-29T12:00:00Z","type":"x",'
-    b'"version":1}',
-    b'{"data":{"originator_id":"x"},"stream":"actor:alice",'
-    b'"timestamp":"2026-11-29T12:00:00Z","type":"x","version":1}',
-    b'{"data":{},"stream":"actor:alice","timestamp":5,"type":"x","version":1}',
-])
+@pytest.mark.parametrize(
+    "state",
+    [
+        b'{"data":{}}',
+        b'{"data":[],"stream":"actor:alice","timestamp":"2026-11-29T12:00:00Z","type":"x",'
+        b'"version":1}',
+        b'{"data":{"originator_id":"x"},"stream":"actor:alice",'
+        b'"timestamp":"2026-11-29T12:00:00Z","type":"x","version":1}',
+        b'{"data":{},"stream":"actor:alice","timestamp":5,"type":"x","version":1}',
+    ],
+)
 def test_a_state_that_starts_like_a_body_but_is_not_one_does_not_decode(state: bytes) -> None:
     store, record_id = actor_store(1)
     (stored,) = store.read_stream(record_id)
-    bad = StoredEvent(originator_id=stored.originator_id, originator_version=1,
-                      topic=stored.topic, state=state)
+    bad = StoredEvent(
+        originator_id=stored.originator_id, originator_version=1, topic=stored.topic, state=state
+    )
     with pytest.raises(StateMismatch):
         make_mapper().to_domain_event(bad)
 
 
-@pytest.mark.parametrize("state", [b'{"data":\xff}', b'{"data":{"a":1},"stream":',
-                                   b'{"data":{}}'])
+@pytest.mark.parametrize("state", [b'{"data":\xff}', b'{"data":{"a":1},"stream":', b'{"data":{}}'])
 def test_the_audit_reports_a_broken_body_as_undecodable_at_its_version(state: bytes) -> None:
     store, record_id = actor_store(2)
     first, second = store.read_stream(record_id)
     recorder = MemoryLedgerRecorder()
-    broken = StoredEvent(originator_id=record_id, originator_version=2, topic=second.topic,
-                         state=state)
+    broken = StoredEvent(
+        originator_id=record_id, originator_version=2, topic=second.topic, state=state
+    )
     recorder.insert_events([first, broken])
     events, undecodable = LedgerStore(recorder).audit_events(record_id)
     assert len(events) == 1 and undecodable == 2
@@ -155,8 +187,12 @@ def test_an_equivalent_respelling_of_a_stored_body_breaks_the_chain() -> None:
     store, record_id = actor_store(2)
     first, second = store.read_stream(record_id)
     assert b'"kind":"actor"' in first.state
-    respelled = StoredEvent(originator_id=record_id, originator_version=1, topic=first.topic,
-                            state=first.state.replace(b'"kind":"actor"', b'"kind":"\\u0061ctor"'))
+    respelled = StoredEvent(
+        originator_id=record_id,
+        originator_version=1,
+        topic=first.topic,
+        state=first.state.replace(b'"kind":"actor"', b'"kind":"\\u0061ctor"'),
+    )
     recorder = MemoryLedgerRecorder()
     recorder.insert_events([respelled, second])
     events, undecodable = LedgerStore(recorder).audit_events(record_id)

@@ -31,15 +31,25 @@ from tests.support.http_helpers import PROVENANCE, directory_puts, spec
 from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ROOT = Path(__file__).resolve().parents[2]
 
 if not CHROMIUM.exists():
     if os.environ.get("LEDGER_REQUIRE_BROWSER"):  # CI: .ci/run installs it; never skip there
         raise RuntimeError("LEDGER_REQUIRE_BROWSER is set but /usr/bin/chromium is missing")
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
-                allow_module_level=True)
+    pytest.skip(
+        "needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)",
+        allow_module_level=True,
+    )
 
 
 @dataclass
@@ -56,25 +66,39 @@ def _api(base: str) -> str:
 
 def _make_unknown(http: httpx.Client, base: str, tokens: dict[str, str]) -> str:
     capability = "fake.operator_only"
-    created = http.post(f"{_api(base)}/proposals", headers=tokens["proposer"], json={
-        "actor_id": PROVENANCE.actor_id,
-        "spec": spec(capability, executor_build=fake_build_digest(capability),
-                     content={"simulate": "timeout_after_effect"},
-                     expires_at=format_utc(datetime.now(UTC) + timedelta(days=1)))})
+    created = http.post(
+        f"{_api(base)}/proposals",
+        headers=tokens["proposer"],
+        json={
+            "actor_id": PROVENANCE.actor_id,
+            "spec": spec(
+                capability,
+                executor_build=fake_build_digest(capability),
+                content={"simulate": "timeout_after_effect"},
+                expires_at=format_utc(datetime.now(UTC) + timedelta(days=1)),
+            ),
+        },
+    )
     assert created.status_code == 201, created.text
     shown = http.post(
         f"{_api(base)}/proposals/{created.json()['proposal_id']}/presentations",
         headers=tokens["proposer"],
-        json={"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
-              "channel_binding_id": PROVENANCE.channel_binding_id,
-              "conversation_key": PROVENANCE.conversation_key})
-    approved = http.post(f"{_api(base)}/approvals", headers=tokens["channel"],
-                         json={"token": shown.json()["token"]})
+        json={
+            "version": 1,
+            "identity_binding_id": PROVENANCE.identity_binding_id,
+            "channel_binding_id": PROVENANCE.channel_binding_id,
+            "conversation_key": PROVENANCE.conversation_key,
+        },
+    )
+    approved = http.post(
+        f"{_api(base)}/approvals", headers=tokens["channel"], json={"token": shown.json()["token"]}
+    )
     assert approved.status_code == 202, approved.text
     attempt_id: str = approved.json()["attempt_id"]
     for _ in range(300):  # the server's worker settles it; bounded wait, no timing assertion
-        view = http.get(f"{_api(base)}/execution-attempts/{attempt_id}",
-                        headers=tokens["admin"]).json()
+        view = http.get(
+            f"{_api(base)}/execution-attempts/{attempt_id}", headers=tokens["admin"]
+        ).json()
         # a busy store may answer 503 for a moment; only the settled status ends the wait
         if view.get("status") == "outcome_unknown":
             return attempt_id
@@ -89,26 +113,48 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "OTEL_"))}
     env.update({"LEDGER_SQLITE_PATH": str(tmp / "ledger.db"), "PYTHONUNBUFFERED": "1"})
     settings = load_settings(env="development")
-    header = {role: {"Authorization": "Bearer " + mint_token(
-        settings, subject=subject, role=role,
-        provenance=PROVENANCE if role == "channel" else None)}
-        for role, subject in (("admin", "ops"), ("proposer", "assistant-backend"),
-                              ("channel", "chat-backend"), ("actor", "alice"))}
+    header = {
+        role: {
+            "Authorization": "Bearer "
+            + mint_token(
+                settings,
+                subject=subject,
+                role=role,
+                provenance=PROVENANCE if role == "channel" else None,
+            )
+        }
+        for role, subject in (
+            ("admin", "ops"),
+            ("proposer", "assistant-backend"),
+            ("channel", "chat-backend"),
+            ("actor", "alice"),
+        )
+    }
     log = tmp / "serve.log"
     with log.open("wb") as sink:
-        server = subprocess.Popen([*ledger_command(), "serve", "--port", str(port)],
-                                  cwd=tmp, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [*ledger_command(), "serve", "--port", str(port)],
+            cwd=tmp,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             wait_until_up(server, f"{base}/healthz", log)
             with httpx.Client(timeout=10) as http:
                 for path, body in directory_puts():
-                    answer = http.put(f"{_api(base)}/directory{path}", json=body,
-                                      headers=header["admin"])
+                    answer = http.put(
+                        f"{_api(base)}/directory{path}", json=body, headers=header["admin"]
+                    )
                     assert answer.status_code == 200, answer.text
                 unknown = [_make_unknown(http, base, header) for _ in range(2)]
-            yield Served(base=base, admin=header["admin"]["Authorization"].split()[1],
-                         actor=header["actor"]["Authorization"].split()[1], unknown=unknown)
+            yield Served(
+                base=base,
+                admin=header["admin"]["Authorization"].split()[1],
+                actor=header["actor"]["Authorization"].split()[1],
+                unknown=unknown,
+            )
         finally:
             server.terminate()
             server.wait(timeout=15)
@@ -120,8 +166,12 @@ def page(tmp_path: Path) -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            user_data_dir=str(tmp_path / "profile"), executable_path=str(CHROMIUM),
-            headless=True, args=FLAGS, viewport={"width": 1200, "height": 900})
+            user_data_dir=str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1200, "height": 900},
+        )
         try:
             yield context.pages[0] if context.pages else context.new_page()
         finally:
@@ -182,10 +232,15 @@ def test_a_stale_form_shows_the_conflict(served: Served, page: Any) -> None:
     page.check("input[name=resolution][value=no_effect]")
     # another admin settles it first, through the API
     revision = int(page.locator("#resolve input[name=expected_revision]").input_value())
-    other = httpx.post(f"{_api(served.base)}/execution-attempts/{second}/resolve",
-                       headers={"Authorization": f"Bearer {served.admin}"},
-                       json={"expected_revision": revision, "resolution": "effect_applied",
-                             "reason": "seen by the on-call admin"})
+    other = httpx.post(
+        f"{_api(served.base)}/execution-attempts/{second}/resolve",
+        headers={"Authorization": f"Bearer {served.admin}"},
+        json={
+            "expected_revision": revision,
+            "resolution": "effect_applied",
+            "reason": "seen by the on-call admin",
+        },
+    )
     assert other.status_code == 200, other.text
     page.click("#resolve button[type=submit]")
     problem = page.locator(".problem")
@@ -198,8 +253,12 @@ def test_a_stale_form_shows_the_conflict(served: Served, page: Any) -> None:
 def test_a_non_admin_reaches_no_console_page(served: Served, page: Any) -> None:
     _sign_in(page, served.base, served.actor)
     assert page.locator(".problem").inner_text() == "This token cannot open the console."
-    for path in ("/console", "/console/attempts", f"/console/attempts/{served.unknown[0]}",
-                 "/console/attempts?status=outcome_unknown"):
+    for path in (
+        "/console",
+        "/console/attempts",
+        f"/console/attempts/{served.unknown[0]}",
+        "/console/attempts?status=outcome_unknown",
+    ):
         page.goto(f"{served.base}{path}")
         assert page.url == f"{served.base}/console/signin", path
         assert page.locator("h1").inner_text() == "Sign in"

@@ -1,9 +1,9 @@
 """``python -m tests.chaos``: many randomized schedules, or one replayed by its seed.
 
-    python -m tests.chaos --schedules 10000 --jobs 2     # memory + SQLite, mixed
-    python -m tests.chaos --seed 1234 --trace            # replay one schedule
-    python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
-    python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
+python -m tests.chaos --schedules 10000 --jobs 2     # memory + SQLite, mixed
+python -m tests.chaos --seed 1234 --trace            # replay one schedule
+python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
+python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
 """
 
 from __future__ import annotations
@@ -20,19 +20,26 @@ from tests.chaos.world import Profile, profile_for
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.chaos",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, help="replay exactly this schedule")
-    parser.add_argument("--store", default="mixed",
-                        choices=("mixed", "memory", "sqlite", "dynamodb"))
+    parser.add_argument(
+        "--store", default="mixed", choices=("mixed", "memory", "sqlite", "dynamodb")
+    )
     parser.add_argument("--steps", type=int, help=f"ticks per schedule (default {Profile.steps})")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
-    parser.add_argument("--plant", choices=("old-lookup-rule",),
-                        help="re-introduce a known bug (the run must then find violations): "
-                             "old-lookup-rule trusts a lookup's 'not applied' at lease expiry")
+    parser.add_argument(
+        "--plant",
+        choices=("old-lookup-rule",),
+        help="re-introduce a known bug (the run must then find violations): "
+        "old-lookup-rule trusts a lookup's 'not applied' at lease expiry",
+    )
     args = parser.parse_args(argv)
     if args.plant == "old-lookup-rule":
         from tests.chaos.late import plant_old_lookup_rule
@@ -42,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.store == "dynamodb":
         return _dynamodb(args)
     if args.seed is not None:
-        outcome = run_schedule(args.seed, store_for_seed(args.seed, args.store),
-                               profile_for(args.seed, args.steps), keep_trace=True)
+        outcome = run_schedule(
+            args.seed,
+            store_for_seed(args.seed, args.store),
+            profile_for(args.seed, args.steps),
+            keep_trace=True,
+        )
         return _report_one(outcome, args.trace)
 
     seeds = range(args.first_seed, args.first_seed + args.schedules)
@@ -68,13 +79,21 @@ def _dynamodb(args: Any) -> int:
     client = new_client(endpoint or node.url)  # type: ignore[union-attr]
     try:
         if args.seed is not None:
-            return _report_one(run_schedule(args.seed, "dynamodb",
-                                            profile_for(args.seed, args.steps),
-                                            dynamodb_client=client, keep_trace=True), args.trace)
+            return _report_one(
+                run_schedule(
+                    args.seed,
+                    "dynamodb",
+                    profile_for(args.seed, args.steps),
+                    dynamodb_client=client,
+                    keep_trace=True,
+                ),
+                args.trace,
+            )
         started = time.monotonic()
-        outcomes = [run_schedule(seed, "dynamodb", profile_for(seed, args.steps),
-                                 dynamodb_client=client)
-                    for seed in range(args.first_seed, args.first_seed + args.schedules)]
+        outcomes = [
+            run_schedule(seed, "dynamodb", profile_for(seed, args.steps), dynamodb_client=client)
+            for seed in range(args.first_seed, args.first_seed + args.schedules)
+        ]
         return _report_many(outcomes, time.monotonic() - started, "dynamodb")
     finally:
         client.close()
@@ -92,17 +111,32 @@ def _report_one(outcome: Outcome, full: bool) -> int:
     return 0 if outcome.ok else 1
 
 
-def _report_many(outcomes: list[Outcome], seconds: float, choice: str,
-                 plant: str | None = None) -> int:
+def _report_many(
+    outcomes: list[Outcome], seconds: float, choice: str, plant: str | None = None
+) -> int:
     per_store, counts = summarize(outcomes)
     failed = [o for o in outcomes if not o.ok]
     stores = ", ".join(f"{store} {n}" for store, n in sorted(per_store.items()))
-    print(f"chaos: {len(outcomes)} schedules ({stores}) in {seconds:.0f}s: "
-          f"{len(outcomes) - len(failed)} passed, {len(failed)} failed")
-    for prefix in ("action:", "fault:", "crash:", "switch:", "stream:", "clock:", "client:",
-                   "overrun:", "landing:", "final:", "refused:"):
-        picked = {k.removeprefix(prefix): v for k, v in sorted(counts.items())
-                  if k.startswith(prefix)}
+    print(
+        f"chaos: {len(outcomes)} schedules ({stores}) in {seconds:.0f}s: "
+        f"{len(outcomes) - len(failed)} passed, {len(failed)} failed"
+    )
+    for prefix in (
+        "action:",
+        "fault:",
+        "crash:",
+        "switch:",
+        "stream:",
+        "clock:",
+        "client:",
+        "overrun:",
+        "landing:",
+        "final:",
+        "refused:",
+    ):
+        picked = {
+            k.removeprefix(prefix): v for k, v in sorted(counts.items()) if k.startswith(prefix)
+        }
         if picked:
             print(f"  {prefix[:-1]}s: " + ", ".join(f"{k}={v}" for k, v in picked.items()))
     for outcome in failed[:20]:
@@ -110,8 +144,10 @@ def _report_many(outcomes: list[Outcome], seconds: float, choice: str,
     if failed:
         store = "" if choice == "mixed" else f" STORE={choice}"
         if plant:
-            print(f"replay: python -m tests.chaos --seed {failed[0].seed} --store "
-                  f"{failed[0].store} --plant {plant}")
+            print(
+                f"replay: python -m tests.chaos --seed {failed[0].seed} --store "
+                f"{failed[0].store} --plant {plant}"
+            )
         else:
             print(f"replay: make chaos SEED={failed[0].seed}{store}")
     return 1 if failed else 0

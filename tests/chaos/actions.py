@@ -74,8 +74,11 @@ class Actions:
         overrunning = any(a.parked_at == "executor_overrun" and not a.done for a in self.actors)
         table: list[tuple[int, str, Callable[[], str | None]]] = [
             (8 if len(self.open_proposals()) < 2 else 3, "propose", self.do_propose),
-            (8 if len(self.presentations) < 2 * len(self.proposals) else 3, "present",
-             self.do_present),
+            (
+                8 if len(self.presentations) < 2 * len(self.proposals) else 3,
+                "present",
+                self.do_present,
+            ),
             (10 if self.presentations else 1, "approve", self.do_approve),
             (14 if self.deliveries else 1, "deliver", self.do_deliver),
             (20 if overrunning else 5, "recover", self.do_recover),
@@ -99,13 +102,20 @@ class Actions:
         spec: dict[str, Any] = {
             "capability": capability,
             "executor_build": fake_build_digest(capability),
-            "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
-            "permission": "tasks.write", "effect": "create", "destination": "tasks",
-            "content": {"title": f"item {self.rng.randrange(1000)}",
-                        "simulate": self.rng.choice(SIMULATE)},
+            "plugin_build": DIGEST,
+            "schema_digest": DIGEST,
+            "policy_digest": DIGEST,
+            "permission": "tasks.write",
+            "effect": "create",
+            "destination": "tasks",
+            "content": {
+                "title": f"item {self.rng.randrange(1000)}",
+                "simulate": self.rng.choice(SIMULATE),
+            },
             "sources": ["message:1"],
-            "expires_at": format_utc(self.clock.now() + timedelta(
-                seconds=self.rng.choice((600, 3600, 86400)))),
+            "expires_at": format_utc(
+                self.clock.now() + timedelta(seconds=self.rng.choice((600, 3600, 86400)))
+            ),
         }
         if self.rng.random() < 0.5:
             spec["target"] = {"id": "task:42", "base_revision": self.target_revision()}
@@ -116,8 +126,13 @@ class Actions:
             if self.rng.random() < 0.5:
                 found = self.store.get(Proposal, lineage)
                 expected = found.current_version if found else None
-        result = propose(self.ctx, actor_id="alice", spec_data=spec, lineage_id=lineage,
-                         expected_version=expected)
+        result = propose(
+            self.ctx,
+            actor_id="alice",
+            spec_data=spec,
+            lineage_id=lineage,
+            expected_version=expected,
+        )
         return f"{result.proposal_id} v{result.version} {capability} {spec['content']['simulate']}"
 
     def target_revision(self) -> str:
@@ -143,19 +158,30 @@ class Actions:
         proposal_id = self.rng.choice(candidates)
         found = self.store.get(Proposal, proposal_id)
         assert found is not None
-        version = found.current_version if self.rng.random() < 0.9 else max(
-            1, found.current_version - 1)
+        version = (
+            found.current_version if self.rng.random() < 0.9 else max(1, found.current_version - 1)
+        )
         binding = GOOD if self.rng.random() < 0.85 else STRANGERS[0]
-        shown = present(self.ctx, proposal_id=proposal_id, version=version,
-                        identity_binding_id=binding.identity_binding_id,
-                        channel_binding_id=binding.channel_binding_id,
-                        conversation_key=binding.conversation_key,
-                        ttl_seconds=self.rng.choice((60, 600, 1800, 1800)))
+        shown = present(
+            self.ctx,
+            proposal_id=proposal_id,
+            version=version,
+            identity_binding_id=binding.identity_binding_id,
+            channel_binding_id=binding.channel_binding_id,
+            conversation_key=binding.conversation_key,
+            ttl_seconds=self.rng.choice((60, 600, 1800, 1800)),
+        )
         self.presentations.append(shown.token)
         # A presentation binds the proposal's actor to the ids it was shown through.
-        self.presented[shown.token] = (proposal_id, Provenance(
-            found.actor_id, binding.identity_binding_id, binding.channel_binding_id,
-            binding.conversation_key))
+        self.presented[shown.token] = (
+            proposal_id,
+            Provenance(
+                found.actor_id,
+                binding.identity_binding_id,
+                binding.channel_binding_id,
+                binding.conversation_key,
+            ),
+        )
         return f"{shown.presentation_id} for {proposal_id} v{version}"
 
     def do_approve(self) -> str | None:
@@ -176,12 +202,16 @@ class Actions:
         expect(bool(proposal_id), "an unknown token was approved")
         expect(who == binding, "an approval succeeded through another caller's provenance")
         attempt = self.store.get(ExecutionAttempt, result.attempt_id)
-        expect(attempt is not None and attempt.proposal_id == proposal_id,
-               "approval answered with an attempt of another proposal")
+        expect(
+            attempt is not None and attempt.proposal_id == proposal_id,
+            "approval answered with an attempt of another proposal",
+        )
         assert attempt is not None
-        expect(result.attempt_id == derive_attempt_id(
-            proposal_id, attempt.proposal_version, attempt.payload_hash),
-            "approval answered with a non-derived attempt id (I1)")
+        expect(
+            result.attempt_id
+            == derive_attempt_id(proposal_id, attempt.proposal_version, attempt.payload_hash),
+            "approval answered with a non-derived attempt id (I1)",
+        )
         if token not in self.used_tokens:
             self.used_tokens.append(token)
         return f"{result.attempt_id[:16]} rev {result.attempt_revision}"
@@ -251,9 +281,14 @@ class Actions:
             return "no attempt"
         revision = attempt.revision - (1 if self.rng.random() < 0.2 else 0)
         outcome = self.rng.choice(("effect_applied", "no_effect"))
-        settled = resolve(self.ctx, attempt_id=attempt.id, expected_revision=revision,
-                          outcome=outcome, reason="checked the provider console",
-                          resolved_by="ops")
+        settled = resolve(
+            self.ctx,
+            attempt_id=attempt.id,
+            expected_revision=revision,
+            outcome=outcome,
+            reason="checked the provider console",
+            resolved_by="ops",
+        )
         return f"{attempt.id[:16]} {outcome} -> {settled.status.value}"
 
     def do_project(self) -> str | None:

@@ -39,8 +39,9 @@ class Backend:
 
 
 @contextlib.contextmanager
-def open_backend(kind: str, seed: int, *, dynamodb_client: Any = None,
-                 write_fault_rate: float = 0.1) -> Iterator[Backend]:
+def open_backend(
+    kind: str, seed: int, *, dynamodb_client: Any = None, write_fault_rate: float = 0.1
+) -> Iterator[Backend]:
     if kind == "memory":
         yield Backend(LedgerStore(MemoryLedgerRecorder()), MemoryViewStore())
         return

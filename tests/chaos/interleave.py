@@ -70,8 +70,9 @@ class Actor:
         self.error: BaseException | None = None
         self.parked_at: str = "start"
         self.attempt: str | None = None  # the attempt whose executor call it made last
-        self._thread = threading.Thread(target=self._run, name=f"actor-{number}-{name}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"actor-{number}-{name}", daemon=True
+        )
         self._thread.start()
 
     def _run(self) -> None:

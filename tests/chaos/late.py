@@ -103,6 +103,8 @@ class LateEffects:
         for attempt_id in self.attempts:
             summary = self.oracle.summaries.get(attempt_id)
             if summary is not None and summary.status == "failed_safe":
-                expect(self.effects.effect_count(summary.idempotency_key) == 0,
-                       f"{attempt_id}: failed_safe while the provider holds an effect for its "
-                       f"key (a late effect recorded as no effect)")
+                expect(
+                    self.effects.effect_count(summary.idempotency_key) == 0,
+                    f"{attempt_id}: failed_safe while the provider holds an effect for its "
+                    f"key (a late effect recorded as no effect)",
+                )

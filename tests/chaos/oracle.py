@@ -64,22 +64,29 @@ class Oracle:
             stored = [(s.originator_version, s.topic, bytes(s.state)) for s in raw]
             before = self.seen.get(stream_id)
             if before is not None:
-                expect(stored[: len(before.stored)] == before.stored,
-                       f"{stream_id}: a stored event was changed or removed (I9)")
+                expect(
+                    stored[: len(before.stored)] == before.stored,
+                    f"{stream_id}: a stored event was changed or removed (I9)",
+                )
             self.seen[stream_id] = StreamRecord(stored)
             events: list[LedgerEvent] = [
-                self.store.mapper.to_domain_event(s) for s in raw  # type: ignore[misc]
+                self.store.mapper.to_domain_event(s)
+                for s in raw  # type: ignore[misc]
             ]
             rebuilt: Any = None
             for event in events:
                 rebuilt = event.mutate(rebuilt)
             cls = self.kinds[stream_id]
             expect(isinstance(rebuilt, cls), f"{stream_id}: stream vanished or changed kind")
-            expect(state_of(rebuilt) == self.live[stream_id],
-                   f"{stream_id}: replay differs from the state its last writer held (I9)")
+            expect(
+                state_of(rebuilt) == self.live[stream_id],
+                f"{stream_id}: replay differs from the state its last writer held (I9)",
+            )
             check = verify_chain(stream_id, events, (len(events), rebuilt.chain_head))
-            expect(check.ok, f"{stream_id}: hash chain broken at {check.first_bad_version} "
-                             f"({check.reason})")
+            expect(
+                check.ok,
+                f"{stream_id}: hash chain broken at {check.first_bad_version} ({check.reason})",
+            )
             if cls is ExecutionAttempt:
                 self.summaries[stream_id] = check_attempt_stream(stream_id, events, self.policy)
 
@@ -100,9 +107,11 @@ class Oracle:
             later = summary.due_may_wait_until()
             if later is not None and _millis(found) == _millis(later):
                 continue
-            expect(_millis(found) == _millis(expected),
-                   f"{attempt_id}: due entry {found} but the attempt says {expected} "
-                   f"({summary.status})")
+            expect(
+                _millis(found) == _millis(expected),
+                f"{attempt_id}: due entry {found} but the attempt says {expected} "
+                f"({summary.status})",
+            )
 
     def all_due(self, horizon: datetime) -> dict[str, datetime]:
         found: dict[str, datetime] = {}
@@ -133,8 +142,10 @@ class Oracle:
             self.view_versions[attempt_id] = view.version
             if exact or view.version == attempt.version:
                 expect(view.version == attempt.version, f"{attempt_id}: view is stale")
-                expect(dict(view.data) == dict(status_record(attempt).data),
-                       f"{attempt_id}: view differs from the replayed stream")
+                expect(
+                    dict(view.data) == dict(status_record(attempt).data),
+                    f"{attempt_id}: view differs from the replayed stream",
+                )
 
     def proposal_of(self, attempt_id: str) -> Proposal | None:
         summary = self.store.get(ExecutionAttempt, attempt_id)

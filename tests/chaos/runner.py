@@ -27,8 +27,14 @@ class Outcome:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def run_schedule(seed: int, store: str, profile: Profile | None = None, *,
-                 dynamodb_client: Any = None, keep_trace: bool = False) -> Outcome:
+def run_schedule(
+    seed: int,
+    store: str,
+    profile: Profile | None = None,
+    *,
+    dynamodb_client: Any = None,
+    keep_trace: bool = False,
+) -> Outcome:
     """Run one seed on one store; never raises for a failing schedule.
 
     Without a profile, the seed picks its flavour (``profile_for``).
@@ -41,15 +47,21 @@ def run_schedule(seed: int, store: str, profile: Profile | None = None, *,
             trace = sim.run()
         counts = dict(sim.counts)
         counts.update({f"client:{k}": v for k, v in backend.injected.items()})
-        return Outcome(seed, store, True, sim.digest(),
-                       trace_tail=trace if keep_trace else [], counts=counts)
+        return Outcome(
+            seed, store, True, sim.digest(), trace_tail=trace if keep_trace else [], counts=counts
+        )
     except Exception as exc:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         where = traceback.extract_tb(exc.__traceback__)[-1]
         trace = sim.trace if sim is not None else []
-        return Outcome(seed, store, False, error=f"{detail} (at {where.filename}:{where.lineno})",
-                       trace_tail=trace if keep_trace else trace[-TRACE_TAIL:],
-                       counts=dict(sim.counts) if sim else {})
+        return Outcome(
+            seed,
+            store,
+            False,
+            error=f"{detail} (at {where.filename}:{where.lineno})",
+            trace_tail=trace if keep_trace else trace[-TRACE_TAIL:],
+            counts=dict(sim.counts) if sim else {},
+        )
 
 
 def _worker(job: tuple[int, str, int | None]) -> Outcome:
@@ -57,8 +69,9 @@ def _worker(job: tuple[int, str, int | None]) -> Outcome:
     return run_schedule(seed, store, profile_for(seed, steps))
 
 
-def run_many(seeds: range, store_choice: str, steps: int | None = None, jobs: int = 1,
-             progress: Any = None) -> list[Outcome]:
+def run_many(
+    seeds: range, store_choice: str, steps: int | None = None, jobs: int = 1, progress: Any = None
+) -> list[Outcome]:
     """Run every seed (memory / SQLite / mixed) on ``jobs`` processes."""
     work = [(seed, store_for_seed(seed, store_choice), steps) for seed in seeds]
     if jobs <= 1:

@@ -89,20 +89,32 @@ class Simulation(Actions, LateEffects):
         self.effects = EffectLedger()
         registry = StaticExecutorRegistry()
         for capability, mode in FAKE_CAPABILITIES.items():
-            reconciler = (FakeReconciler(self.effects)
-                          if mode is DeliveryMode.CORRELATION_LOOKUP else None)
+            reconciler = (
+                FakeReconciler(self.effects) if mode is DeliveryMode.CORRELATION_LOOKUP else None
+            )
             fake = FakeExecutor(capability, self.effects, self.clock)  # slow moves the clock
             registry.register(ChaosExecutor(fake, self, SETTLE_SECONDS[capability]), reconciler)
         self.chaos = ChaosStore(self.store, self)
-        self.ctx = ServiceContext(store=self.chaos, clock=self.clock, tokens=self.tokens,
-                                  permissions=frozenset({"tasks.write", "social.post"}),
-                                  registry=registry)
-        self.check_ctx = ServiceContext(store=self.store, clock=self.clock, tokens=self.tokens,
-                                        permissions=self.ctx.permissions, registry=registry)
+        self.ctx = ServiceContext(
+            store=self.chaos,
+            clock=self.clock,
+            tokens=self.tokens,
+            permissions=frozenset({"tasks.write", "social.post"}),
+            registry=registry,
+        )
+        self.check_ctx = ServiceContext(
+            store=self.store,
+            clock=self.clock,
+            tokens=self.tokens,
+            permissions=self.ctx.permissions,
+            registry=registry,
+        )
         # Calls run inline: the simulation itself decides when a call outlives its
         # deadline (ChaosExecutor), on the injected clock, so a seed replays exactly.
-        self.workers = [Worker(self.ctx, POLICY, crash_hook=self.crash_hook, calls=InlineCalls())
-                        for _ in range(3)]
+        self.workers = [
+            Worker(self.ctx, POLICY, crash_hook=self.crash_hook, calls=InlineCalls())
+            for _ in range(3)
+        ]
         self.projector = Projector(self.store, self.views)
         self.oracle = Oracle(self.store, self.views, POLICY)
         self.armed = False
@@ -157,8 +169,9 @@ class Simulation(Actions, LateEffects):
     def draw_commit_fault(self) -> str | None:
         if not self.roll(self.profile.fault_rate + self.profile.crash_rate):
             return None
-        fault = self.rng.choice(("unavailable_before", "unavailable_after", "crash_before",
-                                 "crash_after"))
+        fault = self.rng.choice(
+            ("unavailable_before", "unavailable_after", "crash_before", "crash_after")
+        )
         self.count(f"fault:{fault}")
         self.forget_answer()
         return fault
@@ -187,8 +200,9 @@ class Simulation(Actions, LateEffects):
             raise SimulatedCrash(point.value)
         self.yield_point(point.value)
 
-    def after_commit(self, pending: Sequence[tuple[Any, list[str]]],
-                     lookups: Sequence[Lookup]) -> None:
+    def after_commit(
+        self, pending: Sequence[tuple[Any, list[str]]], lookups: Sequence[Lookup]
+    ) -> None:
         """Right after a successful commit: nothing else can have run in between."""
         for aggregate, kinds in pending:
             self.oracle.committed(aggregate)
@@ -215,17 +229,22 @@ class Simulation(Actions, LateEffects):
         record = proposal.versions[attempt.proposal_version]
         spec = parse_spec(record["spec"])
         expect(payload_hash(spec) == attempt.payload_hash, f"{attempt.id}: hash drift at {when}")
-        who = Provenance(attempt.actor_id, attempt.identity_binding_id,
-                         attempt.channel_binding_id, attempt.conversation_key)
+        who = Provenance(
+            attempt.actor_id,
+            attempt.identity_binding_id,
+            attempt.channel_binding_id,
+            attempt.conversation_key,
+        )
         # Decided at the event's own time: the clock may move before the write lands.
         decided = attempt.dispatch_started_at if when == "dispatch" else attempt.created_at
         assert decided is not None
         try:
             authorize(self.check_ctx, who, spec, parse_utc(decided))
         except Exception as exc:
-            raise Violation(f"{attempt.id}: {when} committed while unauthorized "
-                            f"({type(exc).__name__}: {exc}) (I7)") from None
-
+            raise Violation(
+                f"{attempt.id}: {when} committed while unauthorized "
+                f"({type(exc).__name__}: {exc}) (I7)"
+            ) from None
 
     # -- actions -------------------------------------------------------------
 
@@ -237,8 +256,9 @@ class Simulation(Actions, LateEffects):
         slow = [a for a in live if a.parked_at == "executor_overrun"]
         if slow and len(live) < self.profile.max_actors and self.rng.random() < 0.7:
             live = [a for a in live if a not in slow]
-        if live and (len(live) >= self.profile.max_actors
-                     or self.rng.random() < self.profile.resume_rate):
+        if live and (
+            len(live) >= self.profile.max_actors or self.rng.random() < self.profile.resume_rate
+        ):
             actor = self.rng.choice(live)
             self.trace.append(f"resume #{actor.number} {actor.name} parked at {actor.parked_at}")
         else:
@@ -291,10 +311,11 @@ class Simulation(Actions, LateEffects):
         for attempt_id, generation in returned.items():
             attempt = self.store.get(ExecutionAttempt, attempt_id)
             assert attempt is not None
-            expect(not (generation is not None
-                        and attempt.holds_lease(generation, self.clock.now())),
-                   f"{attempt_id}: generation {generation} got a definite answer and still "
-                   f"holds the lease, but recorded no result (lost transition)")
+            expect(
+                not (generation is not None and attempt.holds_lease(generation, self.clock.now())),
+                f"{attempt_id}: generation {generation} got a definite answer and still "
+                f"holds the lease, but recorded no result (lost transition)",
+            )
 
     def setup(self) -> None:
         for kind, record_id, good, _ in DIRECTORY:
@@ -318,6 +339,7 @@ class Simulation(Actions, LateEffects):
             self.oracle.check_views(attempts)
         expect(self.effects.max_effects_per_key() <= 1, "an idempotency key has two effects")
         self.check_no_late_effect_lost()
+
     def run(self) -> list[str]:
         self.setup()
         self.arm(True)
@@ -362,9 +384,10 @@ class Simulation(Actions, LateEffects):
             self.main_action = "checks"
         for attempt_id in self.attempts:
             status = self.status(attempt_id)
-            expect(status in (*TERMINAL, "outcome_unknown"),
-                   f"{attempt_id}: still {status} after {self.profile.drain_rounds} recovery "
-                   f"ticks")
+            expect(
+                status in (*TERMINAL, "outcome_unknown"),
+                f"{attempt_id}: still {status} after {self.profile.drain_rounds} recovery ticks",
+            )
 
     def status(self, attempt_id: str) -> str:
         attempt = self.store.get(ExecutionAttempt, attempt_id)

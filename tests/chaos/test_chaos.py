@@ -30,9 +30,10 @@ def failures(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         if not o.ok:
             store = "" if o.store != "dynamodb" else " STORE=dynamodb"
-            lines.append(f"seed {o.seed} ({o.store}): {o.error}\n  replay: make chaos "
-                         f"SEED={o.seed}{store} (store {o.store})\n  " + "\n  ".join(
-                             o.trace_tail[-25:]))
+            lines.append(
+                f"seed {o.seed} ({o.store}): {o.error}\n  replay: make chaos "
+                f"SEED={o.seed}{store} (store {o.store})\n  " + "\n  ".join(o.trace_tail[-25:])
+            )
     return "\n".join(lines)
 
 
@@ -41,8 +42,10 @@ def seeds(store: str, chunk: int, per_chunk: int) -> range:
     return range(start, start + per_chunk * SCALE)
 
 
-@pytest.mark.parametrize(("store", "chunk"), [
-    (store, chunk) for store, (count, _) in CHUNKS.items() for chunk in range(count)])
+@pytest.mark.parametrize(
+    ("store", "chunk"),
+    [(store, chunk) for store, (count, _) in CHUNKS.items() for chunk in range(count)],
+)
 def test_schedules_keep_every_invariant(store: str, chunk: int) -> None:
     per_chunk = CHUNKS[store][1]
     outcomes = [run_schedule(seed, store) for seed in seeds(store, chunk, per_chunk)]
@@ -51,9 +54,12 @@ def test_schedules_keep_every_invariant(store: str, chunk: int) -> None:
 
 @pytest.mark.dynamodb
 def test_schedules_keep_every_invariant_on_dynamodb(dynamodb_client: Any) -> None:
-    outcomes = [run_schedule(seed, "dynamodb", dynamodb_client=dynamodb_client)
-                for seed in range(FIRST_SEED["dynamodb"],
-                                  FIRST_SEED["dynamodb"] + DYNAMODB_SCHEDULES * SCALE)]
+    outcomes = [
+        run_schedule(seed, "dynamodb", dynamodb_client=dynamodb_client)
+        for seed in range(
+            FIRST_SEED["dynamodb"], FIRST_SEED["dynamodb"] + DYNAMODB_SCHEDULES * SCALE
+        )
+    ]
     assert all(o.ok for o in outcomes), failures(outcomes)
     injected = sum(v for o in outcomes for k, v in o.counts.items() if k.startswith("client:"))
     assert injected > 0, "no client-level fault was injected"

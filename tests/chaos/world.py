@@ -24,10 +24,18 @@ from domain.services.execution import WorkerPolicy
 LEASE = 60
 # The settle window of each fake build: how long after its deadline an abandoned
 # call may still land its effect (the executor contract; ``Executor.settle_seconds``).
-SETTLE_SECONDS = {"fake.provider_idempotency": 0.0, "fake.correlation_lookup": 45.0,
-                  "fake.operator_only": 20.0}
-POLICY = WorkerPolicy(lease_seconds=LEASE, backoff_base_seconds=1, backoff_max_seconds=120,
-                      max_predispatch_leases=4, max_dispatches=4)
+SETTLE_SECONDS = {
+    "fake.provider_idempotency": 0.0,
+    "fake.correlation_lookup": 45.0,
+    "fake.operator_only": 20.0,
+}
+POLICY = WorkerPolicy(
+    lease_seconds=LEASE,
+    backoff_base_seconds=1,
+    backoff_max_seconds=120,
+    max_predispatch_leases=4,
+    max_dispatches=4,
+)
 # A fixed start keeps every schedule reproducible. It lies in the future: lookup
 # items carry a TTL derived from this clock, and DynamoDB (and the emulator)
 # reaps items whose TTL is in the real past, which would change a replay.
@@ -40,56 +48,107 @@ STRANGERS = (
     Provenance("alice", "ib-bob", "cb1", "conv-1"),
 )
 CAPABILITIES = tuple(FAKE_CAPABILITIES)
-SIMULATE = ("success",) * 5 + ("no_write_error", "timeout_before_effect",
-                               "timeout_after_effect", "unsafe_receipt", "slow", "lookup_unknown")
+SIMULATE = ("success",) * 5 + (
+    "no_write_error",
+    "timeout_before_effect",
+    "timeout_after_effect",
+    "unsafe_receipt",
+    "slow",
+    "lookup_unknown",
+)
 # (kind, record id, good values, ways it can be wrong)
 DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any], tuple[dict[str, Any], ...]], ...] = (
     (DirectoryKind.ACTOR, actor_record_id("alice"), {"enabled": True}, ({"enabled": False},)),
-    (DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib1"),
-     {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True},
-     ({"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": False},
-      {"actor_id": "bob", "channel": "slack", "external_id": "U1", "active": True},
-      {"actor_id": "alice", "channel": "teams", "external_id": "U1", "active": True})),
-    (DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb1"),
-     {"conversation_key": "conv-1", "channel": "slack", "active": True},
-     ({"conversation_key": "conv-1", "channel": "slack", "active": False},
-      {"conversation_key": "conv-9", "channel": "slack", "active": True},
-      {"conversation_key": "conv-1", "channel": "teams", "active": True})),
-    (DirectoryKind.PERMISSION_GRANT, grant_record_id("alice", "tasks.write"),
-     {"granted": True}, ({"granted": False},)),
+    (
+        DirectoryKind.IDENTITY_BINDING,
+        identity_binding_record_id("ib1"),
+        {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True},
+        (
+            {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": False},
+            {"actor_id": "bob", "channel": "slack", "external_id": "U1", "active": True},
+            {"actor_id": "alice", "channel": "teams", "external_id": "U1", "active": True},
+        ),
+    ),
+    (
+        DirectoryKind.CHANNEL_BINDING,
+        channel_binding_record_id("cb1"),
+        {"conversation_key": "conv-1", "channel": "slack", "active": True},
+        (
+            {"conversation_key": "conv-1", "channel": "slack", "active": False},
+            {"conversation_key": "conv-9", "channel": "slack", "active": True},
+            {"conversation_key": "conv-1", "channel": "teams", "active": True},
+        ),
+    ),
+    (
+        DirectoryKind.PERMISSION_GRANT,
+        grant_record_id("alice", "tasks.write"),
+        {"granted": True},
+        ({"granted": False},),
+    ),
     *(
-        (DirectoryKind.EXECUTOR_BUILD,
-         executor_build_record_id(cap, fake_build_digest(cap)),
-         {"delivery_mode": mode.value, "available": True},
-         ({"delivery_mode": mode.value, "available": False},
-          {"delivery_mode": next(m for m in DeliveryMode if m is not mode).value,
-           "available": True}))
+        (
+            DirectoryKind.EXECUTOR_BUILD,
+            executor_build_record_id(cap, fake_build_digest(cap)),
+            {"delivery_mode": mode.value, "available": True},
+            (
+                {"delivery_mode": mode.value, "available": False},
+                {
+                    "delivery_mode": next(m for m in DeliveryMode if m is not mode).value,
+                    "available": True,
+                },
+            ),
+        )
         for cap, mode in FAKE_CAPABILITIES.items()
     ),
-    (DirectoryKind.TARGET, target_record_id("task:42"), {"revision": "r7"},
-     ({"revision": "r8"}, {"revision": "r9"})),
+    (
+        DirectoryKind.TARGET,
+        target_record_id("task:42"),
+        {"revision": "r7"},
+        ({"revision": "r8"}, {"revision": "r9"}),
+    ),
 )
 STATIC_DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any]], ...] = (
     (DirectoryKind.ACTOR, actor_record_id("bob"), {"enabled": True}),
-    (DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib-bob"),
-     {"actor_id": "bob", "channel": "slack", "external_id": "U2", "active": True}),
-    (DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb2"),
-     {"conversation_key": "conv-2", "channel": "slack", "active": True}),
+    (
+        DirectoryKind.IDENTITY_BINDING,
+        identity_binding_record_id("ib-bob"),
+        {"actor_id": "bob", "channel": "slack", "external_id": "U2", "active": True},
+    ),
+    (
+        DirectoryKind.CHANNEL_BINDING,
+        channel_binding_record_id("cb2"),
+        {"conversation_key": "conv-2", "channel": "slack", "active": True},
+    ),
     (DirectoryKind.PERMISSION_GRANT, grant_record_id("bob", "tasks.write"), {"granted": True}),
 )
 
 # What each action may legitimately answer; anything else is a bug.
 ALLOWED: dict[str, frozenset[str]] = {
-    "propose": frozenset({"invalid_spec", "executor_build_unavailable", "stale_version",
-                          "proposal_claimed", "concurrency_conflict", "store_unavailable"}),
-    "present": frozenset({"illegal_transition", "stale_version", "concurrency_conflict",
-                          "too_many_presentations",
-                          "store_unavailable"}),
+    "propose": frozenset(
+        {
+            "invalid_spec",
+            "executor_build_unavailable",
+            "stale_version",
+            "proposal_claimed",
+            "concurrency_conflict",
+            "store_unavailable",
+        }
+    ),
+    "present": frozenset(
+        {
+            "illegal_transition",
+            "stale_version",
+            "concurrency_conflict",
+            "too_many_presentations",
+            "store_unavailable",
+        }
+    ),
     "approve": frozenset({"approval_unavailable", "proposal_conflicted", "store_unavailable"}),
     "deliver": frozenset({"store_unavailable"}),
     "recover": frozenset({"store_unavailable"}),
-    "reconcile": frozenset({"not_outcome_unknown", "stale_revision", "reconciler_unavailable",
-                            "store_unavailable"}),
+    "reconcile": frozenset(
+        {"not_outcome_unknown", "stale_revision", "reconciler_unavailable", "store_unavailable"}
+    ),
     "resolve": frozenset({"not_outcome_unknown", "stale_revision", "store_unavailable"}),
     "directory": frozenset({"concurrency_conflict", "store_unavailable"}),
     "project": frozenset({"store_unavailable"}),
@@ -123,8 +182,15 @@ class Profile:
 FLAVOURS: dict[str, Profile] = {
     "default": Profile(),
     # many switches, few faults: races between live actors
-    "races": Profile(switch_rate=0.5, read_switch_rate=0.15, resume_rate=0.6, max_actors=5,
-                     crash_rate=0.02, fault_rate=0.01, read_fault_rate=0.0),
+    "races": Profile(
+        switch_rate=0.5,
+        read_switch_rate=0.15,
+        resume_rate=0.6,
+        max_actors=5,
+        crash_rate=0.02,
+        fault_rate=0.01,
+        read_fault_rate=0.0,
+    ),
     # many crashes and ambiguous commits
     "faults": Profile(switch_rate=0.2, crash_rate=0.1, fault_rate=0.1, read_fault_rate=0.03),
 }

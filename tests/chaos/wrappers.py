@@ -77,8 +77,10 @@ class ChaosStore:
             raise StoreUnavailable()
         if fault == "crash_before":
             raise SimulatedCrash("crash before commit")
-        pending = [(agg, [type(e).__qualname__.rsplit(".", 1)[-1] for e in agg.pending_events])
-                   for agg in commit.aggregates]
+        pending = [
+            (agg, [type(e).__qualname__.rsplit(".", 1)[-1] for e in agg.pending_events])
+            for agg in commit.aggregates
+        ]
         self.inner.commit(commit)
         sim.after_commit(pending, commit.lookups)
         if fault == "unavailable_after":
@@ -141,8 +143,11 @@ class ChaosExecutor:
             sim.forget_answer()
             raise SimulatedCrash("after effect")
         sim.yield_point("executor_after")
-        definite = (error is None or isinstance(error, ExecutorNoEffect)
-                    or self.delivery_mode is DeliveryMode.OPERATOR_RECONCILIATION_ONLY)
+        definite = (
+            error is None
+            or isinstance(error, ExecutorNoEffect)
+            or self.delivery_mode is DeliveryMode.OPERATOR_RECONCILIATION_ONLY
+        )
         if definite:
             sim.returned[request.attempt_id] = generation
         if error is not None:
@@ -161,8 +166,7 @@ class ChaosExecutor:
         sim.count("overrun:waited")
         # The call takes until some seeded moment past its deadline (on the
         # injected clock), sometimes past the whole settle window.
-        ends = request.deadline + timedelta(
-            seconds=sim.rng.uniform(0, self.settle_seconds + 15))
+        ends = request.deadline + timedelta(seconds=sim.rng.uniform(0, self.settle_seconds + 15))
         sim.clock.advance(max(0.0, (ends - sim.clock.now()).total_seconds()))
         sim.note(f"overrun: the call runs until t+{sim.elapsed()}")
         actor = sim.baton.holder
@@ -177,8 +181,9 @@ class ChaosExecutor:
 
 def check_call(sim: Simulation, request: ExecutionRequest) -> int | None:
     """I4, I5 and I6 at the moment the executor is called; returns the generation."""
-    expect(sim.current_action() in WORKER_ACTIONS,
-           f"executor called from {sim.current_action()} (I6)")
+    expect(
+        sim.current_action() in WORKER_ACTIONS, f"executor called from {sim.current_action()} (I6)"
+    )
     attempt = sim.store.get(ExecutionAttempt, request.attempt_id)
     expect(attempt is not None, "executor called for a missing attempt")
     assert attempt is not None
@@ -186,10 +191,12 @@ def check_call(sim: Simulation, request: ExecutionRequest) -> int | None:
     proposal = sim.store.get(Proposal, attempt.proposal_id)
     assert proposal is not None
     record = proposal.versions[attempt.proposal_version]
-    expect(request.spec.canonical_dict() == record["spec"]
-           and payload_hash(request.spec) == attempt.payload_hash == record["payload_hash"]
-           and attempt.view_hash == record["view_hash"],
-           f"{attempt.id}: executor got a spec other than the approved one (I4)")
+    expect(
+        request.spec.canonical_dict() == record["spec"]
+        and payload_hash(request.spec) == attempt.payload_hash == record["payload_hash"]
+        and attempt.view_hash == record["view_hash"],
+        f"{attempt.id}: executor got a spec other than the approved one (I4)",
+    )
     marked = False
     generation: int | None = None
     for event in sim.store.events(attempt.id):

@@ -15,8 +15,12 @@ from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 
 
 def _event(stream: str, version: int) -> StoredEvent:
-    return StoredEvent(originator_id=stream, originator_version=version, topic="tests:Event",
-                       state=f"{stream}@{version}".encode())
+    return StoredEvent(
+        originator_id=stream,
+        originator_version=version,
+        topic="tests:Event",
+        state=f"{stream}@{version}".encode(),
+    )
 
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -75,7 +79,8 @@ def test_the_newest_event_of_each_stream_in_one_select_per_hundred_streams(
     newest = {str(e.originator_id): e for e in found}
     assert len(found) == len(newest) == 150
     assert {n: e.originator_version for n, e in newest.items()} == {
-        name: n % 7 + 1 for n, name in enumerate(names)}
+        name: n % 7 + 1 for n, name in enumerate(names)
+    }
     one_by_one = LedgerRecorder.select_latest_events(recorder, asked)
     assert newest == {str(e.originator_id): e for e in one_by_one}
     # 151 distinct streams: two SELECTs; the pooled datastore keeps the path before

@@ -140,8 +140,10 @@ def test_two_processes_appending_to_one_file_lose_and_double_nothing(tmp_path: P
         assert won == list(range(2, total + 2))  # disjoint and gap-free
         events = store.read_stream(record.id)
         assert [e.originator_version for e in events] == list(range(1, total + 2))
-        written = [store.mapper.to_domain_event(e).data()["values"]["revision"]  # type: ignore[attr-defined]
-                   for e in events[1:]]
+        written = [
+            store.mapper.to_domain_event(e).data()["values"]["revision"]  # type: ignore[attr-defined]
+            for e in events[1:]
+        ]
         for report in reports:
             mine = [w for w in written if w.startswith(f"{report['writer']}-")]
             assert mine == [f"{report['writer']}-{n}" for n in range(APPENDS_PER_PROCESS)]

@@ -59,7 +59,8 @@ def test_a_reader_answers_while_one_writer_holds_the_lock_and_another_waits(
     holder, _ = _in_thread(hold_the_write_lock)
     assert inside.wait(JOIN_SECONDS)
     waiting_writer, writer_box = _in_thread(
-        lambda: recorder.insert_events([StoredEvent(stream, 2, "topic", b"{}")]))
+        lambda: recorder.insert_events([StoredEvent(stream, 2, "topic", b"{}")])
+    )
     reader, box = _in_thread(lambda: recorder.select_events(stream))
     try:
         reader.join(JOIN_SECONDS)
@@ -126,7 +127,8 @@ def test_an_in_memory_store_is_one_database_for_every_thread() -> None:
     recorder = _recorder(":memory:")
     stream = new_stream_id()
     thread, box = _in_thread(
-        lambda: recorder.insert_events([StoredEvent(stream, 1, "topic", b"{}")]))
+        lambda: recorder.insert_events([StoredEvent(stream, 1, "topic", b"{}")])
+    )
     thread.join(JOIN_SECONDS)
     assert "error" not in box, box
 
@@ -157,8 +159,12 @@ def _child_reads(recorder: SQLiteLedgerRecorder, stream: str, out: Any) -> None:
     inherited = datastore._connections.copy()
     recorder.insert_events([StoredEvent(stream, 2, "topic", b"{}")])
     mine = datastore._thread_connection()
-    out.put(([e.originator_version for e in recorder.select_events(stream)],
-             all(mine is not entry[1] for entry in inherited.values())))
+    out.put(
+        (
+            [e.originator_version for e in recorder.select_events(stream)],
+            all(mine is not entry[1] for entry in inherited.values()),
+        )
+    )
 
 
 def test_a_forked_child_opens_its_own_connections(tmp_path: Path) -> None:
@@ -265,7 +271,8 @@ def test_each_commit_runs_at_its_own_level_set_outside_the_write_lock(tmp_path: 
     connection = datastore.own_connection()
     assert connection is not None
     connection._sqlite_conn.set_trace_callback(
-        lambda sql: seen.append((sql, datastore._write_lock._is_owned())))  # type: ignore[attr-defined]
+        lambda sql: seen.append((sql, datastore._write_lock._is_owned()))
+    )  # type: ignore[attr-defined]
 
     def pragmas() -> list[tuple[str, bool]]:
         found = [s for s in seen if s[0].startswith("PRAGMA synchronous")]

@@ -28,16 +28,22 @@ def approved(client: TestClient, bearer: Callable[..., Headers], **spec: object)
 def operator_only() -> dict[str, object]:
     from adapters.executors.fake import fake_build_digest
 
-    return {"capability": "fake.operator_only",
-            "executor_build": fake_build_digest("fake.operator_only")}
+    return {
+        "capability": "fake.operator_only",
+        "executor_build": fake_build_digest("fake.operator_only"),
+    }
 
 
 @pytest.mark.usefixtures("directory")
 def test_attention_list_pages_through_outcome_unknown(
     client: TestClient, bearer: Callable[..., Headers], ledger: Ledger
 ) -> None:
-    ids = [approved(client, bearer, content={"n": i, "simulate": "timeout_after_effect"},
-                    **operator_only()) for i in range(5)]
+    ids = [
+        approved(
+            client, bearer, content={"n": i, "simulate": "timeout_after_effect"}, **operator_only()
+        )
+        for i in range(5)
+    ]
     for attempt_id in ids:
         assert run_worker(ledger, attempt_id) == "outcome_unknown"
     admin = bearer("admin")
@@ -56,14 +62,25 @@ def test_attention_list_pages_through_outcome_unknown(
             break
     assert sorted(seen) == sorted(ids) and len(seen) == 5
     for role in ("actor", "channel", "proposer"):
-        assert_error(client.get(f"{API}/execution-attempts",
-                                params={"status": "queued"}, headers=bearer(role)),
-                     403, "forbidden")
-    assert_error(client.get(f"{API}/execution-attempts", params={"status": "bogus"},
-                            headers=admin), 422, "invalid_input")
-    assert_error(client.get(f"{API}/execution-attempts",
-                            params={"status": "queued", "cursor": "%%%"}, headers=admin),
-                 422, "invalid_input")
+        assert_error(
+            client.get(
+                f"{API}/execution-attempts", params={"status": "queued"}, headers=bearer(role)
+            ),
+            403,
+            "forbidden",
+        )
+    assert_error(
+        client.get(f"{API}/execution-attempts", params={"status": "bogus"}, headers=admin),
+        422,
+        "invalid_input",
+    )
+    assert_error(
+        client.get(
+            f"{API}/execution-attempts", params={"status": "queued", "cursor": "%%%"}, headers=admin
+        ),
+        422,
+        "invalid_input",
+    )
 
 
 @pytest.mark.usefixtures("directory")
@@ -78,18 +95,32 @@ def test_events_are_redacted_verified_and_drawable(
     body = events.json()
     assert body["verified"] is True and body["first_bad_version"] is None
     assert [e["type"] for e in body["events"]] == [
-        "Queued", "Leased", "DispatchStarted", "ResultRecorded"]
+        "Queued",
+        "Leased",
+        "DispatchStarted",
+        "ResultRecorded",
+    ]
     assert "idk_" not in events.text and "canary" not in events.text.lower()
-    picture = client.get(f"{API}/execution-attempts/{attempt_id}/events",
-                         params={"format": "mermaid"}, headers=admin)
+    picture = client.get(
+        f"{API}/execution-attempts/{attempt_id}/events", params={"format": "mermaid"}, headers=admin
+    )
     assert picture.status_code == 200
     assert picture.text.startswith("stateDiagram-v2\n")
     assert "queued --> executing" in picture.text
     assert "executing --> outcome_unknown" in picture.text
-    assert_error(client.get(f"{API}/execution-attempts/{attempt_id}/events",
-                            headers=bearer("actor", subject="alice")), 403, "forbidden")
-    assert_error(client.get(f"{API}/execution-attempts/att_{'0' * 64}/events", headers=admin),
-                 404, "not_found")
+    assert_error(
+        client.get(
+            f"{API}/execution-attempts/{attempt_id}/events",
+            headers=bearer("actor", subject="alice"),
+        ),
+        403,
+        "forbidden",
+    )
+    assert_error(
+        client.get(f"{API}/execution-attempts/att_{'0' * 64}/events", headers=admin),
+        404,
+        "not_found",
+    )
 
 
 @pytest.mark.usefixtures("directory")
@@ -97,8 +128,9 @@ def test_canaries_never_leave_through_any_view(
     client: TestClient, bearer: Callable[..., Headers], ledger: Ledger
 ) -> None:
     """Canaries in spec content, the opaque token and a provider receipt."""
-    token = propose_and_present(client, bearer, content={"secret": CANARY,
-                                                          "simulate": "unsafe_receipt"})
+    token = propose_and_present(
+        client, bearer, content={"secret": CANARY, "simulate": "unsafe_receipt"}
+    )
     approval = client.post(f"{API}/approvals", json={"token": token}, headers=bearer("channel"))
     attempt_id = approval.json()["attempt_id"]
     run_worker(ledger, attempt_id)
@@ -106,11 +138,15 @@ def test_canaries_never_leave_through_any_view(
     outputs = [
         approval.text,
         client.get(f"{API}/execution-attempts/{attempt_id}", headers=admin).text,
-        client.get(f"{API}/execution-attempts", params={"status": "outcome_unknown"},
-                   headers=admin).text,
+        client.get(
+            f"{API}/execution-attempts", params={"status": "outcome_unknown"}, headers=admin
+        ).text,
         client.get(f"{API}/execution-attempts/{attempt_id}/events", headers=admin).text,
-        client.get(f"{API}/execution-attempts/{attempt_id}/events",
-                   params={"format": "mermaid"}, headers=admin).text,
+        client.get(
+            f"{API}/execution-attempts/{attempt_id}/events",
+            params={"format": "mermaid"},
+            headers=admin,
+        ).text,
     ]
     from projections.audit import audit_attempt
 
@@ -140,7 +176,12 @@ def test_audit_cli_verifies_and_names_the_first_bad_version(tmp_path: Path) -> N
     as_json = json.loads(invoke(["audit", attempt_id, "--json"], LEDGER_SQLITE_PATH=db).stdout)
     assert as_json["verified"] is True
     assert {c["stream_id"].split(":")[0] for c in as_json["context"]} >= {
-        "actor", "identity-binding", "channel-binding", "grant", "executor-build"}
+        "actor",
+        "identity-binding",
+        "channel-binding",
+        "grant",
+        "executor-build",
+    }
     picture = invoke(["audit", attempt_id, "--format", "mermaid"], LEDGER_SQLITE_PATH=db)
     assert picture.stdout.startswith("stateDiagram-v2")
 
@@ -166,33 +207,48 @@ def test_an_effect_after_no_effect_is_on_the_attention_list(
     from domain.attempt import ExecutionAttempt
     from domain.ports import Commit
 
-    attempt_id = approved(client, bearer, content={"simulate": "timeout_after_effect"},
-                          **operator_only())
+    attempt_id = approved(
+        client, bearer, content={"simulate": "timeout_after_effect"}, **operator_only()
+    )
     assert run_worker(ledger, attempt_id) == "outcome_unknown"
     admin = bearer("admin")
     url = f"{API}/execution-attempts/{attempt_id}"
     revision = client.get(url, headers=admin).json()["revision"]
-    resolved = client.post(f"{url}/resolve", headers=admin, json={
-        "expected_revision": revision, "resolution": "no_effect",
-        "reason": "nothing in the provider console"})
+    resolved = client.post(
+        f"{url}/resolve",
+        headers=admin,
+        json={
+            "expected_revision": revision,
+            "resolution": "no_effect",
+            "reason": "nothing in the provider console",
+        },
+    )
     assert resolved.status_code == 200, resolved.text
     # the abandoned call answers after all: what the worker's late-answer callback does
     attempt = ledger.store.get(ExecutionAttempt, attempt_id)
     assert attempt is not None
-    attempt.observe_late_result(generation=attempt.lease_generation, kind="succeeded",
-                                now=ledger.clock.now())
+    attempt.observe_late_result(
+        generation=attempt.lease_generation, kind="succeeded", now=ledger.clock.now()
+    )
     ledger.store.commit(Commit(aggregates=[attempt]))
     ledger.projector.project_attempt(attempt_id)
 
     view = client.get(url, headers=admin).json()
     assert view["status"] == "effect_after_no_effect"
-    listed = client.get(f"{API}/execution-attempts", headers=admin,
-                        params={"status": "effect_after_no_effect"}).json()["items"]
+    listed = client.get(
+        f"{API}/execution-attempts", headers=admin, params={"status": "effect_after_no_effect"}
+    ).json()["items"]
     assert [item["attempt_id"] for item in listed] == [attempt_id]
     drawn = client.get(f"{url}/events", params={"format": "mermaid"}, headers=admin).text
     assert "--> effect_after_no_effect" in drawn
-    settled = client.post(f"{url}/resolve", headers=admin, json={
-        "expected_revision": view["revision"], "resolution": "effect_applied",
-        "reason": "the provider shows the task after all"})
+    settled = client.post(
+        f"{url}/resolve",
+        headers=admin,
+        json={
+            "expected_revision": view["revision"],
+            "resolution": "effect_applied",
+            "reason": "the provider shows the task after all",
+        },
+    )
     assert settled.status_code == 200, settled.text
     assert settled.json()["status"] == "manually_resolved"

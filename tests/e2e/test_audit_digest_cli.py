@@ -34,12 +34,19 @@ def one_line(result: Any, code: int, *fragments: str) -> None:
 
 def write_key(path: Path) -> tuple[str, str]:
     key = Ed25519PrivateKey.generate()
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                       serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     public = path.with_suffix(".pub")
-    public.write_bytes(key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    public.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
     return str(path), str(public)
 
 
@@ -55,15 +62,21 @@ def world(tmp_path: Path) -> dict[str, str]:
     ledger.close()
     key, public = write_key(tmp_path / "signing.pem")
     other, other_public = write_key(tmp_path / "other.pem")
-    return {"db": db, "attempt": attempt_id, "key": key, "public": public,
-            "other": other, "other_public": other_public, "dir": str(tmp_path)}
+    return {
+        "db": db,
+        "attempt": attempt_id,
+        "key": key,
+        "public": public,
+        "other": other,
+        "other_public": other_public,
+        "dir": str(tmp_path),
+    }
 
 
 def test_digest_verify_prove_and_check_proof(world: dict[str, str]) -> None:
     env = {"LEDGER_SQLITE_PATH": world["db"]}
     d1 = f"{world['dir']}/d1.json"
-    made = invoke(["audit", "digest", "--out", d1],
-                  LEDGER_AUDIT_SIGNING_KEY=world["key"], **env)
+    made = invoke(["audit", "digest", "--out", d1], LEDGER_AUDIT_SIGNING_KEY=world["key"], **env)
     assert made.exit_code == 0, made.stderr
     assert "signed digest of" in made.stdout
     digest = json.loads(Path(d1).read_text())
@@ -77,28 +90,45 @@ def test_digest_verify_prove_and_check_proof(world: dict[str, str]) -> None:
     assert json.loads(printed.stdout)["root"] == digest["root"]
     d2 = f"{world['dir']}/d2.json"
     Path(d2).write_text(printed.stdout)
-    since = invoke(["audit", "verify", "--since", d1, "--digest", d2,
-                    "--public-key", world["public"]], **env)
+    since = invoke(
+        ["audit", "verify", "--since", d1, "--digest", d2, "--public-key", world["public"]], **env
+    )
     # d1 is signed and d2 is not: the key given applies to both, so d2 is refused.
     one_line(since, 2, "not signed")
     invoke(["audit", "digest", "--out", d2], LEDGER_AUDIT_SIGNING_KEY=world["key"], **env)
-    since = invoke(["audit", "verify", "--since", d1, "--digest", d2,
-                    "--public-key", world["public"]], **env)
+    since = invoke(
+        ["audit", "verify", "--since", d1, "--digest", d2, "--public-key", world["public"]], **env
+    )
     assert since.exit_code == 0 and "extends the digest of" in since.stdout, since.stderr
 
     proof_file = f"{world['dir']}/proof.json"
-    proved = invoke(["audit", "prove", world["attempt"], "1", "--digest", d1,
-                     "--public-key", world["public"], "--out", proof_file], **env)
+    proved = invoke(
+        [
+            "audit",
+            "prove",
+            world["attempt"],
+            "1",
+            "--digest",
+            d1,
+            "--public-key",
+            world["public"],
+            "--out",
+            proof_file,
+        ],
+        **env,
+    )
     assert proved.exit_code == 0, proved.stderr
-    checked = invoke(["audit", "check-proof", proof_file, "--digest", d1,
-                      "--public-key", world["public"]])  # no ledger settings at all
+    checked = invoke(
+        ["audit", "check-proof", proof_file, "--digest", d1, "--public-key", world["public"]]
+    )  # no ledger settings at all
     assert checked.exit_code == 0, checked.stderr
     assert f"{world['attempt']} version 1" in checked.stdout
     proof = json.loads(Path(proof_file).read_text())
     proof["chain"][0]["data"]["generation"] = 7
     Path(proof_file).write_text(json.dumps(proof))
-    forged = invoke(["audit", "check-proof", proof_file, "--digest", d1,
-                     "--public-key", world["public"]])
+    forged = invoke(
+        ["audit", "check-proof", proof_file, "--digest", d1, "--public-key", world["public"]]
+    )
     one_line(forged, 1, "the proof does not hold")
 
     # `ledger audit ID` still shows one attempt
@@ -133,23 +163,40 @@ def test_a_forged_signature_is_tampering(world: dict[str, str]) -> None:
     forged = invoke(["audit", "verify", "--digest", d1, "--public-key", world["public"]], **env)
     one_line(forged, 1, "signature does not verify")
     # The signature is checked before the ledger is read.
-    gone = invoke(["audit", "verify", "--digest", d1, "--public-key", world["public"]],
-                  LEDGER_SQLITE_PATH=f"{world['dir']}/elsewhere.db")
+    gone = invoke(
+        ["audit", "verify", "--digest", d1, "--public-key", world["public"]],
+        LEDGER_SQLITE_PATH=f"{world['dir']}/elsewhere.db",
+    )
     one_line(gone, 1, "signature does not verify")
 
 
-@pytest.mark.parametrize("case", ["not json", "another key", "another ledger", "unsigned key",
-                                  "signed no key", "missing file", "not a digest"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "not json",
+        "another key",
+        "another ledger",
+        "unsigned key",
+        "signed no key",
+        "missing file",
+        "not a digest",
+    ],
+)
 def test_bad_input_exits_2_with_one_line(world: dict[str, str], case: str) -> None:
     env = {"LEDGER_SQLITE_PATH": world["db"]}
     d1 = f"{world['dir']}/d1.json"
     signing = {"LEDGER_AUDIT_SIGNING_KEY": world["key"]}
     invoke(["audit", "digest", "--out", d1], **(signing if case != "unsigned key" else {}), **env)
     args = ["audit", "verify", "--digest", d1]
-    fragment = {"not json": "not JSON", "another key": "another key",
-                "another ledger": "not this one", "unsigned key": "not signed",
-                "signed no key": "pass --public-key", "missing file": "cannot read",
-                "not a digest": "not a ledger digest"}[case]
+    fragment = {
+        "not json": "not JSON",
+        "another key": "another key",
+        "another ledger": "not this one",
+        "unsigned key": "not signed",
+        "signed no key": "pass --public-key",
+        "missing file": "cannot read",
+        "not a digest": "not a ledger digest",
+    }[case]
     if case == "not json":
         Path(d1).write_text("{not json")
     elif case == "not a digest":
@@ -166,11 +213,19 @@ def test_bad_input_exits_2_with_one_line(world: dict[str, str], case: str) -> No
     one_line(invoke(args, **env), 2, fragment)
 
 
-@pytest.mark.parametrize("args", [["audit", "--help"], ["audit", "digest", "--help"],
-                                  ["audit", "verify", "--help"], ["audit", "prove", "--help"],
-                                  ["audit", "check-proof", "--help"], ["audit", "show", "--help"],
-                                  ["audit", "reindex", "--help"]],
-                         ids=" ".join)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["audit", "--help"],
+        ["audit", "digest", "--help"],
+        ["audit", "verify", "--help"],
+        ["audit", "prove", "--help"],
+        ["audit", "check-proof", "--help"],
+        ["audit", "show", "--help"],
+        ["audit", "reindex", "--help"],
+    ],
+    ids=" ".join,
+)
 def test_every_audit_command_has_help(args: list[str]) -> None:
     result = invoke(args)
     assert result.exit_code == 0 and "Usage: ledger audit" in result.stdout
@@ -184,8 +239,15 @@ def test_reindex_adds_streams_written_before_the_index(tmp_path: Path) -> None:
     db = str(tmp_path / "ledger.db")
     ledger = build_ledger(load_settings(store="sqlite", sqlite_path=db))
     legacy = LedgerStore(ledger.store.recorder, head_index=False)
-    legacy.commit(Commit(aggregates=[DirectoryRecord(
-        record_id="actor:old", kind="actor", values={}, at="2026-01-01T00:00:00Z")]))
+    legacy.commit(
+        Commit(
+            aggregates=[
+                DirectoryRecord(
+                    record_id="actor:old", kind="actor", values={}, at="2026-01-01T00:00:00Z"
+                )
+            ]
+        )
+    )
     ledger.close()
     before = json.loads(invoke(["audit", "digest"], LEDGER_SQLITE_PATH=db).stdout)
     assert before["stream_count"] == 0

@@ -18,17 +18,28 @@ from tests.support.http_helpers import DIRECTORY, PROVENANCE
 
 CUSTOM_SECRET = "a-custom-secret-of-more-than-thirty-two-characters"
 CHANNEL_FLAGS = [
-    "--actor-id", PROVENANCE.actor_id,
-    "--identity-binding-id", PROVENANCE.identity_binding_id,
-    "--channel-binding-id", PROVENANCE.channel_binding_id,
-    "--conversation-key", PROVENANCE.conversation_key,
+    "--actor-id",
+    PROVENANCE.actor_id,
+    "--identity-binding-id",
+    PROVENANCE.identity_binding_id,
+    "--channel-binding-id",
+    PROVENANCE.channel_binding_id,
+    "--conversation-key",
+    PROVENANCE.conversation_key,
 ]
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"], ["serve", "--help"], ["token", "--help"],
-    ["dynamodb", "--help"], ["dynamodb", "create-table", "--help"],
-], ids=" ".join)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["serve", "--help"],
+        ["token", "--help"],
+        ["dynamodb", "--help"],
+        ["dynamodb", "create-table", "--help"],
+    ],
+    ids=" ".join,
+)
 def test_every_command_has_help(args: list[str]) -> None:
     result = invoke(args)
     assert result.exit_code == 0
@@ -58,14 +69,19 @@ def test_token_prints_only_a_jwt_the_app_accepts() -> None:
 
     settings = load_settings(store="memory")
     with TestClient(create_app(settings)) as client:
-        response = client.put(DIRECTORY + "/actors/alice", json={"enabled": True},
-                              headers={"Authorization": f"Bearer {token}"})
+        response = client.put(
+            DIRECTORY + "/actors/alice",
+            json={"enabled": True},
+            headers={"Authorization": f"Bearer {token}"},
+        )
     assert response.status_code == 200, response.text
 
 
 def test_token_uses_the_configured_secret_and_ttl() -> None:
-    result = invoke(["token", "--sub", "ops", "--role", "proposer", "--ttl", "90"],
-                    LEDGER_AUTH_HS256_SECRET=CUSTOM_SECRET)
+    result = invoke(
+        ["token", "--sub", "ops", "--role", "proposer", "--ttl", "90"],
+        LEDGER_AUTH_HS256_SECRET=CUSTOM_SECRET,
+    )
     assert result.exit_code == 0, result.stderr
     claims = jwt.decode(result.stdout.strip(), CUSTOM_SECRET, algorithms=["HS256"])
     assert (claims["sub"], claims["role"], claims["exp"] - claims["iat"]) == ("ops", "proposer", 90)
@@ -82,7 +98,7 @@ def test_channel_token_carries_the_provenance_flags() -> None:
 
 @pytest.mark.parametrize("missing", range(4))
 def test_channel_token_needs_all_four_provenance_flags(missing: int) -> None:
-    flags = CHANNEL_FLAGS[: 2 * missing] + CHANNEL_FLAGS[2 * missing + 2:]
+    flags = CHANNEL_FLAGS[: 2 * missing] + CHANNEL_FLAGS[2 * missing + 2 :]
     result = invoke(["token", "--sub", "slack", "--role", "channel", *flags])
     assert_one_line_failure(result, CHANNEL_FLAGS[2 * missing])
 
@@ -105,23 +121,33 @@ def test_token_is_refused_in_production_with_the_development_secret() -> None:
 
 
 def test_token_is_refused_in_production_even_with_a_real_secret() -> None:
-    result = invoke(["token", "--sub", "root", "--role", "admin"], LEDGER_ENV="production",
-                    LEDGER_AUTH_HS256_SECRET=CUSTOM_SECRET)
+    result = invoke(
+        ["token", "--sub", "root", "--role", "admin"],
+        LEDGER_ENV="production",
+        LEDGER_AUTH_HS256_SECRET=CUSTOM_SECRET,
+    )
     assert_one_line_failure(result, "LEDGER_ENV=production")
     assert CUSTOM_SECRET not in result.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["token", "--sub", "root", "--role", "admin"],
-    ["serve", "--port", "1"],
-    ["dynamodb", "create-table"],
-], ids=["token", "serve", "create-table"])
-@pytest.mark.parametrize(("variable", "value"), [
-    ("LEDGER_LEASE_SECONDS", "1"),
-    ("LEDGER_STORE", "postgres"),
-    ("LEDGER_PERMISSIONS", "Not A Name"),
-    ("LEDGER_AUTH_HS256_SECRET", "short"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["token", "--sub", "root", "--role", "admin"],
+        ["serve", "--port", "1"],
+        ["dynamodb", "create-table"],
+    ],
+    ids=["token", "serve", "create-table"],
+)
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("LEDGER_LEASE_SECONDS", "1"),
+        ("LEDGER_STORE", "postgres"),
+        ("LEDGER_PERMISSIONS", "Not A Name"),
+        ("LEDGER_AUTH_HS256_SECRET", "short"),
+    ],
+)
 def test_invalid_settings_fail_in_one_line_naming_the_variable(
     args: list[str], variable: str, value: str
 ) -> None:

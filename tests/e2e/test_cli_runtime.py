@@ -50,7 +50,10 @@ def test_recover_with_bad_settings_fails_in_one_line() -> None:
 
 
 def test_recover_refuses_when_execution_is_disabled(tmp_path: Path) -> None:
-    result = invoke(["recover", "--once"], LEDGER_SQLITE_PATH=str(tmp_path / "l.db"),
-                    LEDGER_EXECUTION_ENABLED="false")
+    result = invoke(
+        ["recover", "--once"],
+        LEDGER_SQLITE_PATH=str(tmp_path / "l.db"),
+        LEDGER_EXECUTION_ENABLED="false",
+    )
     assert result.exit_code == 1
     assert "execution is disabled" in result.stderr

@@ -16,17 +16,27 @@ from api.http.auth import mint_token
 from tests.support.console import admin_session, hidden_fields, sign_in
 from tests.support.http_helpers import API, PROVENANCE, Headers, propose_and_present, run_worker
 
-PAGES = ["/console", "/console/attempts", "/console/attempts?status=failed_safe",
-         "/console/attempts/att_missing", "/console/inbox",
-         "/console/inbox?actor_id=alice&status=claimed"]
+PAGES = [
+    "/console",
+    "/console/attempts",
+    "/console/attempts?status=failed_safe",
+    "/console/attempts/att_missing",
+    "/console/inbox",
+    "/console/inbox?actor_id=alice&status=claimed",
+]
 
 
 def unknown_attempt(client: TestClient, bearer: Callable[..., Headers], ledger: Ledger) -> str:
-    token = propose_and_present(client, bearer, capability="fake.operator_only",
-                                executor_build=fake_build_digest("fake.operator_only"),
-                                content={"simulate": "timeout_after_effect"})
-    attempt_id: str = client.post(f"{API}/approvals", json={"token": token},
-                                  headers=bearer("channel")).json()["attempt_id"]
+    token = propose_and_present(
+        client,
+        bearer,
+        capability="fake.operator_only",
+        executor_build=fake_build_digest("fake.operator_only"),
+        content={"simulate": "timeout_after_effect"},
+    )
+    attempt_id: str = client.post(
+        f"{API}/approvals", json={"token": token}, headers=bearer("channel")
+    ).json()["attempt_id"]
     assert run_worker(ledger, attempt_id) == "outcome_unknown"
     return attempt_id
 
@@ -39,14 +49,18 @@ def test_no_console_page_opens_without_an_admin_session(
             answer = browser.get(page, headers=bearer(role), follow_redirects=False)
             assert answer.status_code == 303, (role, page)
             assert answer.headers["location"] == "/console/signin"
-    for path in ("/console/attempts/att_x/resolve", "/console/attempts/att_x/reconcile",
-                 "/console/signout"):
+    for path in (
+        "/console/attempts/att_x/resolve",
+        "/console/attempts/att_x/reconcile",
+        "/console/signout",
+    ):
         assert browser.post(path, follow_redirects=False).status_code == 303
 
 
 @pytest.mark.parametrize("role", ["actor", "channel", "proposer", "metrics", None])
-def test_only_an_admin_token_signs_in(browser: TestClient, settings: Settings,
-                                      bearer: Callable[..., Headers], role: str | None) -> None:
+def test_only_an_admin_token_signs_in(
+    browser: TestClient, settings: Settings, bearer: Callable[..., Headers], role: str | None
+) -> None:
     token = "not-a-token" if role is None else bearer(role)["Authorization"].split()[1]
     answer = sign_in(browser, token)
     assert answer.status_code == 401
@@ -62,8 +76,9 @@ def test_the_session_cookie_is_httponly_strict_and_short_lived(
 ) -> None:
     token = mint_token(settings, subject="ops", role="admin")
     answer = sign_in(browser, token)
-    cookie = next(c for c in answer.headers.get_list("set-cookie")
-                  if c.startswith("ledger_console="))
+    cookie = next(
+        c for c in answer.headers.get_list("set-cookie") if c.startswith("ledger_console=")
+    )
     flags = {part.strip().split("=")[0].lower(): part.strip() for part in cookie.split(";")}
     assert "httponly" in flags and flags["samesite"].lower() == "samesite=strict"
     assert int(flags["max-age"].split("=")[1]) <= settings.console_session_seconds
@@ -73,15 +88,19 @@ def test_the_session_cookie_is_httponly_strict_and_short_lived(
 
 def test_sign_in_needs_the_forms_own_nonce(browser: TestClient, settings: Settings) -> None:
     token = mint_token(settings, subject="ops", role="admin")
-    answer = browser.post("/console/signin", data={"token": token, "csrf": "guessed"},
-                          follow_redirects=False)
+    answer = browser.post(
+        "/console/signin", data={"token": token, "csrf": "guessed"}, follow_redirects=False
+    )
     assert answer.status_code == 400
     assert browser.get("/console", follow_redirects=False).status_code == 303
 
 
 @pytest.mark.usefixtures("directory")
 def test_resolve_from_the_attention_list_with_csrf_and_revision(
-    browser: TestClient, client: TestClient, settings: Settings, ledger: Ledger,
+    browser: TestClient,
+    client: TestClient,
+    settings: Settings,
+    ledger: Ledger,
     bearer: Callable[..., Headers],
 ) -> None:
     attempt_id = unknown_attempt(client, bearer, ledger)
@@ -92,18 +111,31 @@ def test_resolve_from_the_attention_list_with_csrf_and_revision(
     assert page.status_code == 200 and "<svg" in page.text and "hash chains verified" in page.text
     fields = hidden_fields(page.text, "resolve")
     url = f"/console/attempts/{attempt_id}/resolve"
-    forged = browser.post(url, data={**fields, "csrf": "x" * 43, "resolution": "no_effect",
-                                     "reason": "checked"})
+    forged = browser.post(
+        url, data={**fields, "csrf": "x" * 43, "resolution": "no_effect", "reason": "checked"}
+    )
     assert forged.status_code == 403 and "security token did not match" in forged.text
-    stale = browser.post(url, data={**fields, "expected_revision":
-                                    str(int(fields["expected_revision"]) - 1),
-                                    "resolution": "no_effect", "reason": "checked"})
+    stale = browser.post(
+        url,
+        data={
+            **fields,
+            "expected_revision": str(int(fields["expected_revision"]) - 1),
+            "resolution": "no_effect",
+            "reason": "checked",
+        },
+    )
     assert stale.status_code == 409
     assert "Conflict (409), nothing was changed" in stale.text
     assert f"revision {fields['expected_revision']}, status outcome_unknown" in stale.text
-    done = browser.post(url, data={**fields, "resolution": "effect_applied",
-                                   "reason": "provider console shows the task"},
-                        follow_redirects=False)
+    done = browser.post(
+        url,
+        data={
+            **fields,
+            "resolution": "effect_applied",
+            "reason": "provider console shows the task",
+        },
+        follow_redirects=False,
+    )
     assert done.status_code == 303
     resolved = browser.get(done.headers["location"])
     assert "manually_resolved" in resolved.text and "Resolved." in resolved.text
@@ -113,9 +145,7 @@ def test_resolve_from_the_attention_list_with_csrf_and_revision(
     assert again.status_code == 409 and "status manually_resolved" in again.text
 
 
-def test_an_expired_session_sends_back_to_sign_in(
-    settings: Settings, ledger: Ledger
-) -> None:
+def test_an_expired_session_sends_back_to_sign_in(settings: Settings, ledger: Ledger) -> None:
     from tests.support.clocks import FixedClock
 
     clock = FixedClock()
@@ -129,8 +159,12 @@ def test_an_expired_session_sends_back_to_sign_in(
 
 @pytest.mark.usefixtures("directory")
 def test_pending_approvals_lists_an_actors_inbox_paged_without_tokens(
-    browser: TestClient, client: TestClient, settings: Settings, ledger: Ledger,
-    bearer: Callable[..., Headers], monkeypatch: pytest.MonkeyPatch,
+    browser: TestClient,
+    client: TestClient,
+    settings: Settings,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from api.console import routes
 
@@ -151,13 +185,14 @@ def test_pending_approvals_lists_an_actors_inbox_paged_without_tokens(
     assert second.text.count("<td>prop_") == 1 and "Next page" not in second.text
     for page in (first, second):
         assert not any(token in page.text for token in tokens)
-    claimed = client.post(f"{API}/approvals", json={"token": tokens[0]},
-                          headers=bearer("channel")).json()["attempt_id"]
-    shown = browser.get("/console/inbox", params={"actor_id": PROVENANCE.actor_id,
-                                                  "status": "claimed"})
+    claimed = client.post(
+        f"{API}/approvals", json={"token": tokens[0]}, headers=bearer("channel")
+    ).json()["attempt_id"]
+    shown = browser.get(
+        "/console/inbox", params={"actor_id": PROVENANCE.actor_id, "status": "claimed"}
+    )
     assert shown.text.count("<td>prop_") == 1
     assert f'href="/console/attempts/{claimed}"' in shown.text
-    assert browser.get("/console/inbox", params={"actor_id": "nobody"}).text.count(
-        "None.") == 1
+    assert browser.get("/console/inbox", params={"actor_id": "nobody"}).text.count("None.") == 1
     bad = browser.get("/console/inbox", params={"actor_id": "<script>"})
     assert bad.status_code == 400 and "<script>" not in bad.text

@@ -16,7 +16,9 @@ from tests.support.webhooks import seed
 
 
 def test_the_webhook_page_needs_an_admin_session(
-    browser: TestClient, bearer: Callable[..., Headers], ledger: Ledger,
+    browser: TestClient,
+    bearer: Callable[..., Headers],
+    ledger: Ledger,
 ) -> None:
     (first, *_) = seed(ledger)
     for role in ("actor", "channel", "proposer", "metrics", "admin"):
@@ -27,7 +29,9 @@ def test_the_webhook_page_needs_an_admin_session(
 
 
 def test_redeliver_a_failing_delivery_from_the_console(
-    browser: TestClient, settings: Settings, ledger: Ledger,
+    browser: TestClient,
+    settings: Settings,
+    ledger: Ledger,
 ) -> None:
     ids = seed(ledger, failing=3, delivered=1)
     admin_session(browser, settings)

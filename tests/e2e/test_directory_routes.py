@@ -29,45 +29,85 @@ class Route:
 
 ROUTES = [
     Route(
-        "actor", "/actors/alice", {"enabled": True}, {"enabled": False},
+        "actor",
+        "/actors/alice",
+        {"enabled": True},
+        {"enabled": False},
         {"id": "alice", "kind": "actor", "enabled": True},
         ("/actors/-alice", "/actors/" + "a" * 129, "/actors/al%20ice", "/actors/al%3Bice"),
     ),
     Route(
-        "identity-binding", "/identity-bindings/ib-1",
+        "identity-binding",
+        "/identity-bindings/ib-1",
         {"actor_id": "alice", "channel": "slack", "external_id": "U123", "active": True},
         {"actor_id": "alice", "channel": "slack", "external_id": "U123", "active": False},
-        {"id": "ib-1", "kind": "identity-binding", "actor_id": "alice", "channel": "slack",
-         "external_id": "U123", "active": True},
+        {
+            "id": "ib-1",
+            "kind": "identity-binding",
+            "actor_id": "alice",
+            "channel": "slack",
+            "external_id": "U123",
+            "active": True,
+        },
         ("/identity-bindings/_x", "/identity-bindings/" + "b" * 129, "/identity-bindings/a%23b"),
     ),
     Route(
-        "channel-binding", "/channel-bindings/cb-1",
+        "channel-binding",
+        "/channel-bindings/cb-1",
         {"conversation_key": "C042", "channel": "slack", "active": True},
         {"conversation_key": "C043", "channel": "slack", "active": True},
-        {"id": "cb-1", "kind": "channel-binding", "conversation_key": "C042",
-         "channel": "slack", "active": True},
+        {
+            "id": "cb-1",
+            "kind": "channel-binding",
+            "conversation_key": "C042",
+            "channel": "slack",
+            "active": True,
+        },
         ("/channel-bindings/.x", "/channel-bindings/" + "c" * 129, "/channel-bindings/a%21"),
     ),
     Route(
-        "grant", "/actors/alice/permissions/tasks.write", {"granted": True}, {"granted": False},
-        {"id": "alice:tasks.write", "kind": "grant", "actor_id": "alice",
-         "permission": "tasks.write", "granted": True},
-        ("/actors/-a/permissions/tasks.write", "/actors/alice/permissions/Tasks.Write",
-         "/actors/alice/permissions/" + "t" * 65),
+        "grant",
+        "/actors/alice/permissions/tasks.write",
+        {"granted": True},
+        {"granted": False},
+        {
+            "id": "alice:tasks.write",
+            "kind": "grant",
+            "actor_id": "alice",
+            "permission": "tasks.write",
+            "granted": True,
+        },
+        (
+            "/actors/-a/permissions/tasks.write",
+            "/actors/alice/permissions/Tasks.Write",
+            "/actors/alice/permissions/" + "t" * 65,
+        ),
     ),
     Route(
-        "executor-build", f"/executor-builds/fake.provider_idempotency/{DIGEST}",
+        "executor-build",
+        f"/executor-builds/fake.provider_idempotency/{DIGEST}",
         {"delivery_mode": "provider_idempotency", "available": True},
         {"delivery_mode": "provider_idempotency", "available": False},
-        {"id": f"fake.provider_idempotency:{DIGEST}", "kind": "executor-build",
-         "capability": "fake.provider_idempotency", "build_digest": DIGEST,
-         "delivery_mode": "provider_idempotency", "available": True},
-        (f"/executor-builds/Fake/{DIGEST}", "/executor-builds/fake.x/sha256:abc",
-         f"/executor-builds/fake.x/md5:{'ab' * 32}", f"/executor-builds/fake.x/{DIGEST.upper()}"),
+        {
+            "id": f"fake.provider_idempotency:{DIGEST}",
+            "kind": "executor-build",
+            "capability": "fake.provider_idempotency",
+            "build_digest": DIGEST,
+            "delivery_mode": "provider_idempotency",
+            "available": True,
+        },
+        (
+            f"/executor-builds/Fake/{DIGEST}",
+            "/executor-builds/fake.x/sha256:abc",
+            f"/executor-builds/fake.x/md5:{'ab' * 32}",
+            f"/executor-builds/fake.x/{DIGEST.upper()}",
+        ),
     ),
     Route(
-        "target", "/targets/task:42", {"revision": "r7"}, {"revision": "r8"},
+        "target",
+        "/targets/task:42",
+        {"revision": "r7"},
+        {"revision": "r8"},
         {"id": "task:42", "kind": "target", "target_revision": "r7"},
         ("/targets/:task", "/targets/" + "t" * 129, "/targets/task%2042"),
     ),
@@ -78,10 +118,15 @@ ROUTE_IDS = [r.name for r in ROUTES]
 def _wrong_values(value: Any) -> list[tuple[str, Any]]:
     """Values of the wrong type or out of bounds for a field holding ``value``."""
     if isinstance(value, bool):
-        return [("string", "yes"), ("canary", CANARY), ("int", 1), ("null", None),
-                ("list", [True])]
-    return [("int", 123), ("bool", True), ("null", None), ("empty", ""),
-            ("oversize", CANARY + "x" * 1000), ("object", {"a": "b"})]
+        return [("string", "yes"), ("canary", CANARY), ("int", 1), ("null", None), ("list", [True])]
+    return [
+        ("int", 123),
+        ("bool", True),
+        ("null", None),
+        ("empty", ""),
+        ("oversize", CANARY + "x" * 1000),
+        ("object", {"a": "b"}),
+    ]
 
 
 def _bad_bodies(route: Route) -> list[tuple[str, Any]]:
@@ -159,8 +204,9 @@ def test_get_of_unknown_record_is_not_found(
 def test_records_of_different_kinds_do_not_collide(client: TestClient, admin: Headers) -> None:
     client.put(DIRECTORY + "/actors/alice", json={"enabled": True}, headers=admin)
     assert_error(client.get(DIRECTORY + "/targets/alice", headers=admin), 404, "not_found")
-    assert_error(client.get(DIRECTORY + "/identity-bindings/alice", headers=admin),
-                 404, "not_found")
+    assert_error(
+        client.get(DIRECTORY + "/identity-bindings/alice", headers=admin), 404, "not_found"
+    )
 
 
 @pytest.mark.parametrize(("route", "body"), BAD_BODY_CASES)
@@ -188,8 +234,11 @@ def test_put_rejects_unparseable_bodies(
 
 @pytest.mark.parametrize(
     ("route", "path"),
-    [pytest.param(route, path, id=f"{route.name}-{i}")
-     for route in ROUTES for i, path in enumerate(route.bad_paths)],
+    [
+        pytest.param(route, path, id=f"{route.name}-{i}")
+        for route in ROUTES
+        for i, path in enumerate(route.bad_paths)
+    ],
 )
 @pytest.mark.parametrize("method", ["PUT", "GET"])
 def test_bad_path_ids_are_rejected(
@@ -209,8 +258,7 @@ def test_permission_outside_the_catalogue_is_unknown_permission(
     client: TestClient, admin: Headers
 ) -> None:
     url = DIRECTORY + "/actors/alice/permissions/payments.send"
-    assert_error(client.put(url, json={"granted": True}, headers=admin),
-                 422, "unknown_permission")
+    assert_error(client.put(url, json={"granted": True}, headers=admin), 422, "unknown_permission")
     assert_error(client.get(url, headers=admin), 404, "not_found")
 
 
@@ -224,17 +272,18 @@ def test_every_delivery_mode_is_accepted(client: TestClient, admin: Headers, mod
 
 def test_unknown_delivery_mode_is_rejected(client: TestClient, admin: Headers) -> None:
     url = DIRECTORY + f"/executor-builds/fake.x/{DIGEST}"
-    response = client.put(url, json={"delivery_mode": "best_effort", "available": True},
-                          headers=admin)
+    response = client.put(
+        url, json={"delivery_mode": "best_effort", "available": True}, headers=admin
+    )
     assert_error(response, 422, "invalid_input")
     assert "best_effort" not in response.json()["detail"]
 
 
 def test_strings_are_nfc_normalized(client: TestClient, admin: Headers) -> None:
     decomposed = "Cafe\u0301"
-    response = client.put(DIRECTORY + "/targets/doc:1", json={"revision": decomposed},
-                          headers=admin)
+    response = client.put(
+        DIRECTORY + "/targets/doc:1", json={"revision": decomposed}, headers=admin
+    )
     assert response.json()["target_revision"] == "Caf\u00e9"
-    again = client.put(DIRECTORY + "/targets/doc:1", json={"revision": "Caf\u00e9"},
-                       headers=admin)
+    again = client.put(DIRECTORY + "/targets/doc:1", json={"revision": "Caf\u00e9"}, headers=admin)
     assert again.json()["revision"] == 1

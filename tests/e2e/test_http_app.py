@@ -23,20 +23,36 @@ from tests.support.http_helpers import DIRECTORY, Headers, assert_error
 CANARY = "sk_live_CANARY_e2e_0b1d"
 
 EXPECTED_STATUS = {
-    "invalid_input": 422, "invalid_spec": 422, "unknown_permission": 422,
-    "executor_build_unavailable": 422, "nondeterministic_renderer": 422,
-    "not_found": 404, "approval_unavailable": 404,
-    "concurrency_conflict": 409, "lookup_conflict": 409, "proposal_claimed": 409,
-    "stale_version": 409, "proposal_conflicted": 409, "stale_revision": 409,
-    "not_outcome_unknown": 409, "illegal_transition": 409,
-    "commit_too_large": 422, "store_unavailable": 503,
-    "unauthenticated": 401, "forbidden": 403,
-    "reconciler_unavailable": 409, "executor_no_effect": 502, "executor_outcome_uncertain": 502,
+    "invalid_input": 422,
+    "invalid_spec": 422,
+    "unknown_permission": 422,
+    "executor_build_unavailable": 422,
+    "nondeterministic_renderer": 422,
+    "not_found": 404,
+    "approval_unavailable": 404,
+    "concurrency_conflict": 409,
+    "lookup_conflict": 409,
+    "proposal_claimed": 409,
+    "stale_version": 409,
+    "proposal_conflicted": 409,
+    "stale_revision": 409,
+    "not_outcome_unknown": 409,
+    "illegal_transition": 409,
+    "commit_too_large": 422,
+    "store_unavailable": 503,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "reconciler_unavailable": 409,
+    "executor_no_effect": 502,
+    "executor_outcome_uncertain": 502,
     "executor_receipt_unusable": 502,
 }
 DOMAIN_ERRORS = sorted(
-    (cls for _, cls in inspect.getmembers(domain_errors, inspect.isclass)
-     if issubclass(cls, LedgerError) and cls is not LedgerError),
+    (
+        cls
+        for _, cls in inspect.getmembers(domain_errors, inspect.isclass)
+        if issubclass(cls, LedgerError) and cls is not LedgerError
+    ),
     key=lambda cls: cls.__name__,
 )
 
@@ -47,6 +63,7 @@ class BrokenStore:
     def __getattr__(self, name: str) -> Any:
         def fail(*_: Any, **__: Any) -> Any:
             raise RuntimeError(f"boom {CANARY}")
+
         return fail
 
 
@@ -56,6 +73,7 @@ class DownStore:
     def __getattr__(self, name: str) -> Any:
         def fail(*_: Any, **__: Any) -> Any:
             raise StoreUnavailable()
+
         return fail
 
 
@@ -95,8 +113,14 @@ def test_healthz_is_ok(client: TestClient) -> None:
 def test_readyz_is_ready_when_the_store_answers(client: TestClient) -> None:
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready", "details": {"projections": {"status": {
-        "events_behind": 0, "oldest_unprocessed_age_seconds": 0.0, "exact": True}}}}
+    assert response.json() == {
+        "status": "ready",
+        "details": {
+            "projections": {
+                "status": {"events_behind": 0, "oldest_unprocessed_age_seconds": 0.0, "exact": True}
+            }
+        },
+    }
 
 
 def test_readyz_is_503_when_the_store_does_not_answer(settings: Settings, ledger: Ledger) -> None:
@@ -111,9 +135,14 @@ def test_docs_and_openapi_describe_the_directory_routes(client: TestClient) -> N
     assert "swagger" in docs.text.lower()
     spec = client.get("/openapi.json").json()
     paths = spec["paths"]
-    for path in ["/actors/{actor_id}", "/identity-bindings/{binding_id}",
-                 "/channel-bindings/{binding_id}", "/actors/{actor_id}/permissions/{permission}",
-                 "/executor-builds/{capability}/{build_digest}", "/targets/{target_id}"]:
+    for path in [
+        "/actors/{actor_id}",
+        "/identity-bindings/{binding_id}",
+        "/channel-bindings/{binding_id}",
+        "/actors/{actor_id}/permissions/{permission}",
+        "/executor-builds/{capability}/{build_digest}",
+        "/targets/{target_id}",
+    ]:
         assert set(paths[DIRECTORY + path]) == {"put", "get"}, path
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
     put_actor = paths[DIRECTORY + "/actors/{actor_id}"]["put"]
@@ -138,8 +167,11 @@ def test_oversize_body_is_413_before_anything_is_written(
     client: TestClient, admin: Headers
 ) -> None:
     body = b'{"enabled": true, "pad": "' + b"x" * (64 * 1024) + b'"}'
-    response = client.put(DIRECTORY + "/actors/alice", content=body,
-                          headers={**admin, "Content-Type": "application/json"})
+    response = client.put(
+        DIRECTORY + "/actors/alice",
+        content=body,
+        headers={**admin, "Content-Type": "application/json"},
+    )
     assert_error(response, 413, "payload_too_large")
     assert_error(client.get(DIRECTORY + "/actors/alice", headers=admin), 404, "not_found")
 
@@ -151,18 +183,22 @@ def test_oversize_chunked_body_without_length_is_413(client: TestClient, admin: 
             yield b"x" * 1024
         yield b'"}'
 
-    response = client.put(DIRECTORY + "/actors/alice", content=chunks(),
-                          headers={**admin, "Content-Type": "application/json"})
+    response = client.put(
+        DIRECTORY + "/actors/alice",
+        content=chunks(),
+        headers={**admin, "Content-Type": "application/json"},
+    )
     assert "content-length" not in {k.lower() for k in response.request.headers}
     assert_error(response, 413, "payload_too_large")
 
 
-def test_body_just_under_the_limit_reaches_validation(
-    client: TestClient, admin: Headers
-) -> None:
+def test_body_just_under_the_limit_reaches_validation(client: TestClient, admin: Headers) -> None:
     body = b'{"enabled": true, "pad": "' + b"x" * (60 * 1024) + b'"}'
-    response = client.put(DIRECTORY + "/actors/alice", content=body,
-                          headers={**admin, "Content-Type": "application/json"})
+    response = client.put(
+        DIRECTORY + "/actors/alice",
+        content=body,
+        headers={**admin, "Content-Type": "application/json"},
+    )
     assert_error(response, 422, "invalid_input")
 
 
@@ -171,8 +207,7 @@ def test_unexpected_exception_is_a_bare_500_and_logs_only_its_type(
 ) -> None:
     client = _client_with_store(settings, ledger, BrokenStore())
     with caplog.at_level(logging.DEBUG, logger="ledger"):
-        response = client.put(DIRECTORY + "/actors/alice", json={"enabled": True},
-                              headers=admin)
+        response = client.put(DIRECTORY + "/actors/alice", json={"enabled": True}, headers=admin)
     assert response.status_code == 500
     assert response.json() == {"error": "internal_error", "detail": "Internal error."}
     assert "Traceback" not in response.text
@@ -207,9 +242,7 @@ def test_domain_errors_raised_by_a_route_become_the_uniform_body(
         assert response.headers["www-authenticate"] == "Bearer"
 
 
-def test_an_unmapped_subclass_takes_its_parents_status(
-    settings: Settings, ledger: Ledger
-) -> None:
+def test_an_unmapped_subclass_takes_its_parents_status(settings: Settings, ledger: Ledger) -> None:
     class TooManyThings(domain_errors.InvalidInput):
         code = "too_many_things"
 

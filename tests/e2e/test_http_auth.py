@@ -28,12 +28,16 @@ from tests.support.http_helpers import DIRECTORY, PROVENANCE, Headers, assert_er
 OTHER_SECRET = "another-secret-of-at-least-thirty-two-chars"
 ROUTES = [
     ("/actors/alice", {"enabled": True}),
-    ("/identity-bindings/ib-1",
-     {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True}),
+    (
+        "/identity-bindings/ib-1",
+        {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True},
+    ),
     ("/channel-bindings/cb-1", {"conversation_key": "C1", "channel": "slack", "active": True}),
     ("/actors/alice/permissions/tasks.write", {"granted": True}),
-    ("/executor-builds/fake.x/sha256:" + "0" * 64,
-     {"delivery_mode": "provider_idempotency", "available": True}),
+    (
+        "/executor-builds/fake.x/sha256:" + "0" * 64,
+        {"delivery_mode": "provider_idempotency", "available": True},
+    ),
     ("/targets/task:1", {"revision": "r1"}),
 ]
 ROUTE_CASES = [
@@ -47,8 +51,9 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _raw_token(header: dict[str, Any], claims: dict[str, Any], sign: Callable[[bytes], bytes]
-               ) -> str:
+def _raw_token(
+    header: dict[str, Any], claims: dict[str, Any], sign: Callable[[bytes], bytes]
+) -> str:
     head = _b64(json.dumps(header).encode()) + "." + _b64(json.dumps(claims).encode())
     return head + "." + _b64(sign(head.encode()))
 
@@ -61,14 +66,18 @@ def _claims(**overrides: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def rsa_keys() -> tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey]:
-    return (rsa.generate_private_key(public_exponent=65537, key_size=2048),
-            rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    return (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048),
+        rsa.generate_private_key(public_exponent=65537, key_size=2048),
+    )
 
 
 def _public_pem(key: rsa.RSAPrivateKey) -> str:
-    return key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
 
 
 def _bad_credentials(settings: Settings, other_rsa: rsa.RSAPrivateKey) -> dict[str, str | None]:
@@ -79,35 +88,56 @@ def _bad_credentials(settings: Settings, other_rsa: rsa.RSAPrivateKey) -> dict[s
         "empty-bearer": "Bearer ",
         "garbage": "Bearer not-a-jwt",
         "three-garbage-parts": "Bearer a.b.c",
-        "expired": "Bearer " + mint_token(settings, subject="root", role="admin",
-                                          ttl_seconds=-60),
-        "wrong-signature": "Bearer " + mint_token(settings, subject="root", role="admin",
-                                                  key=OTHER_SECRET),
-        "alg-none": "Bearer " + _raw_token({"alg": "none", "typ": "JWT"}, _claims(),
-                                           lambda _: b""),
+        "expired": "Bearer " + mint_token(settings, subject="root", role="admin", ttl_seconds=-60),
+        "wrong-signature": "Bearer "
+        + mint_token(settings, subject="root", role="admin", key=OTHER_SECRET),
+        "alg-none": "Bearer " + _raw_token({"alg": "none", "typ": "JWT"}, _claims(), lambda _: b""),
         "alg-none-uppercase": "Bearer " + _raw_token({"alg": "NONE"}, _claims(), lambda _: b""),
         "alg-hs512-not-configured": "Bearer " + jwt.encode(_claims(), secret, algorithm="HS512"),
-        "alg-rs256-not-configured": "Bearer " + jwt.encode(_claims(), other_rsa,
-                                                           algorithm="RS256"),
+        "alg-rs256-not-configured": "Bearer " + jwt.encode(_claims(), other_rsa, algorithm="RS256"),
         "missing-exp": "Bearer " + jwt.encode(_claims(exp=None), secret, algorithm="HS256"),
         "missing-sub": "Bearer " + jwt.encode(_claims(sub=None), secret, algorithm="HS256"),
         "missing-role": "Bearer " + jwt.encode(_claims(role=None), secret, algorithm="HS256"),
         "unknown-role": "Bearer " + jwt.encode(_claims(role="root"), secret, algorithm="HS256"),
         "sub-not-a-string": "Bearer " + jwt.encode(_claims(sub=7), secret, algorithm="HS256"),
-        "channel-without-provenance": "Bearer " + jwt.encode(
-            _claims(role="channel"), secret, algorithm="HS256"),
-        "channel-with-bad-actor-id": "Bearer " + jwt.encode(
-            _claims(role="channel", actor_id="-x", identity_binding_id="ib",
-                    channel_binding_id="cb", conversation_key="c"), secret, algorithm="HS256"),
+        "channel-without-provenance": "Bearer "
+        + jwt.encode(_claims(role="channel"), secret, algorithm="HS256"),
+        "channel-with-bad-actor-id": "Bearer "
+        + jwt.encode(
+            _claims(
+                role="channel",
+                actor_id="-x",
+                identity_binding_id="ib",
+                channel_binding_id="cb",
+                conversation_key="c",
+            ),
+            secret,
+            algorithm="HS256",
+        ),
         "oversize": "Bearer " + "a" * 9000,
     }
 
 
 BAD_CREDENTIAL_NAMES = [
-    "no-header", "basic-scheme", "empty-bearer", "garbage", "three-garbage-parts", "expired",
-    "wrong-signature", "alg-none", "alg-none-uppercase", "alg-hs512-not-configured",
-    "alg-rs256-not-configured", "missing-exp", "missing-sub", "missing-role", "unknown-role",
-    "sub-not-a-string", "channel-without-provenance", "channel-with-bad-actor-id", "oversize",
+    "no-header",
+    "basic-scheme",
+    "empty-bearer",
+    "garbage",
+    "three-garbage-parts",
+    "expired",
+    "wrong-signature",
+    "alg-none",
+    "alg-none-uppercase",
+    "alg-hs512-not-configured",
+    "alg-rs256-not-configured",
+    "missing-exp",
+    "missing-sub",
+    "missing-role",
+    "unknown-role",
+    "sub-not-a-string",
+    "channel-without-provenance",
+    "channel-with-bad-actor-id",
+    "oversize",
 ]
 
 
@@ -115,8 +145,13 @@ BAD_CREDENTIAL_NAMES = [
 @pytest.mark.parametrize("credential", BAD_CREDENTIAL_NAMES)
 @pytest.mark.parametrize(("method", "path", "body"), ROUTE_CASES)
 def test_bad_credentials_are_401_with_a_bearer_challenge(
-    client: TestClient, settings: Settings, rsa_keys: Any,
-    method: str, path: str, body: dict[str, Any], credential: str,
+    client: TestClient,
+    settings: Settings,
+    rsa_keys: Any,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    credential: str,
 ) -> None:
     authorization = _bad_credentials(settings, rsa_keys[1])[credential]
     headers = {} if authorization is None else {"Authorization": authorization}
@@ -129,8 +164,12 @@ def test_bad_credentials_are_401_with_a_bearer_challenge(
 @pytest.mark.parametrize("role", ["actor", "channel", "proposer"])
 @pytest.mark.parametrize(("method", "path", "body"), ROUTE_CASES)
 def test_non_admin_roles_are_403(
-    client: TestClient, bearer: Callable[..., Headers],
-    method: str, path: str, body: dict[str, Any], role: str,
+    client: TestClient,
+    bearer: Callable[..., Headers],
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    role: str,
 ) -> None:
     json_body = body if method == "PUT" else None
     response = client.request(method, DIRECTORY + path, json=json_body, headers=bearer(role))
@@ -144,8 +183,11 @@ def test_authentication_is_checked_before_the_body(client: TestClient) -> None:
 
 def test_bearer_scheme_is_case_insensitive(client: TestClient, settings: Settings) -> None:
     token = mint_token(settings, subject="root", role="admin")
-    response = client.put(DIRECTORY + "/actors/alice", json={"enabled": True},
-                          headers={"Authorization": f"bearer {token}"})
+    response = client.put(
+        DIRECTORY + "/actors/alice",
+        json={"enabled": True},
+        headers={"Authorization": f"bearer {token}"},
+    )
     assert response.status_code == 200
 
 
@@ -158,11 +200,14 @@ def probe_client(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
     @router.get("/probe/channel")
     def channel_probe(caller: ChannelCaller) -> dict[str, Any]:
         provenance = caller.require_provenance()
-        return {"subject": caller.subject, "role": caller.role,
-                "actor_id": provenance.actor_id,
-                "identity_binding_id": provenance.identity_binding_id,
-                "channel_binding_id": provenance.channel_binding_id,
-                "conversation_key": provenance.conversation_key}
+        return {
+            "subject": caller.subject,
+            "role": caller.role,
+            "actor_id": provenance.actor_id,
+            "identity_binding_id": provenance.identity_binding_id,
+            "channel_binding_id": provenance.channel_binding_id,
+            "conversation_key": provenance.conversation_key,
+        }
 
     @router.get("/probe/any")
     def any_probe(caller: AnyCaller) -> dict[str, Any]:
@@ -179,7 +224,9 @@ def test_channel_caller_carries_the_provenance_claims(
     response = probe_client.get("/probe/channel", headers=bearer("channel", subject="slack-bot"))
     assert response.status_code == 200
     assert response.json() == {
-        "subject": "slack-bot", "role": "channel", "actor_id": PROVENANCE.actor_id,
+        "subject": "slack-bot",
+        "role": "channel",
+        "actor_id": PROVENANCE.actor_id,
         "identity_binding_id": PROVENANCE.identity_binding_id,
         "channel_binding_id": PROVENANCE.channel_binding_id,
         "conversation_key": PROVENANCE.conversation_key,
@@ -198,9 +245,17 @@ def test_other_roles_are_not_channel_callers(
 def test_provenance_claims_on_another_role_are_ignored(
     probe_client: TestClient, settings: Settings
 ) -> None:
-    token = jwt.encode(_claims(role="actor", actor_id="mallory", identity_binding_id="ib",
-                               channel_binding_id="cb", conversation_key="c"),
-                       settings.auth_hs256_secret.get_secret_value(), algorithm="HS256")
+    token = jwt.encode(
+        _claims(
+            role="actor",
+            actor_id="mallory",
+            identity_binding_id="ib",
+            channel_binding_id="cb",
+            conversation_key="c",
+        ),
+        settings.auth_hs256_secret.get_secret_value(),
+        algorithm="HS256",
+    )
     response = probe_client.get("/probe/any", headers={"Authorization": f"Bearer {token}"})
     assert response.json() == {"role": "actor", "has_provenance": False}
 
@@ -211,8 +266,11 @@ def _rs256_client(ledger: Ledger, **overrides: Any) -> TestClient:
 
 
 def _put_actor(client: TestClient, token: str) -> Any:
-    return client.put(DIRECTORY + "/actors/alice", json={"enabled": True},
-                      headers={"Authorization": f"Bearer {token}"})
+    return client.put(
+        DIRECTORY + "/actors/alice",
+        json={"enabled": True},
+        headers={"Authorization": f"Bearer {token}"},
+    )
 
 
 def test_rs256_tokens_verify_against_the_configured_public_keys(
@@ -221,13 +279,21 @@ def test_rs256_tokens_verify_against_the_configured_public_keys(
     first, second = rsa_keys
     client = _rs256_client(ledger, auth_rs256_public_key=_public_pem(first))
     settings = load_settings(store="memory")
-    assert _put_actor(client, mint_token(settings, subject="root", role="admin",
-                                         key=first, algorithm="RS256")).status_code == 200
-    assert_error(_put_actor(client, mint_token(settings, subject="root", role="admin",
-                                               key=second, algorithm="RS256")),
-                 401, "unauthenticated")
-    assert _put_actor(client, mint_token(settings, subject="root", role="admin")).status_code \
+    assert (
+        _put_actor(
+            client, mint_token(settings, subject="root", role="admin", key=first, algorithm="RS256")
+        ).status_code
         == 200
+    )
+    assert_error(
+        _put_actor(
+            client,
+            mint_token(settings, subject="root", role="admin", key=second, algorithm="RS256"),
+        ),
+        401,
+        "unauthenticated",
+    )
+    assert _put_actor(client, mint_token(settings, subject="root", role="admin")).status_code == 200
 
 
 def test_several_rs256_keys_and_escaped_newlines_are_accepted(
@@ -245,8 +311,11 @@ def test_several_rs256_keys_and_escaped_newlines_are_accepted(
 def test_the_public_key_is_never_usable_as_an_hmac_secret(ledger: Ledger, rsa_keys: Any) -> None:
     pem = _public_pem(rsa_keys[0])
     client = _rs256_client(ledger, auth_rs256_public_key=pem)
-    forged = _raw_token({"alg": "HS256", "typ": "JWT"}, _claims(),
-                        lambda data: hmac.new(pem.encode(), data, hashlib.sha256).digest())
+    forged = _raw_token(
+        {"alg": "HS256", "typ": "JWT"},
+        _claims(),
+        lambda data: hmac.new(pem.encode(), data, hashlib.sha256).digest(),
+    )
     assert_error(_put_actor(client, forged), 401, "unauthenticated")
 
 
@@ -258,8 +327,9 @@ def test_production_never_accepts_the_development_secret(ledger: Ledger, rsa_key
     assert _put_actor(client, token).status_code == 200
 
 
-@pytest.mark.parametrize("pem", ["not a key", "-----BEGIN PUBLIC KEY-----\nAAAA\n"
-                                              "-----END PUBLIC KEY-----"])
+@pytest.mark.parametrize(
+    "pem", ["not a key", "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"]
+)
 def test_an_unusable_public_key_fails_at_start_up(ledger: Ledger, pem: str) -> None:
     settings = load_settings(store="memory", auth_rs256_public_key=pem)
     with pytest.raises(SettingsError, match="LEDGER_AUTH_RS256_PUBLIC_KEY"):
@@ -278,12 +348,16 @@ def test_mint_token_refuses_claims_the_verifier_would_reject(settings: Settings)
 
 
 def test_minted_tokens_carry_exactly_the_expected_claims(settings: Settings) -> None:
-    token = mint_token(settings, subject="bot", role="channel", provenance=PROVENANCE,
-                       ttl_seconds=120)
+    token = mint_token(
+        settings, subject="bot", role="channel", provenance=PROVENANCE, ttl_seconds=120
+    )
     claims = jwt.decode(token, settings.auth_hs256_secret.get_secret_value(), algorithms=["HS256"])
     assert claims["exp"] - claims["iat"] == 120
     assert {k: v for k, v in claims.items() if k not in {"exp", "iat"}} == {
-        "sub": "bot", "role": "channel", "actor_id": "alice",
-        "identity_binding_id": "ib-alice-slack", "channel_binding_id": "cb-general",
+        "sub": "bot",
+        "role": "channel",
+        "actor_id": "alice",
+        "identity_binding_id": "ib-alice-slack",
+        "channel_binding_id": "cb-general",
         "conversation_key": "C042",
     }

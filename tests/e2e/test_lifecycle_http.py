@@ -34,8 +34,11 @@ def test_one_proposal_goes_all_the_way_to_succeeded(
     again = client.post(f"{API}/approvals", json={"token": token}, headers=channel)
     assert again.json() == first.json()
     attempt_id = first.json()["attempt_id"]
-    assert first.json() == {"status": "execution_pending", "attempt_id": attempt_id,
-                            "attempt_revision": 1}
+    assert first.json() == {
+        "status": "execution_pending",
+        "attempt_id": attempt_id,
+        "attempt_revision": 1,
+    }
 
     actor = bearer("actor", subject=PROVENANCE.actor_id)
     queued = client.get(f"{API}/execution-attempts/{attempt_id}", headers=actor)
@@ -56,19 +59,27 @@ def test_status_is_hidden_from_everyone_but_owner_and_admin(
     client: TestClient, bearer: Callable[..., Headers]
 ) -> None:
     token = propose_and_present(client, bearer)
-    attempt_id = client.post(f"{API}/approvals", json={"token": token},
-                             headers=bearer("channel")).json()["attempt_id"]
+    attempt_id = client.post(
+        f"{API}/approvals", json={"token": token}, headers=bearer("channel")
+    ).json()["attempt_id"]
     missing = client.get(f"{API}/execution-attempts/att_{'0' * 64}", headers=bearer("admin"))
     assert_error(missing, 404, "not_found")
-    for headers in (bearer("actor", subject="mallory"), bearer("proposer"),
-                    bearer("channel", provenance=Provenance("bob", "ib", "cb", "c"))):
+    for headers in (
+        bearer("actor", subject="mallory"),
+        bearer("proposer"),
+        bearer("channel", provenance=Provenance("bob", "ib", "cb", "c")),
+    ):
         hidden = client.get(f"{API}/execution-attempts/{attempt_id}", headers=headers)
         assert hidden.status_code == 404
         assert hidden.content == missing.content
-    for headers in (bearer("admin"), bearer("actor", subject=PROVENANCE.actor_id),
-                    bearer("channel")):
-        assert client.get(f"{API}/execution-attempts/{attempt_id}",
-                          headers=headers).status_code == 200
+    for headers in (
+        bearer("admin"),
+        bearer("actor", subject=PROVENANCE.actor_id),
+        bearer("channel"),
+    ):
+        assert (
+            client.get(f"{API}/execution-attempts/{attempt_id}", headers=headers).status_code == 200
+        )
 
 
 @pytest.mark.usefixtures("directory")
@@ -79,20 +90,36 @@ def test_every_denied_approval_is_byte_identical_to_an_unknown_token(
     assert_error(unknown, 404, "approval_unavailable")
     token = propose_and_present(client, bearer)
     wrong_callers = [
-        Provenance("bob", PROVENANCE.identity_binding_id, PROVENANCE.channel_binding_id,
-                   PROVENANCE.conversation_key),
-        Provenance(PROVENANCE.actor_id, PROVENANCE.identity_binding_id, "cb-other",
-                   PROVENANCE.conversation_key),
-        Provenance(PROVENANCE.actor_id, PROVENANCE.identity_binding_id,
-                   PROVENANCE.channel_binding_id, "C999"),
+        Provenance(
+            "bob",
+            PROVENANCE.identity_binding_id,
+            PROVENANCE.channel_binding_id,
+            PROVENANCE.conversation_key,
+        ),
+        Provenance(
+            PROVENANCE.actor_id,
+            PROVENANCE.identity_binding_id,
+            "cb-other",
+            PROVENANCE.conversation_key,
+        ),
+        Provenance(
+            PROVENANCE.actor_id,
+            PROVENANCE.identity_binding_id,
+            PROVENANCE.channel_binding_id,
+            "C999",
+        ),
     ]
     for who in wrong_callers:
-        denied = client.post(f"{API}/approvals", json={"token": token},
-                             headers=bearer("channel", provenance=who))
+        denied = client.post(
+            f"{API}/approvals", json={"token": token}, headers=bearer("channel", provenance=who)
+        )
         assert denied.status_code == 404
         assert denied.content == unknown.content
-    client.put(f"{DIRECTORY}/actors/{PROVENANCE.actor_id}/permissions/tasks.write",
-               json={"granted": False}, headers=admin)
+    client.put(
+        f"{DIRECTORY}/actors/{PROVENANCE.actor_id}/permissions/tasks.write",
+        json={"granted": False},
+        headers=admin,
+    )
     revoked = client.post(f"{API}/approvals", json={"token": token}, headers=bearer("channel"))
     assert revoked.content == unknown.content
 
@@ -113,11 +140,19 @@ def test_only_channel_callers_approve_and_only_proposers_propose(
 ) -> None:
     token = propose_and_present(client, bearer)
     for role in ("admin", "actor", "proposer"):
-        assert_error(client.post(f"{API}/approvals", json={"token": token},
-                                 headers=bearer(role)), 403, "forbidden")
+        assert_error(
+            client.post(f"{API}/approvals", json={"token": token}, headers=bearer(role)),
+            403,
+            "forbidden",
+        )
     for role in ("admin", "actor", "channel"):
-        assert_error(client.post(f"{API}/proposals", headers=bearer(role),
-                                 json={"actor_id": "alice", "spec": spec()}), 403, "forbidden")
+        assert_error(
+            client.post(
+                f"{API}/proposals", headers=bearer(role), json={"actor_id": "alice", "spec": spec()}
+            ),
+            403,
+            "forbidden",
+        )
 
 
 @pytest.mark.usefixtures("directory")
@@ -125,8 +160,10 @@ def test_only_channel_callers_approve_and_only_proposers_propose(
     ("body", "code"),
     [
         ({"actor_id": "alice", "spec": spec(permission="payments.send")}, "unknown_permission"),
-        ({"actor_id": "alice", "spec": spec(executor_build="sha256:" + "00" * 32)},
-         "executor_build_unavailable"),
+        (
+            {"actor_id": "alice", "spec": spec(executor_build="sha256:" + "00" * 32)},
+            "executor_build_unavailable",
+        ),
         ({"actor_id": "alice", "spec": {**spec(), "surprise": True}}, "invalid_input"),
         ({"actor_id": "alice", "spec": spec(content={"n": 1.5})}, "invalid_input"),
         ({"actor_id": "alice", "spec": spec(content={"x": "y" * 20000})}, "invalid_input"),
@@ -145,34 +182,71 @@ def test_bad_proposals_get_422_with_the_uniform_body(
 def test_reconcile_and_resolve_are_admin_only_and_never_execute(
     client: TestClient, bearer: Callable[..., Headers], ledger: Ledger
 ) -> None:
-    token = propose_and_present(client, bearer, capability="fake.operator_only",
-                                executor_build=fake_build_digest("fake.operator_only"),
-                                content={"simulate": "timeout_after_effect"})
-    attempt_id = client.post(f"{API}/approvals", json={"token": token},
-                             headers=bearer("channel")).json()["attempt_id"]
+    token = propose_and_present(
+        client,
+        bearer,
+        capability="fake.operator_only",
+        executor_build=fake_build_digest("fake.operator_only"),
+        content={"simulate": "timeout_after_effect"},
+    )
+    attempt_id = client.post(
+        f"{API}/approvals", json={"token": token}, headers=bearer("channel")
+    ).json()["attempt_id"]
     assert run_worker(ledger, attempt_id) == "outcome_unknown"
     assert ledger.effects is not None
     calls = ledger.effects.call_count()
     url = f"{API}/execution-attempts/{attempt_id}"
     revision = client.get(url, headers=bearer("admin")).json()["revision"]
-    resolve_body = {"expected_revision": revision, "resolution": "effect_applied",
-                    "reason": "provider console shows the task"}
+    resolve_body = {
+        "expected_revision": revision,
+        "resolution": "effect_applied",
+        "reason": "provider console shows the task",
+    }
     for role in ("actor", "channel", "proposer"):
-        assert_error(client.post(f"{url}/resolve", json=resolve_body, headers=bearer(role)),
-                     403, "forbidden")
-        assert_error(client.post(f"{url}/reconcile", json={"expected_revision": revision},
-                                 headers=bearer(role)), 403, "forbidden")
-    assert_error(client.post(f"{url}/reconcile", json={"expected_revision": revision},
-                             headers=bearer("admin")), 409, "reconciler_unavailable")
-    assert_error(client.post(f"{url}/resolve", headers=bearer("admin"),
-                             json={**resolve_body, "provider_result": {"ok": True}}),
-                 422, "invalid_input")
-    assert_error(client.post(f"{url}/resolve", headers=bearer("admin"),
-                             json={**resolve_body, "reason": "api_key=sk_live_abc"}),
-                 422, "invalid_input")
-    assert_error(client.post(f"{url}/resolve", headers=bearer("admin"),
-                             json={**resolve_body, "expected_revision": revision - 1}),
-                 409, "stale_revision")
+        assert_error(
+            client.post(f"{url}/resolve", json=resolve_body, headers=bearer(role)), 403, "forbidden"
+        )
+        assert_error(
+            client.post(
+                f"{url}/reconcile", json={"expected_revision": revision}, headers=bearer(role)
+            ),
+            403,
+            "forbidden",
+        )
+    assert_error(
+        client.post(
+            f"{url}/reconcile", json={"expected_revision": revision}, headers=bearer("admin")
+        ),
+        409,
+        "reconciler_unavailable",
+    )
+    assert_error(
+        client.post(
+            f"{url}/resolve",
+            headers=bearer("admin"),
+            json={**resolve_body, "provider_result": {"ok": True}},
+        ),
+        422,
+        "invalid_input",
+    )
+    assert_error(
+        client.post(
+            f"{url}/resolve",
+            headers=bearer("admin"),
+            json={**resolve_body, "reason": "api_key=sk_live_abc"},
+        ),
+        422,
+        "invalid_input",
+    )
+    assert_error(
+        client.post(
+            f"{url}/resolve",
+            headers=bearer("admin"),
+            json={**resolve_body, "expected_revision": revision - 1},
+        ),
+        409,
+        "stale_revision",
+    )
     resolved = client.post(f"{url}/resolve", json=resolve_body, headers=bearer("admin"))
     assert resolved.status_code == 200, resolved.text
     body = resolved.json()
@@ -180,7 +254,8 @@ def test_reconcile_and_resolve_are_admin_only_and_never_execute(
     assert body["resolution"]["resolved_by"] == "tester"
     repeat = client.post(f"{url}/resolve", json=resolve_body, headers=bearer("admin"))
     assert repeat.json() == body
-    other = client.post(f"{url}/resolve", headers=bearer("admin"),
-                        json={**resolve_body, "resolution": "no_effect"})
+    other = client.post(
+        f"{url}/resolve", headers=bearer("admin"), json={**resolve_body, "resolution": "no_effect"}
+    )
     assert_error(other, 409, "not_outcome_unknown")
     assert ledger.effects.call_count() == calls

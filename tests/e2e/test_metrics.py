@@ -25,15 +25,19 @@ def scrape(client: TestClient, bearer: Callable[..., Headers]) -> dict[str, floa
     assert page.status_code == 200, page.text
     assert page.headers["content-type"].startswith("text/plain; version=0.0.4")
     return {
-        sample.name + "{" + ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())) + "}":
-            sample.value
-        for family in text_string_to_metric_families(page.text) for sample in family.samples
+        sample.name
+        + "{"
+        + ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+        + "}": sample.value
+        for family in text_string_to_metric_families(page.text)
+        for sample in family.samples
     }
 
 
 @pytest.mark.parametrize("role", [None, "channel", "actor", "proposer", "admin"])
-def test_metrics_need_a_metrics_role_token(client: TestClient, bearer: Callable[..., Headers],
-                                           role: str | None) -> None:
+def test_metrics_need_a_metrics_role_token(
+    client: TestClient, bearer: Callable[..., Headers], role: str | None
+) -> None:
     headers = {} if role is None else bearer(role)
     answer = client.get("/metrics", headers=headers)
     assert answer.status_code == (401 if role is None else 403)
@@ -47,22 +51,28 @@ def test_refusals_are_not_labelled_by_a_reason_the_uniform_answer_hides(
     token = propose_and_present(client, bearer)
     other = dataclasses.replace(PROVENANCE, conversation_key="C-elsewhere")
     before = scrape(client, bearer)
-    unknown = client.post(f"{API}/approvals", json={"token": "x" * 43},
-                          headers=bearer("channel"))
+    unknown = client.post(f"{API}/approvals", json={"token": "x" * 43}, headers=bearer("channel"))
     after_unknown = scrape(client, bearer)
-    someone_elses = client.post(f"{API}/approvals", json={"token": token},
-                                headers=bearer("channel", provenance=other))
+    someone_elses = client.post(
+        f"{API}/approvals", json={"token": token}, headers=bearer("channel", provenance=other)
+    )
     after_someone_elses = scrape(client, bearer)
     assert unknown.status_code == someone_elses.status_code == 404
     assert unknown.content == someone_elses.content
 
     def moved(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
-        return {k: b[k] - a.get(k, 0.0) for k in b
-                if k.startswith("ledger_approvals") and b[k] != a.get(k, 0.0)}
+        return {
+            k: b[k] - a.get(k, 0.0)
+            for k in b
+            if k.startswith("ledger_approvals") and b[k] != a.get(k, 0.0)
+        }
 
     # The two refusals move exactly the same series by the same amount.
-    assert moved(before, after_unknown) == moved(after_unknown, after_someone_elses) == {
-        "ledger_approvals_total{result=refused}": 1.0}
+    assert (
+        moved(before, after_unknown)
+        == moved(after_unknown, after_someone_elses)
+        == {"ledger_approvals_total{result=refused}": 1.0}
+    )
     accepted = client.post(f"{API}/approvals", json={"token": token}, headers=bearer("channel"))
     assert accepted.status_code == 202
     text = client.get("/metrics", headers=bearer("metrics")).text
@@ -76,17 +86,24 @@ def test_latency_is_labelled_by_route_template_and_gauges_read_the_views(
     client: TestClient, bearer: Callable[..., Headers], ledger: Ledger
 ) -> None:
     token = propose_and_present(client, bearer)
-    attempt_id = client.post(f"{API}/approvals", json={"token": token},
-                             headers=bearer("channel")).json()["attempt_id"]
+    attempt_id = client.post(
+        f"{API}/approvals", json={"token": token}, headers=bearer("channel")
+    ).json()["attempt_id"]
     client.get(f"{API}/execution-attempts/{attempt_id}", headers=bearer("admin"))
     client.get("/no/such/path/sk_live_NOTALABEL")
     ledger.projector.project_attempt(attempt_id)
     samples = scrape(client, bearer)
     route = f"{API}/execution-attempts/{{attempt_id}}"
-    assert samples[f"ledger_http_request_duration_seconds_count{{method=GET,route={route},"
-                   "status=2xx}"] == 1
-    assert samples["ledger_http_request_duration_seconds_count{method=GET,route=other,"
-                   "status=4xx}"] == 1
+    assert (
+        samples[
+            f"ledger_http_request_duration_seconds_count{{method=GET,route={route},status=2xx}}"
+        ]
+        == 1
+    )
+    assert (
+        samples["ledger_http_request_duration_seconds_count{method=GET,route=other,status=4xx}"]
+        == 1
+    )
     assert samples["ledger_attempts{status=queued}"] == 1
     assert samples["ledger_attempts_outcome_unknown{}"] == 0
     assert samples["ledger_due_work_backlog{}"] == 1  # queued now: due at once
@@ -122,8 +139,9 @@ def test_a_failing_gauge_source_reports_down_instead_of_failing_the_scrape() -> 
     assert metrics.value("ledger_gauges_up") == 0.0
 
 
-def test_metrics_show_the_projection_lag(client: TestClient,
-                                         bearer: Callable[..., Headers]) -> None:
+def test_metrics_show_the_projection_lag(
+    client: TestClient, bearer: Callable[..., Headers]
+) -> None:
     text = client.get("/metrics", headers=bearer("metrics")).text
     assert "# TYPE ledger_projection_events_behind gauge" in text
     assert 'ledger_projection_events_behind{subscriber="status"} 0' in text

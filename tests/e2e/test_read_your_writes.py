@@ -54,8 +54,10 @@ def test_a_first_read_that_loses_the_view_write_still_answers_the_status(
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "queued"
     owner = bearer("actor", subject="alice")
-    assert client.get(f"{API}/execution-attempts/{attempt_id}",
-                      headers=owner).json()["status"] == "queued"
+    assert (
+        client.get(f"{API}/execution-attempts/{attempt_id}", headers=owner).json()["status"]
+        == "queued"
+    )
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 
 def connect_script() -> str:
     text = (REPO_ROOT / "README.md").read_text()
-    block = re.search(r"<!-- connect:start -->\s*```sh\n(.*?)```\s*<!-- connect:end -->",
-                      text, re.S)
+    block = re.search(
+        r"<!-- connect:start -->\s*```sh\n(.*?)```\s*<!-- connect:end -->", text, re.S
+    )
     assert block, "README connect markers not found"
     return block.group(1)
 
@@ -31,25 +32,38 @@ def run_connect(workdir: Path, extra_env: dict[str, str]) -> subprocess.Complete
     for name in (".venv", "tests"):
         (workdir / name).symlink_to(REPO_ROOT / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env.update({"PORT": str(free_port()), "PROVIDER_PORT": str(free_port()),
-                "PYTHONUNBUFFERED": "1", **extra_env})
+    env.update(
+        {
+            "PORT": str(free_port()),
+            "PROVIDER_PORT": str(free_port()),
+            "PYTHONUNBUFFERED": "1",
+            **extra_env,
+        }
+    )
     out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
     with out_path.open("w") as out, err_path.open("w") as err:
-        process = subprocess.Popen(["bash", "-euo", "pipefail", "-c", connect_script()],
-                                   cwd=workdir, env=env, stdout=out, stderr=err, text=True,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            ["bash", "-euo", "pipefail", "-c", connect_script()],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
         try:
             process.wait(timeout=180)
         finally:
             # The script kills what it started; if it stopped half-way, stop its group.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-    return subprocess.CompletedProcess(process.args, process.returncode, out_path.read_text(),
-                                       err_path.read_text())
+    return subprocess.CompletedProcess(
+        process.args, process.returncode, out_path.read_text(), err_path.read_text()
+    )
 
 
 def check(result: subprocess.CompletedProcess[str], workdir: Path) -> None:
-    log = (workdir / "var" / "serve.log")
+    log = workdir / "var" / "serve.log"
     detail = result.stdout + result.stderr + (log.read_text() if log.exists() else "")
     assert result.returncode == 0, detail
     lines = result.stdout.strip().splitlines()
@@ -70,10 +84,12 @@ def test_connect_a_real_system_on_sqlite(tmp_path: Path) -> None:
 
 
 @pytest.mark.dynamodb
-def test_connect_a_real_system_on_dynamodb(tmp_path: Path, dynamodb_endpoint: str,
-                                           dynamodb_table_name: str) -> None:
+def test_connect_a_real_system_on_dynamodb(
+    tmp_path: Path, dynamodb_endpoint: str, dynamodb_table_name: str
+) -> None:
     env: dict[str, Any] = {
-        "LEDGER_STORE": "dynamodb", "LEDGER_DYNAMODB_TABLE": dynamodb_table_name,
+        "LEDGER_STORE": "dynamodb",
+        "LEDGER_DYNAMODB_TABLE": dynamodb_table_name,
         "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
         "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": dynamodb_endpoint,
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),

@@ -62,12 +62,17 @@ def test_sqlite_views_equal_a_rebuild_after_a_restart(
 # Each way of stopping and each writer once (the full 2 x 3 matrix on ministack is
 # `python -m tests.support.restart --store dynamodb`; it costs a minute more).
 @pytest.mark.dynamodb
-@pytest.mark.parametrize(("stop", "writer"), [("graceful", "recover_once"),
-                                              ("sigkill", "worker"),
-                                              ("sigkill", "second_serve")])
+@pytest.mark.parametrize(
+    ("stop", "writer"),
+    [("graceful", "recover_once"), ("sigkill", "worker"), ("sigkill", "second_serve")],
+)
 def test_dynamodb_views_equal_a_rebuild_after_a_restart(
-    harness_on: Any, dynamodb_endpoint: str, dynamodb_client: Any, dynamodb_table_name: str,
-    stop: str, writer: str
+    harness_on: Any,
+    dynamodb_endpoint: str,
+    dynamodb_client: Any,
+    dynamodb_table_name: str,
+    stop: str,
+    writer: str,
 ) -> None:
     store = StoreUnderTest.dynamodb(dynamodb_endpoint, dynamodb_table_name, dynamodb_client)
     check(scenario(harness_on(store), stop, writer))

@@ -21,28 +21,38 @@ pytestmark = pytest.mark.dynamodb
 
 def emulator_script() -> str:
     text = (REPO_ROOT / "README.md").read_text()
-    block = re.search(r"<!-- emulator:start -->\s*```sh\n(.*?)```\s*<!-- emulator:end -->",
-                      text, re.S)
+    block = re.search(
+        r"<!-- emulator:start -->\s*```sh\n(.*?)```\s*<!-- emulator:end -->", text, re.S
+    )
     assert block, "README emulator markers not found"
     return block.group(1)
 
 
 def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("LEDGER_", "AWS_"))} | {"PYTHONUNBUFFERED": "1"}
+    return {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "AWS_"))} | {
+        "PYTHONUNBUFFERED": "1"
+    }
 
 
 def test_the_readme_emulator_setup_serves_on_dynamodb(
     dynamodb_endpoint: str, tmp_path: Path
 ) -> None:
     port = free_port()
-    env = _clean_env() | {"EMULATOR": dynamodb_endpoint, "PORT": str(port),
-                          "LEDGER_DYNAMODB_TABLE": new_table_name()}
+    env = _clean_env() | {
+        "EMULATOR": dynamodb_endpoint,
+        "PORT": str(port),
+        "LEDGER_DYNAMODB_TABLE": new_table_name(),
+    }
     log = tmp_path / "serve.log"
     with log.open("wb") as sink:
-        shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", emulator_script()],
-                                 cwd=REPO_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        shell = subprocess.Popen(
+            ["bash", "-euo", "pipefail", "-c", emulator_script()],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             wait_until_up(shell, f"http://127.0.0.1:{port}/healthz", log)
             assert httpx.get(f"http://127.0.0.1:{port}/readyz").json()["status"] == "ready"
@@ -58,12 +68,16 @@ def test_an_unreachable_streams_endpoint_stops_start_up_in_one_line(
 ) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     env = _clean_env() | {
-        "LEDGER_STORE": "dynamodb", "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
-        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": closed, "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1",
+        "LEDGER_STORE": "dynamodb",
+        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
+        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": closed,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_DEFAULT_REGION": "us-east-1",
     }
-    done = subprocess.run([*ledger_command(), *command], env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [*ledger_command(), *command], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 1
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()

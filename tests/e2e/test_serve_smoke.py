@@ -19,18 +19,23 @@ from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 pytestmark = pytest.mark.slow
 
+
 def test_ledger_serve_answers_and_persists_to_sqlite(tmp_path: Path) -> None:
     port = free_port()
     db_path = tmp_path / "state" / "ledger.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env.update({"LEDGER_STORE": "sqlite", "LEDGER_SQLITE_PATH": str(db_path),
-                "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {"LEDGER_STORE": "sqlite", "LEDGER_SQLITE_PATH": str(db_path), "PYTHONUNBUFFERED": "1"}
+    )
     out_log, err_log = tmp_path / "stdout.log", tmp_path / "stderr.log"
     base = f"http://127.0.0.1:{port}"
     with out_log.open("wb") as out, err_log.open("wb") as err:
         process = subprocess.Popen(
             [*ledger_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path, env=env, stdout=out, stderr=err,
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=err,
         )
         try:
             wait_until_up(process, base + "/healthz", err_log)
@@ -38,8 +43,11 @@ def test_ledger_serve_answers_and_persists_to_sqlite(tmp_path: Path) -> None:
             assert httpx.get(base + "/openapi.json").json()["info"]["title"]
             assert httpx.get(base + "/readyz").json()["status"] == "ready"
             token = mint_token(load_settings(), subject="root", role="admin")
-            response = httpx.put(base + DIRECTORY + "/actors/alice", json={"enabled": True},
-                                 headers={"Authorization": f"Bearer {token}"})
+            response = httpx.put(
+                base + DIRECTORY + "/actors/alice",
+                json={"enabled": True},
+                headers={"Authorization": f"Bearer {token}"},
+            )
             assert response.status_code == 200, response.text
             assert response.json()["revision"] == 1
         finally:

@@ -36,8 +36,9 @@ class CountingReads:
 
 def approved(client: TestClient, bearer: Callable[..., Headers]) -> str:
     token = propose_and_present(client, bearer)
-    answer = client.post(f"{API}/approvals", json={"token": token},
-                         headers=bearer("channel", subject="chat-backend"))
+    answer = client.post(
+        f"{API}/approvals", json={"token": token}, headers=bearer("channel", subject="chat-backend")
+    )
     assert answer.status_code == 202
     attempt_id: str = answer.json()["attempt_id"]
     return attempt_id
@@ -58,7 +59,10 @@ def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
 
 
 def test_a_waiter_wakes_on_the_view_change_without_reading_while_it_waits(
-    client: TestClient, ledger: Ledger, bearer: Callable[..., Headers], admin: Headers,
+    client: TestClient,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
+    admin: Headers,
 ) -> None:
     attempt_id = approved(client, bearer)
     owner = bearer("actor", subject="alice")
@@ -69,8 +73,11 @@ def test_a_waiter_wakes_on_the_view_change_without_reading_while_it_waits(
     assert isinstance(views, NotifyingViewStore)
     counting = CountingReads(views.inner)
     views.inner = counting  # type: ignore[assignment]
-    thread, box = in_background(lambda: client.get(
-        f"{API}/execution-attempts/{attempt_id}", params={"wait": 30}, headers=owner))
+    thread, box = in_background(
+        lambda: client.get(
+            f"{API}/execution-attempts/{attempt_id}", params={"wait": 30}, headers=owner
+        )
+    )
     until(lambda: views.changes.waiting() == 1)
     until(lambda: counting.reads >= 1)
     reads_when_waiting = counting.reads
@@ -89,7 +96,10 @@ def test_a_waiter_wakes_on_the_view_change_without_reading_while_it_waits(
 
 
 def test_a_settled_attempt_answers_at_once_and_a_timeout_answers_the_current_status(
-    client: TestClient, ledger: Ledger, bearer: Callable[..., Headers], admin: Headers,
+    client: TestClient,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
+    admin: Headers,
 ) -> None:
     done = approved(client, bearer)
     run_worker(ledger, done)
@@ -102,14 +112,18 @@ def test_a_settled_attempt_answers_at_once_and_a_timeout_answers_the_current_sta
 
 
 def test_a_stranger_gets_the_missing_answer_without_waiting(
-    client: TestClient, ledger: Ledger, bearer: Callable[..., Headers],
+    client: TestClient,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
 ) -> None:
     attempt_id = approved(client, bearer)
     stranger = bearer("actor", subject="mallory")
-    missing = client.get(f"{API}/execution-attempts/att_{'0' * 64}", params={"wait": 30},
-                         headers=stranger)
-    hidden = client.get(f"{API}/execution-attempts/{attempt_id}", params={"wait": 30},
-                        headers=stranger)
+    missing = client.get(
+        f"{API}/execution-attempts/att_{'0' * 64}", params={"wait": 30}, headers=stranger
+    )
+    hidden = client.get(
+        f"{API}/execution-attempts/{attempt_id}", params={"wait": 30}, headers=stranger
+    )
     assert hidden.status_code == missing.status_code == 404
     assert hidden.content == missing.content
     assert isinstance(ledger.views, NotifyingViewStore)
@@ -121,5 +135,8 @@ def test_a_wait_outside_1_to_30_gets_422(
     client: TestClient, bearer: Callable[..., Headers], admin: Headers, wait: str
 ) -> None:
     attempt_id = approved(client, bearer)
-    assert_error(client.get(f"{API}/execution-attempts/{attempt_id}", params={"wait": wait},
-                            headers=admin), 422, "invalid_input")
+    assert_error(
+        client.get(f"{API}/execution-attempts/{attempt_id}", params={"wait": wait}, headers=admin),
+        422,
+        "invalid_input",
+    )

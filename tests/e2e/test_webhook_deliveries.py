@@ -20,7 +20,9 @@ from tests.support.webhooks import seed
 
 
 def test_failing_deliveries_page_by_cursor_without_their_bodies(
-    client: TestClient, ledger: Ledger, bearer: Callable[..., Headers],
+    client: TestClient,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
 ) -> None:
     ids = seed(ledger)
     seen: list[str] = []
@@ -37,19 +39,30 @@ def test_failing_deliveries_page_by_cursor_without_their_bodies(
         if cursor is None:
             break
     assert seen == ids[:5]  # oldest fact first, each once
-    first = client.get(f"{API}/webhook-deliveries", params={"status": "failing"},
-                        headers=bearer("admin")).json()["items"][0]
+    first = client.get(
+        f"{API}/webhook-deliveries", params={"status": "failing"}, headers=bearer("admin")
+    ).json()["items"][0]
     assert (first["last_error"], first["response_status"], first["attempts"]) == (
-        "http_status", 500, 2)
-    bad = client.get(f"{API}/webhook-deliveries", params={"status": "lost"},
-                     headers=bearer("admin"))
+        "http_status",
+        500,
+        2,
+    )
+    bad = client.get(
+        f"{API}/webhook-deliveries", params={"status": "lost"}, headers=bearer("admin")
+    )
     assert bad.status_code == 422 and set(bad.json()) == {"error", "detail"}
-    assert client.get(f"{API}/webhook-deliveries", params={"status": "failing"},
-                      headers=bearer("channel")).status_code == 403
+    assert (
+        client.get(
+            f"{API}/webhook-deliveries", params={"status": "failing"}, headers=bearer("channel")
+        ).status_code
+        == 403
+    )
 
 
 def test_redeliver_makes_one_pending_and_due_now(
-    client: TestClient, ledger: Ledger, bearer: Callable[..., Headers],
+    client: TestClient,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
 ) -> None:
     ids = seed(ledger)
     answer = client.post(f"{API}/webhook-deliveries/{ids[6]}/redeliver", headers=bearer("admin"))
@@ -59,8 +72,9 @@ def test_redeliver_makes_one_pending_and_due_now(
     assert ledger.views is not None
     stored = ledger.views.get_view(DELIVERY_VIEW, ids[6])
     assert stored is not None and stored.version == 4 and stored.data["body"]["secret"] == "CANARY"
-    missing = client.post(f"{API}/webhook-deliveries/whd_{'0' * 32}/redeliver",
-                          headers=bearer("admin"))
+    missing = client.post(
+        f"{API}/webhook-deliveries/whd_{'0' * 32}/redeliver", headers=bearer("admin")
+    )
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
 
 
@@ -70,8 +84,9 @@ def sqlite_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_cli_lists_and_redelivers(sqlite_env: dict[str, str]) -> None:
-    ledger = build_ledger(load_settings(store="sqlite",
-                                        sqlite_path=sqlite_env["LEDGER_SQLITE_PATH"]))
+    ledger = build_ledger(
+        load_settings(store="sqlite", sqlite_path=sqlite_env["LEDGER_SQLITE_PATH"])
+    )
     ids = seed(ledger, failing=2, delivered=1)
     ledger.close()
     listed = invoke(["webhooks", "list"], **sqlite_env)
@@ -89,12 +104,17 @@ def test_the_cli_lists_and_redelivers(sqlite_env: dict[str, str]) -> None:
     pending = invoke(["webhooks", "list", "--status", "pending"], **sqlite_env)
     assert pending.stdout.split()[0] == ids[2]
 
-    assert_one_line_failure(invoke(["webhooks", "redeliver", "whd_nope"], **sqlite_env),
-                            "no webhook delivery 'whd_nope'")
+    assert_one_line_failure(
+        invoke(["webhooks", "redeliver", "whd_nope"], **sqlite_env),
+        "no webhook delivery 'whd_nope'",
+    )
 
 
-@pytest.mark.parametrize("args", [["webhooks", "--help"], ["webhooks", "list", "--help"],
-                                  ["webhooks", "redeliver", "--help"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "args",
+    [["webhooks", "--help"], ["webhooks", "list", "--help"], ["webhooks", "redeliver", "--help"]],
+    ids=" ".join,
+)
 def test_the_webhook_commands_have_help(args: list[str]) -> None:
     result = invoke(args)
     assert result.exit_code == 0 and "Usage: ledger webhooks" in result.stdout
@@ -102,13 +122,21 @@ def test_the_webhook_commands_have_help(args: list[str]) -> None:
 
 def test_executors_check_refuses_a_bad_webhook_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "hooks.toml"
-    path.write_text('[[webhook]]\nid = "chat"\nurl = "https://chat.example/hooks"\n'
-                    'secret = "env:HOOK_SECRET"\nevents = ["attempt.exploded"]\n')
-    env = {"LEDGER_STORE": "memory", "LEDGER_EXECUTORS_FILE": str(path),
-           "HOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
-    assert_one_line_failure(invoke(["executors", "check"], **env),
-                            "[[webhook]] #1 (chat): events.0")
+    path.write_text(
+        '[[webhook]]\nid = "chat"\nurl = "https://chat.example/hooks"\n'
+        'secret = "env:HOOK_SECRET"\nevents = ["attempt.exploded"]\n'
+    )
+    env = {
+        "LEDGER_STORE": "memory",
+        "LEDGER_EXECUTORS_FILE": str(path),
+        "HOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    }
+    assert_one_line_failure(
+        invoke(["executors", "check"], **env), "[[webhook]] #1 (chat): events.0"
+    )
     path.write_text(path.read_text().replace("attempt.exploded", "attempt.succeeded"))
     assert invoke(["executors", "check"], **env).exit_code == 0
-    assert_one_line_failure(invoke(["executors", "check"], **{**env, "HOOK_SECRET": ""}),
-                            "environment variable HOOK_SECRET is not set")
+    assert_one_line_failure(
+        invoke(["executors", "check"], **{**env, "HOOK_SECRET": ""}),
+        "environment variable HOOK_SECRET is not set",
+    )

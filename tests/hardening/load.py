@@ -46,8 +46,15 @@ APPROVERS = 25
 STRANGERS_PER_PROPOSAL = 3
 WORKERS = 4
 STRANGER = Provenance("bob", "ib-bob", "cb1", "conv-1")
-SIMULATE = ("success", "success", "success", "timeout_after_effect", "timeout_before_effect",
-            "no_write_error", "unsafe_receipt")
+SIMULATE = (
+    "success",
+    "success",
+    "success",
+    "timeout_after_effect",
+    "timeout_before_effect",
+    "no_write_error",
+    "unsafe_receipt",
+)
 
 
 class CountingStore:
@@ -61,8 +68,11 @@ class CountingStore:
         self.conflicts = 0
 
     def commit(self, commit: Commit) -> None:
-        pending = [(a.id, e.originator_version, type(e).__qualname__)
-                   for a in commit.aggregates for e in a.pending_events]
+        pending = [
+            (a.id, e.originator_version, type(e).__qualname__)
+            for a in commit.aggregates
+            for e in a.pending_events
+        ]
         try:
             self.inner.commit(commit)
         except LedgerError:
@@ -159,8 +169,9 @@ class LoadReport:
         ]
 
 
-def run_load(store: LedgerStore, *, proposals: int, seed: int = 7,
-             crash_rate: float = 0.08) -> LoadReport:
+def run_load(
+    store: LedgerStore, *, proposals: int, seed: int = 7, crash_rate: float = 0.08
+) -> LoadReport:
     started = time.monotonic()
     rng = random.Random(seed)
     report = LoadReport(proposals=proposals)
@@ -190,8 +201,9 @@ def run_load(store: LedgerStore, *, proposals: int, seed: int = 7,
             with worker_lock:
                 report.worker_steps += 1
 
-    workers = [threading.Thread(target=worker_loop, name=f"load-worker-{i}")
-               for i in range(WORKERS)]
+    workers = [
+        threading.Thread(target=worker_loop, name=f"load-worker-{i}") for i in range(WORKERS)
+    ]
     for thread in workers:
         thread.start()
 
@@ -203,13 +215,16 @@ def run_load(store: LedgerStore, *, proposals: int, seed: int = 7,
                 mode = rng.choice(sorted(MODES))
                 capability = MODES[mode]
                 proposal_id = world.propose(
-                    capability=capability, executor_build=fake_build_digest(capability),
-                    content={"n": number, "simulate": rng.choice(SIMULATE)})
+                    capability=capability,
+                    executor_build=fake_build_digest(capability),
+                    content={"n": number, "simulate": rng.choice(SIMULATE)},
+                )
                 proposal_ids.append(proposal_id)
                 tokens = [world.present(proposal_id).token for _ in range(2)]
                 barrier = threading.Barrier(APPROVERS)
                 callers = [STRANGER] * STRANGERS_PER_PROPOSAL + [world.who] * (
-                    APPROVERS - STRANGERS_PER_PROPOSAL)
+                    APPROVERS - STRANGERS_PER_PROPOSAL
+                )
                 rng.shuffle(callers)
 
                 def press(job: tuple[str, Provenance, threading.Barrier]) -> str | None:
@@ -220,8 +235,11 @@ def run_load(store: LedgerStore, *, proposals: int, seed: int = 7,
                     except ApprovalUnavailable:
                         return None
 
-                answers = list(pool.map(press, [(tokens[i % 2], who, barrier)
-                                                for i, who in enumerate(callers)]))
+                answers = list(
+                    pool.map(
+                        press, [(tokens[i % 2], who, barrier) for i, who in enumerate(callers)]
+                    )
+                )
                 report.approval_requests += len(answers)
                 for who, answer in zip(callers, answers, strict=True):
                     if answer is None:
@@ -271,8 +289,9 @@ def run_load(store: LedgerStore, *, proposals: int, seed: int = 7,
             assert calls <= 1, f"{attempt_id}: {calls} calls without provider idempotency"
     streams = sorted({stream for stream, _ in counting.written})
     for stream_id in streams:
-        stored = {(s.originator_version, s.topic.rsplit(":", 1)[-1])
-                  for s in store.read_stream(stream_id)}
+        stored = {
+            (s.originator_version, s.topic.rsplit(":", 1)[-1]) for s in store.read_stream(stream_id)
+        }
         for (written_stream, version), kind in counting.written.items():
             if written_stream == stream_id:
                 assert (version, kind) in stored, f"lost event {stream_id} v{version} {kind}"
@@ -291,9 +310,11 @@ def run_load(store: LedgerStore, *, proposals: int, seed: int = 7,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.hardening.load",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.hardening.load",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--proposals", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)

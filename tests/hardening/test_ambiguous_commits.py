@@ -101,8 +101,13 @@ def rig(dynamodb_client: Any, dynamodb_table_name: str) -> Rig:
 
 
 def _topics(kwargs: dict[str, Any]) -> list[str]:
-    items = [kwargs["Item"]] if "Item" in kwargs else [
-        action["Put"]["Item"] for action in kwargs.get("TransactItems", []) if "Put" in action]
+    items = (
+        [kwargs["Item"]]
+        if "Item" in kwargs
+        else [
+            action["Put"]["Item"] for action in kwargs.get("TransactItems", []) if "Put" in action
+        ]
+    )
     return [item["topic"]["S"] for item in items if "topic" in item]
 
 
@@ -114,7 +119,8 @@ def writes(topic: str) -> Callable[[dict[str, Any]], bool]:
 def only_due_work(kwargs: dict[str, Any]) -> bool:
     actions = kwargs.get("TransactItems", [])
     return bool(actions) and all(
-        "Delete" in a and a["Delete"]["Key"]["pk"]["S"].startswith("due#") for a in actions)
+        "Delete" in a and a["Delete"]["Key"]["pk"]["S"].startswith("due#") for a in actions
+    )
 
 
 def view_write(kwargs: dict[str, Any]) -> bool:
@@ -165,8 +171,13 @@ def _directory_check(rig: Rig, _: Any, __: Any) -> None:
 
 
 def _put_carol(rig: Rig, _: Any) -> Any:
-    return put_record(rig.store, rig.world.clock, kind=DirectoryKind.ACTOR,
-                      record_id=actor_record_id("carol"), values={"enabled": True})
+    return put_record(
+        rig.store,
+        rig.world.clock,
+        kind=DirectoryKind.ACTOR,
+        record_id=actor_record_id("carol"),
+        values={"enabled": True},
+    )
 
 
 def _propose_check(rig: Rig, _: Any, proposal_id: str) -> None:
@@ -179,8 +190,13 @@ def _propose_check(rig: Rig, _: Any, proposal_id: str) -> None:
 
 
 def _revise(rig: Rig, proposal_id: str) -> int:
-    return propose(rig.world.ctx, actor_id="alice", spec_data=base_spec(destination="inbox"),
-                   lineage_id=proposal_id, expected_version=1).version
+    return propose(
+        rig.world.ctx,
+        actor_id="alice",
+        spec_data=base_spec(destination="inbox"),
+        lineage_id=proposal_id,
+        expected_version=1,
+    ).version
 
 
 def _revise_again(rig: Rig, proposal_id: str) -> int | str:
@@ -243,8 +259,9 @@ def _succeeded_once(rig: Rig, attempt_id: str, _: Any) -> None:
     assert rig.world.effects.effect_count(attempt.idempotency_key) == 1
     assert topics(rig, attempt_id).count("ResultRecorded") == 1
     oracle(rig, attempt_id)
-    assert attempt_id not in {d.attempt_id for d in
-                              rig.store.due_work(rig.world.clock.now(), 100).items}
+    assert attempt_id not in {
+        d.attempt_id for d in rig.store.due_work(rig.world.clock.now(), 100).items
+    }
 
 
 def _expired_lease(rig: Rig) -> str:
@@ -282,9 +299,14 @@ def _resolve_prepare(rig: Rig) -> tuple[str, int]:
 
 
 def _resolve(rig: Rig, prepared: tuple[str, int]) -> Any:
-    return resolve(rig.world.ctx, attempt_id=prepared[0], expected_revision=prepared[1],
-                   outcome="effect_applied", reason="seen in the provider console",
-                   resolved_by="ops")
+    return resolve(
+        rig.world.ctx,
+        attempt_id=prepared[0],
+        expected_revision=prepared[1],
+        outcome="effect_applied",
+        reason="seen in the provider console",
+        resolved_by="ops",
+    )
 
 
 def _resolve_check(rig: Rig, prepared: tuple[str, int], _: Any) -> None:
@@ -322,36 +344,117 @@ def _view_check(rig: Rig, attempt_id: str, moved: Any) -> None:
 # A lone event travels with its stream's head-index item (audit digests), so
 # every write path through the store is a transaction.
 PATHS = [
-    WritePath("directory_put", "transact_write_items", writes("Registered"), lambda rig: None,
-              _put_carol, _put_carol, _directory_check),
-    WritePath("propose", "transact_write_items", writes("Proposed"), lambda rig: None,
-              lambda rig, _: rig.world.propose(), lambda rig, _: rig.world.propose(),
-              _propose_check),
-    WritePath("revise", "transact_write_items", writes("Revised"),
-              lambda rig: rig.world.propose(),
-              _revise, _revise_again, _revise_check),
-    WritePath("present", "transact_write_items", writes("Presented"),
-              lambda rig: rig.world.propose(),
-              lambda rig, pid: rig.world.present(pid).token,
-              lambda rig, pid: rig.world.present(pid).token, _present_check),
-    WritePath("approval", "transact_write_items", writes("Queued"), _approval_prepare,
-              _approve, _approve, _approval_check),
-    WritePath("lease", "transact_write_items", writes("Leased"), _worker_prepare,
-              _process, _process, _succeeded_once),
-    WritePath("dispatch_marker", "transact_write_items", writes("DispatchStarted"),
-              _worker_prepare, _process, _process, _succeeded_once),
-    WritePath("result", "transact_write_items", writes("ResultRecorded"), _worker_prepare,
-              _process, _process, _succeeded_once),
-    WritePath("requeue", "transact_write_items", writes("Requeued"), _expired_lease,
-              _recover, _recover, _succeeded_once),
-    WritePath("reconcile", "transact_write_items", writes("ResultRecorded"), _reconcile_prepare,
-              _reconcile, _reconcile, _reconcile_check),
-    WritePath("resolve", "transact_write_items", writes("ManuallyResolved"), _resolve_prepare,
-              _resolve, _resolve, _resolve_check),
-    WritePath("due_work_only", "transact_write_items", only_due_work, _stale_due,
-              _recover, _recover, _stale_due_check),
-    WritePath("view_write", "put_item", view_write, _worker_prepare,
-              _project, _project, _view_check),
+    WritePath(
+        "directory_put",
+        "transact_write_items",
+        writes("Registered"),
+        lambda rig: None,
+        _put_carol,
+        _put_carol,
+        _directory_check,
+    ),
+    WritePath(
+        "propose",
+        "transact_write_items",
+        writes("Proposed"),
+        lambda rig: None,
+        lambda rig, _: rig.world.propose(),
+        lambda rig, _: rig.world.propose(),
+        _propose_check,
+    ),
+    WritePath(
+        "revise",
+        "transact_write_items",
+        writes("Revised"),
+        lambda rig: rig.world.propose(),
+        _revise,
+        _revise_again,
+        _revise_check,
+    ),
+    WritePath(
+        "present",
+        "transact_write_items",
+        writes("Presented"),
+        lambda rig: rig.world.propose(),
+        lambda rig, pid: rig.world.present(pid).token,
+        lambda rig, pid: rig.world.present(pid).token,
+        _present_check,
+    ),
+    WritePath(
+        "approval",
+        "transact_write_items",
+        writes("Queued"),
+        _approval_prepare,
+        _approve,
+        _approve,
+        _approval_check,
+    ),
+    WritePath(
+        "lease",
+        "transact_write_items",
+        writes("Leased"),
+        _worker_prepare,
+        _process,
+        _process,
+        _succeeded_once,
+    ),
+    WritePath(
+        "dispatch_marker",
+        "transact_write_items",
+        writes("DispatchStarted"),
+        _worker_prepare,
+        _process,
+        _process,
+        _succeeded_once,
+    ),
+    WritePath(
+        "result",
+        "transact_write_items",
+        writes("ResultRecorded"),
+        _worker_prepare,
+        _process,
+        _process,
+        _succeeded_once,
+    ),
+    WritePath(
+        "requeue",
+        "transact_write_items",
+        writes("Requeued"),
+        _expired_lease,
+        _recover,
+        _recover,
+        _succeeded_once,
+    ),
+    WritePath(
+        "reconcile",
+        "transact_write_items",
+        writes("ResultRecorded"),
+        _reconcile_prepare,
+        _reconcile,
+        _reconcile,
+        _reconcile_check,
+    ),
+    WritePath(
+        "resolve",
+        "transact_write_items",
+        writes("ManuallyResolved"),
+        _resolve_prepare,
+        _resolve,
+        _resolve,
+        _resolve_check,
+    ),
+    WritePath(
+        "due_work_only",
+        "transact_write_items",
+        only_due_work,
+        _stale_due,
+        _recover,
+        _recover,
+        _stale_due_check,
+    ),
+    WritePath(
+        "view_write", "put_item", view_write, _worker_prepare, _project, _project, _view_check
+    ),
 ]
 
 

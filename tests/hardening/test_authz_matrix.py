@@ -77,9 +77,16 @@ FAKE = "fake.provider_idempotency"
 
 def _presentation(w: HttpWorld, rel: str) -> Request:
     target = MISSING_PROPOSAL if rel == "missing" else w.proposal_id
-    return (f"{API}/proposals/{target}/presentations",
-            {"version": 1, "identity_binding_id": "ib-alice-slack",
-             "channel_binding_id": "cb-general", "conversation_key": "C042"}, None)
+    return (
+        f"{API}/proposals/{target}/presentations",
+        {
+            "version": 1,
+            "identity_binding_id": "ib-alice-slack",
+            "channel_binding_id": "cb-general",
+            "conversation_key": "C042",
+        },
+        None,
+    )
 
 
 def _approval(w: HttpWorld, rel: str) -> Request:
@@ -92,10 +99,14 @@ def _decline(w: HttpWorld, rel: str) -> Request:
 
 def _proposal(suffix: str = "") -> Build:
     def build(w: HttpWorld, rel: str) -> Request:
-        target = MISSING_PROPOSAL if rel == "missing" else (
-            w.cancelable if suffix == "/cancel" else w.proposal_id)
+        target = (
+            MISSING_PROPOSAL
+            if rel == "missing"
+            else (w.cancelable if suffix == "/cancel" else w.proposal_id)
+        )
         body = {"version": 1} if suffix == "/cancel" else None
         return f"{API}/proposals/{target}{suffix}", body, None
+
     return build
 
 
@@ -111,9 +122,13 @@ def _attempt(suffix: str = "", which: str = "queued") -> Build:
         if suffix == "/reconcile":
             body = {"expected_revision": 1 if rel == "missing" else w.revision(attempt)}
         elif suffix == "/resolve":
-            body = {"expected_revision": 1 if rel == "missing" else w.revision(attempt),
-                    "resolution": "no_effect", "reason": "checked the provider console"}
+            body = {
+                "expected_revision": 1 if rel == "missing" else w.revision(attempt),
+                "resolution": "no_effect",
+                "reason": "checked the provider console",
+            }
         return f"{API}/execution-attempts/{attempt}{suffix}", body, None
+
     return build
 
 
@@ -123,13 +138,28 @@ def _redeliver(w: HttpWorld, rel: str) -> Request:
 
     ident = delivery_id("matrix", "msg_" + "0" * 40)
     if rel != "missing" and w.ledger.views is not None:
-        w.ledger.views.put_view(delivery_row({
-            "delivery_id": ident, "subscription_id": "matrix", "notification_id": "msg_x",
-            "type": "attempt.succeeded", "subject_id": w.queued, "subject_version": 1,
-            "status": "failing", "attempts": 1, "next_try_at": "2030-01-01T00:00:00Z",
-            "last_error": "connect", "response_status": None,
-            "created_at": "2030-01-01T00:00:00Z", "updated_at": "2030-01-01T00:00:00Z",
-            "delivered_at": None, "body": {}}, version=1))
+        w.ledger.views.put_view(
+            delivery_row(
+                {
+                    "delivery_id": ident,
+                    "subscription_id": "matrix",
+                    "notification_id": "msg_x",
+                    "type": "attempt.succeeded",
+                    "subject_id": w.queued,
+                    "subject_version": 1,
+                    "status": "failing",
+                    "attempts": 1,
+                    "next_try_at": "2030-01-01T00:00:00Z",
+                    "last_error": "connect",
+                    "response_status": None,
+                    "created_at": "2030-01-01T00:00:00Z",
+                    "updated_at": "2030-01-01T00:00:00Z",
+                    "delivered_at": None,
+                    "body": {},
+                },
+                version=1,
+            )
+        )
     target = delivery_id("matrix", "msg_missing") if rel == "missing" else ident
     return f"{API}/webhook-deliveries/{target}/redeliver", None, None
 
@@ -138,88 +168,145 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/openapi.json"): Rule(EVERYONE, lambda w, r: ("/openapi.json", None, None), OK_200),
     ("GET", "/docs"): Rule(EVERYONE, lambda w, r: ("/docs", None, None), OK_200),
     ("GET", "/docs/oauth2-redirect"): Rule(
-        EVERYONE, lambda w, r: ("/docs/oauth2-redirect", None, None), OK_200),
+        EVERYONE, lambda w, r: ("/docs/oauth2-redirect", None, None), OK_200
+    ),
     ("GET", "/healthz"): Rule(EVERYONE, lambda w, r: ("/healthz", None, None), OK_200),
     ("GET", "/readyz"): Rule(EVERYONE, lambda w, r: ("/readyz", None, None), OK_200),
-    ("GET", "/metrics"): Rule(frozenset({"metrics"}), lambda w, r: ("/metrics", None, None),
-                              OK_200),
+    ("GET", "/metrics"): Rule(
+        frozenset({"metrics"}), lambda w, r: ("/metrics", None, None), OK_200
+    ),
     ("PUT", "/api/conversational/directory/actors/{actor_id}"): Rule(
-        ADMIN, directory("/actors/alice", "/actors/newcomer", {"enabled": True}), OK_200),
+        ADMIN, directory("/actors/alice", "/actors/newcomer", {"enabled": True}), OK_200
+    ),
     ("GET", "/api/conversational/directory/actors/{actor_id}"): Rule(
-        ADMIN, directory("/actors/alice", "/actors/nobody"), FOUND),
+        ADMIN, directory("/actors/alice", "/actors/nobody"), FOUND
+    ),
     ("PUT", "/api/conversational/directory/identity-bindings/{binding_id}"): Rule(
-        ADMIN, directory("/identity-bindings/ib-alice-slack", "/identity-bindings/ib-new",
-                         {"actor_id": "alice", "channel": "slack", "external_id": "U1",
-                          "active": True}), OK_200),
+        ADMIN,
+        directory(
+            "/identity-bindings/ib-alice-slack",
+            "/identity-bindings/ib-new",
+            {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True},
+        ),
+        OK_200,
+    ),
     ("GET", "/api/conversational/directory/identity-bindings/{binding_id}"): Rule(
-        ADMIN, directory("/identity-bindings/ib-alice-slack", "/identity-bindings/ib-none"),
-        FOUND),
+        ADMIN, directory("/identity-bindings/ib-alice-slack", "/identity-bindings/ib-none"), FOUND
+    ),
     ("PUT", "/api/conversational/directory/channel-bindings/{binding_id}"): Rule(
-        ADMIN, directory("/channel-bindings/cb-general", "/channel-bindings/cb-new",
-                         {"conversation_key": "C042", "channel": "slack", "active": True}),
-        OK_200),
+        ADMIN,
+        directory(
+            "/channel-bindings/cb-general",
+            "/channel-bindings/cb-new",
+            {"conversation_key": "C042", "channel": "slack", "active": True},
+        ),
+        OK_200,
+    ),
     ("GET", "/api/conversational/directory/channel-bindings/{binding_id}"): Rule(
-        ADMIN, directory("/channel-bindings/cb-general", "/channel-bindings/cb-none"), FOUND),
+        ADMIN, directory("/channel-bindings/cb-general", "/channel-bindings/cb-none"), FOUND
+    ),
     ("PUT", "/api/conversational/directory/actors/{actor_id}/permissions/{permission}"): Rule(
-        ADMIN, directory("/actors/alice/permissions/tasks.write",
-                         "/actors/newcomer/permissions/tasks.write", {"granted": True}),
-        OK_200),
+        ADMIN,
+        directory(
+            "/actors/alice/permissions/tasks.write",
+            "/actors/newcomer/permissions/tasks.write",
+            {"granted": True},
+        ),
+        OK_200,
+    ),
     ("GET", "/api/conversational/directory/actors/{actor_id}/permissions/{permission}"): Rule(
-        ADMIN, directory("/actors/alice/permissions/tasks.write",
-                         "/actors/nobody/permissions/tasks.write"), FOUND),
+        ADMIN,
+        directory(
+            "/actors/alice/permissions/tasks.write", "/actors/nobody/permissions/tasks.write"
+        ),
+        FOUND,
+    ),
     ("PUT", "/api/conversational/directory/executor-builds/{capability}/{build_digest}"): Rule(
-        ADMIN, directory(f"/executor-builds/{FAKE}/{fake_build_digest(FAKE)}",
-                         f"/executor-builds/{FAKE}/{NEW_BUILD}",
-                         {"delivery_mode": "provider_idempotency", "available": True}), OK_200),
+        ADMIN,
+        directory(
+            f"/executor-builds/{FAKE}/{fake_build_digest(FAKE)}",
+            f"/executor-builds/{FAKE}/{NEW_BUILD}",
+            {"delivery_mode": "provider_idempotency", "available": True},
+        ),
+        OK_200,
+    ),
     ("GET", "/api/conversational/directory/executor-builds/{capability}/{build_digest}"): Rule(
-        ADMIN, directory(f"/executor-builds/{FAKE}/{fake_build_digest(FAKE)}",
-                         f"/executor-builds/{FAKE}/{BUILD}"), FOUND),
+        ADMIN,
+        directory(
+            f"/executor-builds/{FAKE}/{fake_build_digest(FAKE)}", f"/executor-builds/{FAKE}/{BUILD}"
+        ),
+        FOUND,
+    ),
     ("PUT", "/api/conversational/directory/targets/{target_id}"): Rule(
-        ADMIN, directory("/targets/task:42", "/targets/task:new", {"revision": "r7"}), OK_200),
+        ADMIN, directory("/targets/task:42", "/targets/task:new", {"revision": "r7"}), OK_200
+    ),
     ("GET", "/api/conversational/directory/targets/{target_id}"): Rule(
-        ADMIN, directory("/targets/task:42", "/targets/task:none"), FOUND),
+        ADMIN, directory("/targets/task:42", "/targets/task:none"), FOUND
+    ),
     ("POST", "/api/conversational/proposals"): Rule(
         frozenset({"proposer"}),
         lambda w, rel: (f"{API}/proposals", {"actor_id": "alice", "spec": spec()}, None),
-        {"owner": 201, "non_owner": 201, "missing": 201}),
+        {"owner": 201, "non_owner": 201, "missing": 201},
+    ),
     ("POST", "/api/conversational/proposals/{proposal_id}/presentations"): Rule(
-        frozenset({"proposer"}), _presentation, {"owner": 201, "non_owner": 201, "missing": 404}),
+        frozenset({"proposer"}), _presentation, {"owner": 201, "non_owner": 201, "missing": 404}
+    ),
     # proposers are trusted backends (no per-proposer ownership, as for presentations);
     # a channel sees only its actor's proposals, anyone else's is the missing answer
     ("GET", "/api/conversational/proposals/{proposal_id}"): Rule(
-        frozenset({"admin", "proposer", "channel"}), _proposal(), FOUND,
-        hidden=frozenset({"channel"}), same_as_missing=True),
+        frozenset({"admin", "proposer", "channel"}),
+        _proposal(),
+        FOUND,
+        hidden=frozenset({"channel"}),
+        same_as_missing=True,
+    ),
     ("POST", "/api/conversational/proposals/{proposal_id}/cancel"): Rule(
-        frozenset({"admin", "proposer"}), _proposal("/cancel"), FOUND),
+        frozenset({"admin", "proposer"}), _proposal("/cancel"), FOUND
+    ),
     # a channel asking for another actor's inbox gets an empty page, like an empty inbox
-    ("GET", "/api/conversational/proposals"): Rule(
-        frozenset({"admin", "channel"}), _inbox, OK_200),
+    ("GET", "/api/conversational/proposals"): Rule(frozenset({"admin", "channel"}), _inbox, OK_200),
     ("POST", "/api/conversational/declines"): Rule(
-        frozenset({"channel"}), _decline, {"owner": 200, "non_owner": 404, "missing": 404},
-        same_as_missing=True),
+        frozenset({"channel"}),
+        _decline,
+        {"owner": 200, "non_owner": 404, "missing": 404},
+        same_as_missing=True,
+    ),
     ("POST", "/api/conversational/approvals"): Rule(
-        frozenset({"channel"}), _approval, {"owner": 202, "non_owner": 404, "missing": 404},
-        same_as_missing=True),
+        frozenset({"channel"}),
+        _approval,
+        {"owner": 202, "non_owner": 404, "missing": 404},
+        same_as_missing=True,
+    ),
     ("GET", "/api/conversational/execution-attempts"): Rule(
-        ADMIN, lambda w, rel: (f"{API}/execution-attempts", None, {"status": "queued"}), OK_200),
+        ADMIN, lambda w, rel: (f"{API}/execution-attempts", None, {"status": "queued"}), OK_200
+    ),
     # the owner (actor or its channel) and admins; a proposer sees no attempt at all
     ("GET", "/api/conversational/execution-attempts/{attempt_id}"): Rule(
-        frozenset({"admin", "actor", "channel", "proposer", "metrics"}), _attempt(), FOUND,
-        hidden=frozenset({"actor", "channel"}), blind=frozenset({"proposer", "metrics"}),
-        same_as_missing=True),
+        frozenset({"admin", "actor", "channel", "proposer", "metrics"}),
+        _attempt(),
+        FOUND,
+        hidden=frozenset({"actor", "channel"}),
+        blind=frozenset({"proposer", "metrics"}),
+        same_as_missing=True,
+    ),
     ("GET", "/api/conversational/execution-attempts/{attempt_id}/events"): Rule(
-        ADMIN, _attempt("/events"), FOUND),
+        ADMIN, _attempt("/events"), FOUND
+    ),
     ("POST", "/api/conversational/execution-attempts/{attempt_id}/reconcile"): Rule(
-        ADMIN, _attempt("/reconcile", "reconcilable"), FOUND),
+        ADMIN, _attempt("/reconcile", "reconcilable"), FOUND
+    ),
     ("POST", "/api/conversational/execution-attempts/{attempt_id}/resolve"): Rule(
-        ADMIN, _attempt("/resolve", "resolvable"), FOUND),
+        ADMIN, _attempt("/resolve", "resolvable"), FOUND
+    ),
     ("GET", "/api/conversational/webhook-deliveries"): Rule(
-        ADMIN, lambda w, rel: (f"{API}/webhook-deliveries", None, {"status": "failing"}),
-        OK_200),
+        ADMIN, lambda w, rel: (f"{API}/webhook-deliveries", None, {"status": "failing"}), OK_200
+    ),
     ("POST", "/api/conversational/webhook-deliveries/{delivery_id}/redeliver"): Rule(
-        ADMIN, _redeliver, FOUND),
+        ADMIN, _redeliver, FOUND
+    ),
     ("GET", "/api/conversational/audit/digest"): Rule(
-        ADMIN, lambda w, rel: (f"{API}/audit/digest", None, None), OK_200),
+        ADMIN, lambda w, rel: (f"{API}/audit/digest", None, None), OK_200
+    ),
 }
 
 
@@ -242,8 +329,11 @@ def cells() -> Iterator[tuple[str, str, str]]:
 def test_every_route_has_an_expectation(client: TestClient) -> None:
     # Console pages authenticate by session cookie, not bearer token: their own
     # matrix (every page x every role, signed in or not) is tests/e2e/test_console.py.
-    routes = {(method, path) for method, path, _ in flat_routes(client.app)  # type: ignore[arg-type]
-              if not path.startswith("/console")}
+    routes = {
+        (method, path)
+        for method, path, _ in flat_routes(client.app)  # type: ignore[arg-type]
+        if not path.startswith("/console")
+    }
     assert routes, "no routes found in the router table"
     missing = sorted(routes - set(RULES))
     assert not missing, f"routes without an authorization expectation: {missing}"
@@ -266,16 +356,22 @@ def test_the_whole_matrix(http_world: HttpWorld, client: TestClient) -> None:
             expected = rule.expected(role, relation)
             checked += 1
             if response.status_code != expected:
-                mismatches.append(f"{method} {path} as {role}/{relation}: "
-                                  f"{response.status_code} != {expected} {response.text[:120]}")
+                mismatches.append(
+                    f"{method} {path} as {role}/{relation}: "
+                    f"{response.status_code} != {expected} {response.text[:120]}"
+                )
                 continue
             if response.status_code >= 400:
                 body = response.json()
                 assert set(body) == {"error", "detail"}, (method, path, role, body)
             refused = expected == rule.answers["missing"] and relation != "missing"
             if rule.same_as_missing and refused and role in rule.roles:
-                missing = send(http_world, method, rule.build(http_world, "missing"),
-                               http_world.headers(role, "missing"))
+                missing = send(
+                    http_world,
+                    method,
+                    rule.build(http_world, "missing"),
+                    http_world.headers(role, "missing"),
+                )
                 assert response.content == missing.content, (method, path, role)
                 assert dict(response.headers) == dict(missing.headers), (method, path, role)
     assert not mismatches, "\n".join(mismatches)
@@ -285,10 +381,14 @@ def test_the_whole_matrix(http_world: HttpWorld, client: TestClient) -> None:
 def test_a_proposer_and_a_stranger_get_the_missing_answer_for_an_attempt(
     http_world: HttpWorld,
 ) -> None:
-    missing = http_world.client.get(f"{API}/execution-attempts/{MISSING_ATTEMPT}",
-                               headers=http_world.headers("actor", "non_owner"))
+    missing = http_world.client.get(
+        f"{API}/execution-attempts/{MISSING_ATTEMPT}",
+        headers=http_world.headers("actor", "non_owner"),
+    )
     for role in ("actor", "channel", "proposer"):
-        hidden = http_world.client.get(f"{API}/execution-attempts/{http_world.queued}",
-                                  headers=http_world.headers(role, "non_owner"))
+        hidden = http_world.client.get(
+            f"{API}/execution-attempts/{http_world.queued}",
+            headers=http_world.headers(role, "non_owner"),
+        )
         assert hidden.status_code == 404
         assert hidden.content == missing.content

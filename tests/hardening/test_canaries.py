@@ -105,8 +105,9 @@ class PlantingExecutor:
         plant = request.spec.content.get("plant")
         if plant == "receipt":
             receipt = self.inner.execute(request)
-            return ExecutionReceipt({**receipt.data, "note": CANARIES["receipt_value"],
-                                     CANARIES["receipt_key"]: "x"})
+            return ExecutionReceipt(
+                {**receipt.data, "note": CANARIES["receipt_value"], CANARIES["receipt_key"]: "x"}
+            )
         if plant == "error":
             self.inner.execute(request)
             raise RuntimeError(CANARIES["executor_error"])
@@ -127,8 +128,9 @@ class PlantingReconciler:
             raise RuntimeError(CANARIES["lookup_error"])
         found = self.inner.lookup(request)
         if found.verdict == "applied":
-            return ReconcileAnswer("applied", {**(found.receipt or {}),
-                                               "ref": CANARIES["reconciler"]})
+            return ReconcileAnswer(
+                "applied", {**(found.receipt or {}), "ref": CANARIES["reconciler"]}
+            )
         answer: ReconcileAnswer = found
         return answer
 
@@ -163,29 +165,41 @@ class Recorder:
 
 
 @pytest.fixture
-def canary_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Ledger,
-                                                                                     Settings]]:
+def canary_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Ledger, Settings]]:
     for name in list(__import__("os").environ):
         if name.startswith("LEDGER_"):
             monkeypatch.delenv(name)
     settings = load_settings(store="sqlite", env="test", sqlite_path=str(tmp_path / "l.db"))
     ledger = build_ledger(settings, clock=FixedClock(FIXED_NOW), tokens=CanaryTokens())
-    for capability in ("fake.provider_idempotency", "fake.correlation_lookup",
-                       "fake.operator_only"):
-        ledger.registry.replace(PlantingExecutor(ledger.registry.get(
-            capability, fake_build_digest(capability))))
+    for capability in (
+        "fake.provider_idempotency",
+        "fake.correlation_lookup",
+        "fake.operator_only",
+    ):
+        ledger.registry.replace(
+            PlantingExecutor(ledger.registry.get(capability, fake_build_digest(capability)))
+        )
     key = ("fake.correlation_lookup", fake_build_digest("fake.correlation_lookup"))
     ledger.registry._reconcilers[key] = PlantingReconciler(ledger.registry._reconcilers[key])
     ledger.renderer = ExplodingRenderer(ledger.renderer)
-    ledger.webhooks = [WebhookSubscription(  # every notification, signed with a canary
-        id="canary", url="https://chat.example/hooks", secret_env="LEDGER_WEBHOOK_SECRET",
-        events=frozenset(NotificationType), secret=CANARIES["webhook_secret"])]
+    ledger.webhooks = [
+        WebhookSubscription(  # every notification, signed with a canary
+            id="canary",
+            url="https://chat.example/hooks",
+            secret_env="LEDGER_WEBHOOK_SECRET",
+            events=frozenset(NotificationType),
+            secret=CANARIES["webhook_secret"],
+        )
+    ]
     yield ledger, settings
     ledger.close()
 
 
 def test_no_canary_leaves_through_any_output(
-    canary_ledger: tuple[Ledger, Settings], caplog: pytest.LogCaptureFixture,
+    canary_ledger: tuple[Ledger, Settings],
+    caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     leaked = run_everything(*canary_ledger, caplog, capsys)
@@ -193,8 +207,10 @@ def test_no_canary_leaves_through_any_output(
 
 
 def test_the_search_finds_a_leak_when_a_guard_is_removed(
-    canary_ledger: tuple[Ledger, Settings], caplog: pytest.LogCaptureFixture,
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    canary_ledger: tuple[Ledger, Settings],
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Prove the search can fail: accept every receipt as safe, and the receipt
     canaries reach the status views, the lists and the audit."""
@@ -205,8 +221,13 @@ def test_the_search_finds_a_leak_when_a_guard_is_removed(
     assert "receipt_value" in leaked and "receipt_key" in leaked, leaked
 
 
-def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCaptureFixture,
-                   capsys: pytest.CaptureFixture[str], strict: bool = True) -> dict[str, int]:
+def run_everything(
+    ledger: Ledger,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    strict: bool = True,
+) -> dict[str, int]:
     """The whole life with canaries planted; returns {canary: occurrences} of any found."""
     for name in SECRET_SHAPED:
         assert looks_secret(CANARIES[name]), name  # they are canaries of secrets
@@ -230,26 +251,42 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
             assert call("PUT", DIRECTORY + path, json=body, headers=auth["admin"]).is_success
 
         def approved(capability: str, plant: str) -> str:
-            body = {"actor_id": "alice", "spec": spec(
-                capability, executor_build=fake_build_digest(capability),
-                destination=CANARIES["destination"], sources=[CANARIES["source"]],
-                content={"plant": plant, "secret": CANARIES["content"],
-                         CANARIES["content_key"]: CANARIES["content_plain"]})}
-            created = call("POST", f"{API}/proposals", json=body, headers=auth["proposer"],
-                           echo=True)  # the proposer's own preview comes back, by design
+            body = {
+                "actor_id": "alice",
+                "spec": spec(
+                    capability,
+                    executor_build=fake_build_digest(capability),
+                    destination=CANARIES["destination"],
+                    sources=[CANARIES["source"]],
+                    content={
+                        "plant": plant,
+                        "secret": CANARIES["content"],
+                        CANARIES["content_key"]: CANARIES["content_plain"],
+                    },
+                ),
+            }
+            created = call(
+                "POST", f"{API}/proposals", json=body, headers=auth["proposer"], echo=True
+            )  # the proposer's own preview comes back, by design
             assert created.status_code == 201, created.text
             proposal_id = created.json()["proposal_id"]
-            shown = call("POST", f"{API}/proposals/{proposal_id}/presentations", echo=True,
-                         headers=auth["proposer"],
-                         json={"version": 1, "identity_binding_id": "ib-alice-slack",
-                               "channel_binding_id": "cb-general", "conversation_key": "C042"})
+            shown = call(
+                "POST",
+                f"{API}/proposals/{proposal_id}/presentations",
+                echo=True,
+                headers=auth["proposer"],
+                json={
+                    "version": 1,
+                    "identity_binding_id": "ib-alice-slack",
+                    "channel_binding_id": "cb-general",
+                    "conversation_key": "C042",
+                },
+            )
             token = shown.json()["token"]
             assert token.startswith("sk_live_TOKEN")
             proposals.append(proposal_id)
-            first = call("POST", f"{API}/approvals", json={"token": token},
-                         headers=auth["channel"])
-            again = call("POST", f"{API}/approvals", json={"token": token},
-                         headers=auth["channel"])
+            first = call("POST", f"{API}/approvals", json={"token": token}, headers=auth["channel"])
+            again = call("POST", f"{API}/approvals", json={"token": token}, headers=auth["channel"])
             assert first.status_code == again.status_code == 202, first.text
             attempt_id: str = first.json()["attempt_id"]
             return attempt_id
@@ -272,94 +309,187 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
         admin = auth["admin"]
         uncertain = attempts["error"]
         status = call("GET", f"{API}/execution-attempts/{uncertain}", headers=admin).json()
-        call("POST", f"{API}/execution-attempts/{uncertain}/reconcile", headers=admin,
-             json={"expected_revision": status["revision"]})
+        call(
+            "POST",
+            f"{API}/execution-attempts/{uncertain}/reconcile",
+            headers=admin,
+            json={"expected_revision": status["revision"]},
+        )
         for attempt_id in (attempts["receipt"], attempts["operator"], uncertain):
             view = call("GET", f"{API}/execution-attempts/{attempt_id}", headers=admin).json()
             if view["status"] != "outcome_unknown":
                 continue
-            refused = call("POST", f"{API}/execution-attempts/{attempt_id}/resolve",
-                           headers=admin, json={"expected_revision": view["revision"],
-                                                "resolution": "effect_applied",
-                                                "reason": CANARIES["reason"]})
+            refused = call(
+                "POST",
+                f"{API}/execution-attempts/{attempt_id}/resolve",
+                headers=admin,
+                json={
+                    "expected_revision": view["revision"],
+                    "resolution": "effect_applied",
+                    "reason": CANARIES["reason"],
+                },
+            )
             assert refused.status_code == 422
             if not strict:
                 continue
-            done = call("POST", f"{API}/execution-attempts/{attempt_id}/resolve",
-                        headers=admin, json={"expected_revision": view["revision"],
-                                             "resolution": "effect_applied",
-                                             "reason": "seen in the provider console"})
+            done = call(
+                "POST",
+                f"{API}/execution-attempts/{attempt_id}/resolve",
+                headers=admin,
+                json={
+                    "expected_revision": view["revision"],
+                    "resolution": "effect_applied",
+                    "reason": "seen in the provider console",
+                },
+            )
             assert done.status_code == 200, done.text
         for attempt_id in attempts.values():
             for headers in (admin, auth["actor"], auth["channel"]):
                 call("GET", f"{API}/execution-attempts/{attempt_id}", headers=headers)
             call("GET", f"{API}/execution-attempts/{attempt_id}/events", headers=admin)
-            call("GET", f"{API}/execution-attempts/{attempt_id}/events", headers=admin,
-                 params={"format": "mermaid"})
-        for state in ("queued", "executing", "succeeded", "failed_safe", "outcome_unknown",
-                      "manually_resolved"):
+            call(
+                "GET",
+                f"{API}/execution-attempts/{attempt_id}/events",
+                headers=admin,
+                params={"format": "mermaid"},
+            )
+        for state in (
+            "queued",
+            "executing",
+            "succeeded",
+            "failed_safe",
+            "outcome_unknown",
+            "manually_resolved",
+        ):
             call("GET", f"{API}/execution-attempts", headers=admin, params={"status": state})
-        statuses = {call("GET", f"{API}/execution-attempts/{a}", headers=admin).json()["status"]
-                    for a in attempts.values()}
+        statuses = {
+            call("GET", f"{API}/execution-attempts/{a}", headers=admin).json()["status"]
+            for a in attempts.values()
+        }
         if strict:
             assert {"succeeded", "failed_safe", "manually_resolved"} <= statuses, statuses
 
         # hostile input: every refusal is uniform and echoes nothing
         for method, path, content, role in [
-            ("POST", f"{API}/approvals",
-             json.dumps({"token": CANARIES["unknown_token"]}), "channel"),
-            ("POST", f"{API}/approvals",
-             json.dumps({"token": "x", CANARIES["unknown_field"]: 1}), "channel"),
+            (
+                "POST",
+                f"{API}/approvals",
+                json.dumps({"token": CANARIES["unknown_token"]}),
+                "channel",
+            ),
+            (
+                "POST",
+                f"{API}/approvals",
+                json.dumps({"token": "x", CANARIES["unknown_field"]: 1}),
+                "channel",
+            ),
             ("POST", f"{API}/proposals", '{"actor_id": "' + CANARIES["malformed"], "proposer"),
-            ("POST", f"{API}/proposals", json.dumps(
-                {"actor_id": "alice", "spec": spec(content={"plant": "explode"})}), "proposer"),
-            ("POST", f"{API}/proposals", json.dumps(
-                {"actor_id": CANARIES["unknown_field"], "spec": spec(
-                    permission=CANARIES["unknown_field"])}), "proposer"),
-            ("PUT", f"{DIRECTORY}/actors/alice",
-             json.dumps({"enabled": CANARIES["unknown_field"]}), "admin"),
-            ("POST", f"{API}/approvals", json.dumps(
-                {"token": "y", "pad": CANARIES["malformed"] * 5000}), "channel"),
+            (
+                "POST",
+                f"{API}/proposals",
+                json.dumps({"actor_id": "alice", "spec": spec(content={"plant": "explode"})}),
+                "proposer",
+            ),
+            (
+                "POST",
+                f"{API}/proposals",
+                json.dumps(
+                    {
+                        "actor_id": CANARIES["unknown_field"],
+                        "spec": spec(permission=CANARIES["unknown_field"]),
+                    }
+                ),
+                "proposer",
+            ),
+            (
+                "PUT",
+                f"{DIRECTORY}/actors/alice",
+                json.dumps({"enabled": CANARIES["unknown_field"]}),
+                "admin",
+            ),
+            (
+                "POST",
+                f"{API}/approvals",
+                json.dumps({"token": "y", "pad": CANARIES["malformed"] * 5000}),
+                "channel",
+            ),
         ]:
-            response = call(method, path, content=content, headers={
-                **auth[role], "Content-Type": "application/json"})
+            response = call(
+                method,
+                path,
+                content=content,
+                headers={**auth[role], "Content-Type": "application/json"},
+            )
             assert 400 <= response.status_code < 600, response.text
             assert set(response.json()) == {"error", "detail"}
         # the people around an approval: a declined proposal, a canceled one (with a
         # secret-shaped Idempotency-Key, retried), the proposal views and the inbox
         for plant in ("declined", "canceled"):
-            body = {"actor_id": "alice", "spec": spec(
-                destination=CANARIES["destination"], sources=[CANARIES["source"]],
-                content={"plant": plant, "secret": CANARIES["content"],
-                         CANARIES["content_key"]: CANARIES["content_plain"]})}
-            created = call("POST", f"{API}/proposals", json=body, headers=auth["proposer"],
-                           echo=True)
+            body = {
+                "actor_id": "alice",
+                "spec": spec(
+                    destination=CANARIES["destination"],
+                    sources=[CANARIES["source"]],
+                    content={
+                        "plant": plant,
+                        "secret": CANARIES["content"],
+                        CANARIES["content_key"]: CANARIES["content_plain"],
+                    },
+                ),
+            }
+            created = call(
+                "POST", f"{API}/proposals", json=body, headers=auth["proposer"], echo=True
+            )
             proposal_id = created.json()["proposal_id"]
             proposals.append(proposal_id)
-            shown = call("POST", f"{API}/proposals/{proposal_id}/presentations", echo=True,
-                         headers=auth["proposer"],
-                         json={"version": 1, "identity_binding_id": "ib-alice-slack",
-                               "channel_binding_id": "cb-general", "conversation_key": "C042"})
+            shown = call(
+                "POST",
+                f"{API}/proposals/{proposal_id}/presentations",
+                echo=True,
+                headers=auth["proposer"],
+                json={
+                    "version": 1,
+                    "identity_binding_id": "ib-alice-slack",
+                    "channel_binding_id": "cb-general",
+                    "conversation_key": "C042",
+                },
+            )
             if plant == "declined":
                 for _ in range(2):
-                    answer = call("POST", f"{API}/declines", headers=auth["channel"],
-                                  json={"token": shown.json()["token"]})
+                    answer = call(
+                        "POST",
+                        f"{API}/declines",
+                        headers=auth["channel"],
+                        json={"token": shown.json()["token"]},
+                    )
                     assert answer.status_code == 200, answer.text
             else:
                 keyed = {**auth["proposer"], "Idempotency-Key": CANARIES["idempotency_key"]}
                 for _ in range(2):
-                    answer = call("POST", f"{API}/proposals/{proposal_id}/cancel",
-                                  headers=keyed, json={"version": 1})
+                    answer = call(
+                        "POST",
+                        f"{API}/proposals/{proposal_id}/cancel",
+                        headers=keyed,
+                        json={"version": 1},
+                    )
                     assert answer.status_code == 200, answer.text
-        call("POST", f"{API}/declines", headers=auth["channel"],
-             json={"token": CANARIES["unknown_token"]})
+        call(
+            "POST",
+            f"{API}/declines",
+            headers=auth["channel"],
+            json={"token": CANARIES["unknown_token"]},
+        )
         for proposal_id in proposals:
             for role in ("proposer", "channel", "admin"):
                 call("GET", f"{API}/proposals/{proposal_id}", headers=auth[role])
         for state in ("presented", "claimed", "declined", "canceled", "expired"):
             for role in ("channel", "admin"):
-                call("GET", f"{API}/proposals", headers=auth[role],
-                     params={"actor_id": "alice", "status": state})
+                call(
+                    "GET",
+                    f"{API}/proposals",
+                    headers=auth[role],
+                    params={"actor_id": "alice", "status": state},
+                )
         # the signed webhooks: every notification's headers and body as sent, and the
         # delivery records as admins see them
         run_loops(ledger, project=[])
@@ -371,19 +501,33 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
         assert {"attempt.succeeded", "attempt.outcome_unknown", "proposal.declined"} <= kinds
         outputs += [json.dumps(headers) + body.decode() for headers, body in sent.requests]
         for state in ("pending", "failing", "delivered"):
-            call("GET", f"{API}/webhook-deliveries", headers=auth["admin"],
-                 params={"status": state})
+            call(
+                "GET", f"{API}/webhook-deliveries", headers=auth["admin"], params={"status": state}
+            )
         # the console's pages: every list and every attempt page, signed in as an admin
         signed_in = sign_in(client, admin_token)
         assert signed_in.status_code == 303, signed_in.text
         call.texts.append(signed_in.text)
-        console_pages = ["/console", *[f"/console/attempts?status={state}" for state in (
-            "queued", "executing", "succeeded", "failed_safe", "outcome_unknown",
-            "manually_resolved")], *[f"/console/attempts/{a}" for a in attempts.values()],
-            *[f"/console/inbox?actor_id=alice&status={state}" for state in (
-                "presented", "claimed", "declined", "canceled", "expired")],
-            *[f"/console/webhooks?status={state}" for state in (
-                "pending", "failing", "delivered")]]
+        console_pages = [
+            "/console",
+            *[
+                f"/console/attempts?status={state}"
+                for state in (
+                    "queued",
+                    "executing",
+                    "succeeded",
+                    "failed_safe",
+                    "outcome_unknown",
+                    "manually_resolved",
+                )
+            ],
+            *[f"/console/attempts/{a}" for a in attempts.values()],
+            *[
+                f"/console/inbox?actor_id=alice&status={state}"
+                for state in ("presented", "claimed", "declined", "canceled", "expired")
+            ],
+            *[f"/console/webhooks?status={state}" for state in ("pending", "failing", "delivered")],
+        ]
         for page in console_pages:
             shown_page = call("GET", page)
             assert shown_page.status_code == 200, (page, shown_page.status_code)
@@ -407,30 +551,39 @@ def run_everything(ledger: Ledger, settings: Settings, caplog: pytest.LogCapture
     outputs.append(ledger.metrics.render())
     db = settings.sqlite_path
     for attempt_id in attempts.values():
-        for args in (["audit", attempt_id, "--verify"], ["audit", attempt_id, "--json"],
-                     ["audit", attempt_id, "--format", "mermaid"]):
+        for args in (
+            ["audit", attempt_id, "--verify"],
+            ["audit", attempt_id, "--json"],
+            ["audit", attempt_id, "--format", "mermaid"],
+        ):
             result = invoke(args, LEDGER_SQLITE_PATH=db, LEDGER_STORE="sqlite")
             outputs += [result.stdout, result.stderr]
-    for args in (["webhooks", "list", "--status", "delivered"],
-                 ["webhooks", "list", "--status", "delivered", "--json"]):
+    for args in (
+        ["webhooks", "list", "--status", "delivered"],
+        ["webhooks", "list", "--status", "delivered", "--json"],
+    ):
         listed = invoke(args, LEDGER_SQLITE_PATH=db, LEDGER_STORE="sqlite")
         assert listed.exit_code == 0 and "whd_" in listed.stdout, listed.stderr
         outputs += [listed.stdout, listed.stderr]
-    rebuilt = invoke(["projections", "rebuild", "--check"], LEDGER_SQLITE_PATH=db,
-                     LEDGER_STORE="sqlite")
+    rebuilt = invoke(
+        ["projections", "rebuild", "--check"], LEDGER_SQLITE_PATH=db, LEDGER_STORE="sqlite"
+    )
     outputs += [rebuilt.stdout, rebuilt.stderr]
 
     outputs += lambda_outputs(ledger, attempts["success"])
-    outputs += [logging.Formatter("%(name)s %(levelname)s %(message)s").format(record)
-                for record in caplog.records]
+    outputs += [
+        logging.Formatter("%(name)s %(levelname)s %(message)s").format(record)
+        for record in caplog.records
+    ]
     outputs.append(capsys.readouterr().out)
     assert len(caplog.records) > 10, "the run logged next to nothing: capture is broken"
 
-    planted = {**CANARIES, **{f"presentation_token_{i}": t
-                              for i, t in enumerate(ledger.tokens.issued)},  # type: ignore[attr-defined]
-               **{f"bearer_{role}": token for role, token in tokens.items()}}
-    found = {name: sum(text.count(value) for text in outputs)
-             for name, value in planted.items()}
+    planted = {
+        **CANARIES,
+        **{f"presentation_token_{i}": t for i, t in enumerate(ledger.tokens.issued)},  # type: ignore[attr-defined]
+        **{f"bearer_{role}": token for role, token in tokens.items()},
+    }
+    found = {name: sum(text.count(value) for text in outputs) for name, value in planted.items()}
     assert len(ledger.tokens.issued) >= 5  # type: ignore[attr-defined]
     return {name: count for name, count in found.items() if count}
 
@@ -441,15 +594,28 @@ def lambda_outputs(ledger: Ledger, attempt_id: str) -> list[str]:
     from adapters.aws_lambda import common, worker
 
     state = json.dumps({"content": CANARIES["stream_record"]}).encode()
-    image = {"pk": {"S": attempt_id}, "sk": {"N": "1"},
-             "topic": {"S": "domain.attempt:ExecutionAttempt.Queued"},
-             "state": {"B": base64.b64encode(state).decode()}}
+    image = {
+        "pk": {"S": attempt_id},
+        "sk": {"N": "1"},
+        "topic": {"S": "domain.attempt:ExecutionAttempt.Queued"},
+        "state": {"B": base64.b64encode(state).decode()},
+    }
     records = [
-        {"eventID": "1", "eventName": "INSERT", "eventSourceARN": "arn:aws:dynamodb:x",
-         "dynamodb": {"NewImage": image, "SequenceNumber": "1", "Keys": {"pk": image["pk"]}}},
-        {"eventID": "2", "eventName": "INSERT", "eventSourceARN": "arn:aws:dynamodb:x",
-         "dynamodb": {"NewImage": {"topic": {"S": CANARIES["stream_record"]},
-                                   "state": image["state"]}, "SequenceNumber": "2"}},
+        {
+            "eventID": "1",
+            "eventName": "INSERT",
+            "eventSourceARN": "arn:aws:dynamodb:x",
+            "dynamodb": {"NewImage": image, "SequenceNumber": "1", "Keys": {"pk": image["pk"]}},
+        },
+        {
+            "eventID": "2",
+            "eventName": "INSERT",
+            "eventSourceARN": "arn:aws:dynamodb:x",
+            "dynamodb": {
+                "NewImage": {"topic": {"S": CANARIES["stream_record"]}, "state": image["state"]},
+                "SequenceNumber": "2",
+            },
+        },
     ]
 
     class Context:
@@ -466,8 +632,10 @@ def lambda_outputs(ledger: Ledger, attempt_id: str) -> list[str]:
     out = io.StringIO()
     try:
         with redirect_stdout(out):
-            answers = [worker.handler({"Records": records}, Context()),
-                       worker.handler({"mode": "recovery"}, Context())]
+            answers = [
+                worker.handler({"Records": records}, Context()),
+                worker.handler({"mode": "recovery"}, Context()),
+            ]
     finally:
         common.set_ledger_for_tests(None)
     assert answers[0].get("batchItemFailures"), answers[0]  # the malformed record failed

@@ -16,16 +16,22 @@ pytestmark = pytest.mark.dynamodb
 
 
 def record(version: int) -> ViewRecord:
-    return ViewRecord(name="attempt_status", key="att_x", version=version,
-                      data={"status": "queued", "revision": version},
-                      list_pk="status#queued", list_sk=f"2026-11-29T12:00:0{version}Z#att_x")
+    return ViewRecord(
+        name="attempt_status",
+        key="att_x",
+        version=version,
+        data={"status": "queued", "revision": version},
+        list_pk="status#queued",
+        list_sk=f"2026-11-29T12:00:0{version}Z#att_x",
+    )
 
 
 @pytest.fixture
 def views(dynamodb_client: Any, dynamodb_table_name: str) -> tuple[DynamoDBViewStore, Any]:
     client = ScriptedFaultClient(dynamodb_client)
-    store = DynamoDBViewStore(client, dynamodb_table_name,
-                              retrier=Retrier(max_attempts=3, sleep=lambda _: None))
+    store = DynamoDBViewStore(
+        client, dynamodb_table_name, retrier=Retrier(max_attempts=3, sleep=lambda _: None)
+    )
     return store, client
 
 

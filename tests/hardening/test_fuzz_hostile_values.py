@@ -35,8 +35,13 @@ from tests.support.worlds.http_api import HttpWorld, build_world
 pytestmark = pytest.mark.usefixtures("hermetic_env")
 
 EXAMPLES = int(os.environ.get("LEDGER_FUZZ_EXAMPLES", "6")) * 10
-fuzz_settings = hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                                    database=None, suppress_health_check=list(HealthCheck))
+fuzz_settings = hypothesis_settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @pytest.fixture
@@ -56,8 +61,12 @@ def uniform(response: Any, *allowed: int) -> dict[str, Any]:
 
 def send_json(client: TestClient, method: str, path: str, headers: Headers, body: Any) -> Any:
     """Send ``body`` with ``\\u`` escapes, so lone surrogates travel as JSON allows."""
-    return client.request(method, path, content=json.dumps(body).encode(),
-                          headers={**headers, "Content-Type": "application/json"})
+    return client.request(
+        method,
+        path,
+        content=json.dumps(body).encode(),
+        headers={**headers, "Content-Type": "application/json"},
+    )
 
 
 def signed(settings: Settings, claims: dict[str, Any]) -> Headers:
@@ -71,9 +80,13 @@ def test_odd_expiry_timestamps_are_stored_in_utc_or_refused(http_world: HttpWorl
     @fuzz_settings
     @given(expires_at=odd_timestamps())
     def prop(expires_at: str) -> None:
-        response = send_json(http_world.client, "POST", f"{API}/proposals",
-                             http_world.headers("proposer"),
-                             {"actor_id": "alice", "spec": spec(expires_at=expires_at)})
+        response = send_json(
+            http_world.client,
+            "POST",
+            f"{API}/proposals",
+            http_world.headers("proposer"),
+            {"actor_id": "alice", "spec": spec(expires_at=expires_at)},
+        )
         body = uniform(response, 201, 422)
         if response.status_code == 201:
             assert fits_in_utc(expires_at)
@@ -87,8 +100,11 @@ def test_odd_expiry_timestamps_are_stored_in_utc_or_refused(http_world: HttpWorl
 
 CLAIM_ROUTES: list[tuple[str, str, Any]] = [
     ("GET", "/execution-attempts/{queued}", None),
-    ("POST", "/execution-attempts/{resolvable}/resolve",
-     {"expected_revision": 1, "resolution": "no_effect", "reason": "checked"}),
+    (
+        "POST",
+        "/execution-attempts/{resolvable}/resolve",
+        {"expected_revision": 1, "resolution": "no_effect", "reason": "checked"},
+    ),
     ("PUT", "/directory/actors/alice", {"enabled": True}),
     ("POST", "/approvals", {"token": "{token}"}),
 ]
@@ -100,16 +116,21 @@ def test_any_claim_value_is_refused_uniformly_or_reaches_nothing_hidden(
     base: dict[str, Any] = {"sub": "chat-backend", "role": "channel", **PROVENANCE.__dict__}
 
     @fuzz_settings
-    @given(claim=st.sampled_from(["sub", *PROVENANCE.__dict__]),
-           value=st.one_of(hostile_ids, any_text),
-           role=st.sampled_from(["admin", "channel", "actor"]),
-           route=st.sampled_from(CLAIM_ROUTES))
+    @given(
+        claim=st.sampled_from(["sub", *PROVENANCE.__dict__]),
+        value=st.one_of(hostile_ids, any_text),
+        role=st.sampled_from(["admin", "channel", "actor"]),
+        route=st.sampled_from(CLAIM_ROUTES),
+    )
     def prop(claim: str, value: str, role: str, route: tuple[str, str, Any]) -> None:
         method, template, body = route
         claims = {**base, "role": role, claim: value}
         path = API + template.format(queued=http_world.queued, resolvable=http_world.resolvable)
-        payload = (json.loads(json.dumps(body).replace("{token}", http_world.token))
-                   if body is not None else None)
+        payload = (
+            json.loads(json.dumps(body).replace("{token}", http_world.token))
+            if body is not None
+            else None
+        )
         response = send_json(http_world.client, method, path, signed(settings, claims), payload)
         uniform(response, 200, 202, 401, 403, 404, 409, 422)
         read = claim == "sub" or role == "channel"  # other roles ignore provenance claims
@@ -121,17 +142,32 @@ def test_any_claim_value_is_refused_uniformly_or_reaches_nothing_hidden(
 
 
 ID_FIELDS: list[tuple[str, str, str, Callable[[str], dict[str, Any]]]] = [
-    ("PUT", "/directory/channel-bindings/cb-fuzz", "admin",
-     lambda v: {"conversation_key": v, "channel": "slack", "active": True}),
-    ("PUT", "/directory/identity-bindings/ib-fuzz", "admin",
-     lambda v: {"actor_id": "alice", "channel": "slack", "external_id": v, "active": True}),
+    (
+        "PUT",
+        "/directory/channel-bindings/cb-fuzz",
+        "admin",
+        lambda v: {"conversation_key": v, "channel": "slack", "active": True},
+    ),
+    (
+        "PUT",
+        "/directory/identity-bindings/ib-fuzz",
+        "admin",
+        lambda v: {"actor_id": "alice", "channel": "slack", "external_id": v, "active": True},
+    ),
     ("PUT", "/directory/targets/task:fuzz", "admin", lambda v: {"revision": v}),
-    ("POST", "/proposals", "proposer",
-     lambda v: {"actor_id": "alice", "spec": spec(destination=v)}),
-    ("POST", "/proposals", "proposer",
-     lambda v: {"actor_id": "alice", "spec": spec(target={"id": v, "base_revision": "r7"})}),
-    ("POST", "/proposals", "proposer",
-     lambda v: {"actor_id": "alice", "spec": spec(sources=[v])}),
+    (
+        "POST",
+        "/proposals",
+        "proposer",
+        lambda v: {"actor_id": "alice", "spec": spec(destination=v)},
+    ),
+    (
+        "POST",
+        "/proposals",
+        "proposer",
+        lambda v: {"actor_id": "alice", "spec": spec(target={"id": v, "base_revision": "r7"})},
+    ),
+    ("POST", "/proposals", "proposer", lambda v: {"actor_id": "alice", "spec": spec(sources=[v])}),
 ]
 
 
@@ -140,8 +176,9 @@ def test_hidden_characters_in_id_fields_are_a_uniform_422(http_world: HttpWorld)
     @given(field=st.sampled_from(ID_FIELDS), value=hostile_ids)
     def prop(field: tuple[str, str, str, Callable[[str], dict[str, Any]]], value: str) -> None:
         method, path, role, make = field
-        response = send_json(http_world.client, method, API + path, http_world.headers(role),
-                             make(value))
+        response = send_json(
+            http_world.client, method, API + path, http_world.headers(role), make(value)
+        )
         assert uniform(response, 422)["error"] in {"invalid_input", "invalid_spec"}
 
     prop()
@@ -151,11 +188,23 @@ PATH_ROUTES = [
     ("GET", "/execution-attempts/{}", "admin", None),
     ("GET", "/execution-attempts/{}/events", "admin", None),
     ("POST", "/execution-attempts/{}/reconcile", "admin", {"expected_revision": 1}),
-    ("POST", "/execution-attempts/{}/resolve", "admin",
-     {"expected_revision": 1, "resolution": "no_effect", "reason": "checked"}),
-    ("POST", "/proposals/{}/presentations", "proposer",
-     {"version": 1, "identity_binding_id": "ib-x", "channel_binding_id": "cb-x",
-      "conversation_key": "C1"}),
+    (
+        "POST",
+        "/execution-attempts/{}/resolve",
+        "admin",
+        {"expected_revision": 1, "resolution": "no_effect", "reason": "checked"},
+    ),
+    (
+        "POST",
+        "/proposals/{}/presentations",
+        "proposer",
+        {
+            "version": 1,
+            "identity_binding_id": "ib-x",
+            "channel_binding_id": "cb-x",
+            "conversation_key": "C1",
+        },
+    ),
     ("GET", "/directory/actors/{}", "admin", None),
     ("PUT", "/directory/targets/{}", "admin", {"revision": "r1"}),
 ]
@@ -163,13 +212,20 @@ PATH_ROUTES = [
 
 def test_any_path_id_is_a_uniform_answer(http_world: HttpWorld) -> None:
     @fuzz_settings
-    @given(route=st.sampled_from(PATH_ROUTES),
-           value=st.one_of(hostile_ids, any_text).filter(lambda v: v not in {"", ".", ".."}))
+    @given(
+        route=st.sampled_from(PATH_ROUTES),
+        value=st.one_of(hostile_ids, any_text).filter(lambda v: v not in {"", ".", ".."}),
+    )
     def prop(route: tuple[str, str, str, Any], value: str) -> None:
         method, template, role, body = route
         segment = quote(value.encode("utf-8", "surrogatepass"), safe="")
-        response = send_json(http_world.client, method, API + template.format(segment),
-                             http_world.headers(role), body)
+        response = send_json(
+            http_world.client,
+            method,
+            API + template.format(segment),
+            http_world.headers(role),
+            body,
+        )
         uniform(response, 200, 404, 405, 422)
 
     prop()

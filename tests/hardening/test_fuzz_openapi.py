@@ -70,8 +70,9 @@ def api_schema(http_world: HttpWorld) -> Any:
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
-                         ids=["valid", "invalid"])
+@pytest.mark.parametrize(
+    "mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["valid", "invalid"]
+)
 def test_no_5xx_and_every_answer_matches_the_schema(
     api_schema: Any, http_world: HttpWorld, mode: GenerationMode
 ) -> None:
@@ -87,8 +88,14 @@ def test_no_5xx_and_every_answer_matches_the_schema(
     unsatisfiable: list[str] = []
 
     for operation in operations:
-        @hypothesis_settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                             database=None, suppress_health_check=list(HealthCheck))
+
+        @hypothesis_settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(case=operation.as_strategy(generation_mode=mode))
         def fuzz(case: Any) -> None:
             generated = dict(case.headers or {})
@@ -111,11 +118,16 @@ def test_no_5xx_and_every_answer_matches_the_schema(
 def test_the_schema_covers_every_route(http_world: HttpWorld) -> None:
     app = http_world.client.app
     assert isinstance(app, FastAPI)
-    documented = {(method.upper(), path) for path, item in app.openapi()["paths"].items()
-                  for method in item}
-    served = {(m, p) for m, p, _ in flat_routes(app)
-              if p not in ("/openapi.json", "/docs", "/docs/oauth2-redirect")
-              and not p.startswith("/console/") and p != "/console"}  # HTML pages
+    documented = {
+        (method.upper(), path) for path, item in app.openapi()["paths"].items() for method in item
+    }
+    served = {
+        (m, p)
+        for m, p, _ in flat_routes(app)
+        if p not in ("/openapi.json", "/docs", "/docs/oauth2-redirect")
+        and not p.startswith("/console/")
+        and p != "/console"
+    }  # HTML pages
     assert served == documented
 
 
@@ -127,11 +139,18 @@ BODY_ROUTES = [
 ]
 
 
-def _send(http_world: HttpWorld, method: str, path: str, role: str, content: bytes,
-          content_type: str = "application/json") -> Any:
+def _send(
+    http_world: HttpWorld,
+    method: str,
+    path: str,
+    role: str,
+    content: bytes,
+    content_type: str = "application/json",
+) -> Any:
     headers = {**http_world.headers(role), "Content-Type": content_type}
-    return http_world.client.request(method, path.format(queued=http_world.queued), content=content,
-                                headers=headers)
+    return http_world.client.request(
+        method, path.format(queued=http_world.queued), content=content, headers=headers
+    )
 
 
 def _uniform(response: Any, status: int | tuple[int, ...]) -> dict[str, Any]:
@@ -143,11 +162,31 @@ def _uniform(response: Any, status: int | tuple[int, ...]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("method", "path", "role"), BODY_ROUTES)
-@pytest.mark.parametrize("content", [
-    b"{", b"not json", b'{"a": }', b"[1, 2", b"\xff\xfe\x00", b'{"a": 1}{"b": 2}', b"",
-    b'{"token": NaN}', b'{"token": "\\ud800"}',
-], ids=["open_brace", "text", "bad_value", "open_list", "binary", "two_docs", "empty", "nan",
-        "lone_surrogate"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{",
+        b"not json",
+        b'{"a": }',
+        b"[1, 2",
+        b"\xff\xfe\x00",
+        b'{"a": 1}{"b": 2}',
+        b"",
+        b'{"token": NaN}',
+        b'{"token": "\\ud800"}',
+    ],
+    ids=[
+        "open_brace",
+        "text",
+        "bad_value",
+        "open_list",
+        "binary",
+        "two_docs",
+        "empty",
+        "nan",
+        "lone_surrogate",
+    ],
+)
 def test_malformed_json_is_a_uniform_4xx(
     http_world: HttpWorld, method: str, path: str, role: str, content: bytes
 ) -> None:
@@ -160,22 +199,42 @@ def test_oversize_bodies_are_a_uniform_413(
     http_world: HttpWorld, method: str, path: str, role: str
 ) -> None:
     padding = "x" * (DEFAULT_MAX_BODY_BYTES + 1)
-    body = _uniform(_send(http_world, method, path, role,
-                          json.dumps({"padding": padding}).encode()), 413)
+    body = _uniform(
+        _send(http_world, method, path, role, json.dumps({"padding": padding}).encode()), 413
+    )
     assert body["error"] == "payload_too_large"
     assert "xxxx" not in json.dumps(body)
 
 
-@pytest.mark.parametrize(("method", "path", "role", "payload"), [
-    ("PUT", "/api/conversational/directory/actors/alice", "admin",
-     {"enabled": True, "sk_live_unknown_field": 1}),
-    ("POST", "/api/conversational/approvals", "channel",
-     {"token": "x" * 43, "actor_id": "mallory"}),
-    ("POST", "/api/conversational/execution-attempts/{queued}/reconcile", "admin",
-     {"expected_revision": 1, "provider_result": {"ok": True}}),
-    ("POST", "/api/conversational/proposals", "proposer",
-     {"actor_id": "alice", "spec": {"capability": "x"}, "extra": True}),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "role", "payload"),
+    [
+        (
+            "PUT",
+            "/api/conversational/directory/actors/alice",
+            "admin",
+            {"enabled": True, "sk_live_unknown_field": 1},
+        ),
+        (
+            "POST",
+            "/api/conversational/approvals",
+            "channel",
+            {"token": "x" * 43, "actor_id": "mallory"},
+        ),
+        (
+            "POST",
+            "/api/conversational/execution-attempts/{queued}/reconcile",
+            "admin",
+            {"expected_revision": 1, "provider_result": {"ok": True}},
+        ),
+        (
+            "POST",
+            "/api/conversational/proposals",
+            "proposer",
+            {"actor_id": "alice", "spec": {"capability": "x"}, "extra": True},
+        ),
+    ],
+)
 def test_unknown_fields_are_a_uniform_422_that_does_not_echo_them(
     http_world: HttpWorld, method: str, path: str, role: str, payload: dict[str, Any]
 ) -> None:
@@ -185,11 +244,14 @@ def test_unknown_fields_are_a_uniform_422_that_does_not_echo_them(
         assert key not in body["detail"]
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
-                                          "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"],
+)
 def test_a_body_that_is_not_json_is_a_uniform_4xx(http_world: HttpWorld, content_type: str) -> None:
-    response = _send(http_world, "POST", "/api/conversational/approvals", "channel",
-                     b"token=abc", content_type)
+    response = _send(
+        http_world, "POST", "/api/conversational/approvals", "channel", b"token=abc", content_type
+    )
     _uniform(response, (400, 415, 422))
 
 

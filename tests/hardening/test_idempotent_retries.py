@@ -33,9 +33,12 @@ from tests.support.clocks import FixedClock
 from tests.support.faults import LOST_RESPONSE, ScriptedFaultClient
 from tests.support.http_helpers import API, DIRECTORY, PROVENANCE, Headers, directory_puts, spec
 
-PRESENT = {"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
-           "channel_binding_id": PROVENANCE.channel_binding_id,
-           "conversation_key": PROVENANCE.conversation_key}
+PRESENT = {
+    "version": 1,
+    "identity_binding_id": PROVENANCE.identity_binding_id,
+    "channel_binding_id": PROVENANCE.channel_binding_id,
+    "conversation_key": PROVENANCE.conversation_key,
+}
 
 
 class CountingTokens(SecretsTokenSource):
@@ -65,8 +68,9 @@ class Api:
             answer = self.client.put(DIRECTORY + path, json=body, headers=self.headers("admin"))
             assert answer.status_code == 200, answer.text
 
-    def headers(self, role: str, subject: str = "assistant-backend", key: str | None = None
-                ) -> Headers:
+    def headers(
+        self, role: str, subject: str = "assistant-backend", key: str | None = None
+    ) -> Headers:
         extra: dict[str, Any] = {"provenance": PROVENANCE} if role == "channel" else {}
         token = mint_token(self.settings, subject=subject, role=role, **extra)
         headers = {"Authorization": f"Bearer {token}"}
@@ -74,26 +78,31 @@ class Api:
             headers["Idempotency-Key"] = key
         return headers
 
-    def propose(self, key: str | None, subject: str = "assistant-backend", **changes: Any
-                ) -> Any:
+    def propose(self, key: str | None, subject: str = "assistant-backend", **changes: Any) -> Any:
         changes.setdefault("expires_at", self.expires)
         body = {"actor_id": PROVENANCE.actor_id, "spec": spec(**changes)}
-        return self.client.post(f"{API}/proposals", json=body,
-                                headers=self.headers("proposer", subject, key))
+        return self.client.post(
+            f"{API}/proposals", json=body, headers=self.headers("proposer", subject, key)
+        )
 
     def present(self, proposal_id: str, key: str | None) -> Any:
-        return self.client.post(f"{API}/proposals/{proposal_id}/presentations", json=PRESENT,
-                                headers=self.headers("proposer", key=key))
+        return self.client.post(
+            f"{API}/proposals/{proposal_id}/presentations",
+            json=PRESENT,
+            headers=self.headers("proposer", key=key),
+        )
 
     def cancel(self, proposal_id: str, key: str | None) -> Any:
-        return self.client.post(f"{API}/proposals/{proposal_id}/cancel", json={"version": 1},
-                                headers=self.headers("proposer", key=key))
+        return self.client.post(
+            f"{API}/proposals/{proposal_id}/cancel",
+            json={"version": 1},
+            headers=self.headers("proposer", key=key),
+        )
 
     def stored(self, prefix: str) -> list[str]:
         """Ids handed out that became streams (proposals) or controls (presentations)."""
         if prefix == "prop":
-            return [i for i in self.tokens.ids.get("prop", [])
-                    if self.ledger.store.read_stream(i)]
+            return [i for i in self.tokens.ids.get("prop", []) if self.ledger.store.read_stream(i)]
         from domain.proposal import Proposal
 
         found = []
@@ -104,8 +113,7 @@ class Api:
         return found
 
     def events(self, proposal_id: str, name: str) -> int:
-        return sum(e.topic.endswith(f".{name}")
-                   for e in self.ledger.store.read_stream(proposal_id))
+        return sum(e.topic.endswith(f".{name}") for e in self.ledger.store.read_stream(proposal_id))
 
 
 @pytest.fixture
@@ -121,8 +129,10 @@ def api(hermetic_env: None) -> Iterator[Api]:
 
 def assert_refused(answer: Any) -> None:
     assert answer.status_code == 422, answer.text
-    assert answer.json() == {"error": "idempotency_key_refused",
-                             "detail": "The Idempotency-Key cannot be used for this request."}
+    assert answer.json() == {
+        "error": "idempotency_key_refused",
+        "detail": "The Idempotency-Key cannot be used for this request.",
+    }
 
 
 # -- semantics ---------------------------------------------------------------------
@@ -138,11 +148,13 @@ def test_the_same_key_and_body_get_the_first_answer_and_status(api: Api) -> None
 
 def test_a_new_version_through_the_lineage_is_made_once(api: Api) -> None:
     lineage = api.propose(None).json()["proposal_id"]
-    body = {"actor_id": PROVENANCE.actor_id, "lineage_id": lineage,
-            "spec": spec(content={"title": "Buy oat milk"}, expires_at=api.expires)}
+    body = {
+        "actor_id": PROVENANCE.actor_id,
+        "lineage_id": lineage,
+        "spec": spec(content={"title": "Buy oat milk"}, expires_at=api.expires),
+    }
     headers = api.headers("proposer", key="revise-1")
-    answers = [api.client.post(f"{API}/proposals", json=body, headers=headers)
-               for _ in range(3)]
+    answers = [api.client.post(f"{API}/proposals", json=body, headers=headers) for _ in range(3)]
     assert {a.status_code for a in answers} == {201}
     assert {a.json()["version"] for a in answers} == {2}
     assert api.events(lineage, "Revised") == 1
@@ -156,8 +168,11 @@ def test_a_retried_presentation_returns_the_same_working_token(api: Api) -> None
     assert again.json() == first.json()
     assert again.headers["cache-control"] == "no-store"
     assert len(api.stored("pres")) == 1
-    approved = api.client.post(f"{API}/approvals", json={"token": again.json()["token"]},
-                               headers=api.headers("channel", "chat-backend"))
+    approved = api.client.post(
+        f"{API}/approvals",
+        json={"token": again.json()["token"]},
+        headers=api.headers("channel", "chat-backend"),
+    )
     assert approved.status_code == 202, approved.text
 
 
@@ -202,16 +217,22 @@ def test_a_duplicate_while_the_first_is_in_flight_gets_409(api: Api) -> None:
     from api.http.auth import Caller, Role
     from api.http.schemas.proposals import ProposalIn
 
-    key = idempotency_key("key-4", FakeRequest(),  # type: ignore[arg-type]
-                          Caller("assistant-backend", Role.PROPOSER), ProposalIn(**body))
+    key = idempotency_key(
+        "key-4",
+        FakeRequest(),  # type: ignore[arg-type]
+        Caller("assistant-backend", Role.PROPOSER),
+        ProposalIn(**body),
+    )
     with registry.hold(key):
-        busy = api.client.post(f"{API}/proposals", json=body,
-                               headers=api.headers("proposer", key="key-4"))
+        busy = api.client.post(
+            f"{API}/proposals", json=body, headers=api.headers("proposer", key="key-4")
+        )
     assert busy.status_code == 409
     assert busy.json()["error"] == "idempotency_key_in_use"
     assert api.stored("prop") == []
-    done = api.client.post(f"{API}/proposals", json=body,
-                           headers=api.headers("proposer", key="key-4"))
+    done = api.client.post(
+        f"{API}/proposals", json=body, headers=api.headers("proposer", key="key-4")
+    )
     assert done.status_code == 201
 
 
@@ -228,13 +249,15 @@ def test_only_hashes_of_a_key_are_stored(api: Api) -> None:
 
 
 @pytest.fixture
-def faulty_api(dynamodb_client: Any, dynamodb_table_name: str, hermetic_env: None
-               ) -> Iterator[tuple[Api, ScriptedFaultClient]]:
+def faulty_api(
+    dynamodb_client: Any, dynamodb_table_name: str, hermetic_env: None
+) -> Iterator[tuple[Api, ScriptedFaultClient]]:
     """The app on ministack; DynamoDB requests get one try (an ambiguous write
     becomes a 503 for the HTTP client to retry) and can be hit by scripted faults."""
     client = ScriptedFaultClient(dynamodb_client)
-    recorder = DynamoDBLedgerRecorder(dynamodb_table_name, client,
-                                      retrier=Retrier(max_attempts=1, sleep=lambda _: None))
+    recorder = DynamoDBLedgerRecorder(
+        dynamodb_table_name, client, retrier=Retrier(max_attempts=1, sleep=lambda _: None)
+    )
     settings = load_settings(store="dynamodb", env="test", dynamodb_table=dynamodb_table_name)
     tokens = CountingTokens()
     ledger = build_ledger(settings, clock=FixedClock(), tokens=tokens, recorder=recorder)
@@ -245,14 +268,19 @@ def faulty_api(dynamodb_client: Any, dynamodb_table_name: str, hermetic_env: Non
 
 def writes(topic: str) -> Callable[[dict[str, Any]], bool]:
     def match(kwargs: dict[str, Any]) -> bool:
-        items = [kwargs["Item"]] if "Item" in kwargs else [
-            a["Put"]["Item"] for a in kwargs.get("TransactItems", []) if "Put" in a]
+        items = (
+            [kwargs["Item"]]
+            if "Item" in kwargs
+            else [a["Put"]["Item"] for a in kwargs.get("TransactItems", []) if "Put" in a]
+        )
         return any(i.get("topic", {}).get("S", "").endswith(f".{topic}") for i in items)
+
     return match
 
 
-def lose(api: Api, faults: ScriptedFaultClient, where: str, topic: str,
-         send: Callable[[], Any]) -> Any:
+def lose(
+    api: Api, faults: ScriptedFaultClient, where: str, topic: str, send: Callable[[], Any]
+) -> Any:
     """Send once with the answer lost ``where``; then retry until an answer arrives."""
     if where == "client":
         send()  # applied; the answer never reaches the caller
@@ -281,9 +309,11 @@ def test_a_retry_after_a_lost_answer_makes_one_of_each(
     assert api.stored("prop") == [proposal_id]
     assert len(api.stored("pres")) == 1
     assert api.events(proposal_id, "Canceled") == 1
-    print(f"\nlost answer at {where}: proposals=1 presentations=1 cancels=1 "
-          f"(ids handed out: {len(api.tokens.ids['prop'])} proposals, "
-          f"{len(api.tokens.ids['pres'])} presentations)")
+    print(
+        f"\nlost answer at {where}: proposals=1 presentations=1 cancels=1 "
+        f"(ids handed out: {len(api.tokens.ids['prop'])} proposals, "
+        f"{len(api.tokens.ids['pres'])} presentations)"
+    )
 
 
 @pytest.mark.dynamodb

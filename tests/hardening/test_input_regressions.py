@@ -41,37 +41,51 @@ def signed(settings: Settings, **claims: Any) -> Headers:
 
 # -- expires_at offsets that overflow on conversion to UTC ---------------------
 
-@pytest.mark.parametrize("expires_at", [
-    "9999-12-31T23:59:59-01:00",
-    "0001-01-01T00:00:00+01:00",
-    "9999-12-31T23:59:59.999999-23:59",
-    "0001-01-01T00:00:00+23:59",
-])
+
+@pytest.mark.parametrize(
+    "expires_at",
+    [
+        "9999-12-31T23:59:59-01:00",
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59.999999-23:59",
+        "0001-01-01T00:00:00+23:59",
+    ],
+)
 def test_an_expiry_that_overflows_in_utc_is_a_uniform_422(
     http_world: HttpWorld, expires_at: str
 ) -> None:
     response = http_world.client.post(
-        f"{API}/proposals", headers=http_world.headers("proposer"),
-        json={"actor_id": "alice", "spec": spec(expires_at=expires_at)})
+        f"{API}/proposals",
+        headers=http_world.headers("proposer"),
+        json={"actor_id": "alice", "spec": spec(expires_at=expires_at)},
+    )
     assert_error(response, 422, "invalid_input")
     assert expires_at not in response.text
 
 
 def test_the_latest_expiry_that_fits_in_utc_is_accepted(http_world: HttpWorld) -> None:
     response = http_world.client.post(
-        f"{API}/proposals", headers=http_world.headers("proposer"),
-        json={"actor_id": "alice", "spec": spec(expires_at="9999-12-31T23:59:59+01:00")})
+        f"{API}/proposals",
+        headers=http_world.headers("proposer"),
+        json={"actor_id": "alice", "spec": spec(expires_at="9999-12-31T23:59:59+01:00")},
+    )
     assert response.status_code == 201, response.text
 
 
 # -- claims that would reach an event ------------------------------------------
 
+
 def _resolve(http_world: HttpWorld, headers: Headers) -> Any:
     attempt_id = http_world.resolvable
     return http_world.client.post(
-        f"{API}/execution-attempts/{attempt_id}/resolve", headers=headers,
-        json={"expected_revision": http_world.revision(attempt_id),
-              "resolution": "effect_applied", "reason": "checked with the provider"})
+        f"{API}/execution-attempts/{attempt_id}/resolve",
+        headers=headers,
+        json={
+            "expected_revision": http_world.revision(attempt_id),
+            "resolution": "effect_applied",
+            "reason": "checked with the provider",
+        },
+    )
 
 
 HOSTILE_IDS = {
@@ -107,15 +121,20 @@ def test_a_signed_admin_token_with_a_hostile_sub_is_a_uniform_401(
     assert _resolve(http_world, http_world.headers("admin")).status_code == 200
 
 
-@pytest.mark.parametrize("claim", ["actor_id", "identity_binding_id", "channel_binding_id",
-                                   "conversation_key"])
-@pytest.mark.parametrize("value", ["x\ud800", "C042\u202e", "C\u200b042", "C042\x00"],
-                         ids=["surrogate", "bidi", "zero_width", "nul"])
+@pytest.mark.parametrize(
+    "claim", ["actor_id", "identity_binding_id", "channel_binding_id", "conversation_key"]
+)
+@pytest.mark.parametrize(
+    "value",
+    ["x\ud800", "C042\u202e", "C\u200b042", "C042\x00"],
+    ids=["surrogate", "bidi", "zero_width", "nul"],
+)
 def test_a_channel_token_with_a_hostile_provenance_claim_is_a_uniform_401(
     http_world: HttpWorld, settings: Settings, claim: str, value: str
 ) -> None:
     claims: dict[str, Any] = {
-        "sub": "chat-backend", "role": "channel",
+        "sub": "chat-backend",
+        "role": "channel",
         "actor_id": PROVENANCE.actor_id,
         "identity_binding_id": PROVENANCE.identity_binding_id,
         "channel_binding_id": PROVENANCE.channel_binding_id,
@@ -135,59 +154,97 @@ def test_ordinary_subjects_are_still_accepted(settings: Settings, subject: str) 
 
 # -- hostile ids in bodies and paths -------------------------------------------
 
-@pytest.mark.parametrize("value", ["C042\u202e", "C\u200b042", "C042\x00", "C042\n"],
-                         ids=["bidi", "zero_width", "nul", "newline"])
+
+@pytest.mark.parametrize(
+    "value",
+    ["C042\u202e", "C\u200b042", "C042\x00", "C042\n"],
+    ids=["bidi", "zero_width", "nul", "newline"],
+)
 def test_a_hostile_conversation_key_in_a_body_is_a_uniform_422(
     http_world: HttpWorld, value: str
 ) -> None:
     admin = http_world.headers("admin")
     response = http_world.client.put(
-        f"{API}/directory/channel-bindings/cb-x", headers=admin,
-        json={"conversation_key": value, "channel": "slack", "active": True})
+        f"{API}/directory/channel-bindings/cb-x",
+        headers=admin,
+        json={"conversation_key": value, "channel": "slack", "active": True},
+    )
     assert_error(response, 422, "invalid_input")
     response = http_world.client.post(
         f"{API}/proposals/{http_world.proposal_id}/presentations",
         headers=http_world.headers("proposer"),
-        json={"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
-              "channel_binding_id": PROVENANCE.channel_binding_id, "conversation_key": value})
+        json={
+            "version": 1,
+            "identity_binding_id": PROVENANCE.identity_binding_id,
+            "channel_binding_id": PROVENANCE.channel_binding_id,
+            "conversation_key": value,
+        },
+    )
     assert_error(response, 422, "invalid_input")
 
 
-@pytest.mark.parametrize(("method", "template", "role", "body"), [
-    ("GET", "/execution-attempts/{id}", "admin", None),
-    ("GET", "/execution-attempts/{id}/events", "admin", None),
-    ("POST", "/execution-attempts/{id}/reconcile", "admin", {"expected_revision": 1}),
-    ("POST", "/execution-attempts/{id}/resolve", "admin",
-     {"expected_revision": 1, "resolution": "no_effect", "reason": "checked"}),
-    ("POST", "/proposals/{id}/presentations", "proposer",
-     {"version": 1, "identity_binding_id": "ib-x", "channel_binding_id": "cb-x",
-      "conversation_key": "C1"}),
-])
-@pytest.mark.parametrize("path_id", ["a" * 3000, "att_%E2%80%AE" + "0" * 60, "%00", "%F0%9F%92%A9"],
-                         ids=["long", "bidi", "nul", "emoji"])
+@pytest.mark.parametrize(
+    ("method", "template", "role", "body"),
+    [
+        ("GET", "/execution-attempts/{id}", "admin", None),
+        ("GET", "/execution-attempts/{id}/events", "admin", None),
+        ("POST", "/execution-attempts/{id}/reconcile", "admin", {"expected_revision": 1}),
+        (
+            "POST",
+            "/execution-attempts/{id}/resolve",
+            "admin",
+            {"expected_revision": 1, "resolution": "no_effect", "reason": "checked"},
+        ),
+        (
+            "POST",
+            "/proposals/{id}/presentations",
+            "proposer",
+            {
+                "version": 1,
+                "identity_binding_id": "ib-x",
+                "channel_binding_id": "cb-x",
+                "conversation_key": "C1",
+            },
+        ),
+    ],
+)
+@pytest.mark.parametrize(
+    "path_id",
+    ["a" * 3000, "att_%E2%80%AE" + "0" * 60, "%00", "%F0%9F%92%A9"],
+    ids=["long", "bidi", "nul", "emoji"],
+)
 def test_a_path_id_that_cannot_exist_is_a_uniform_404(
     http_world: HttpWorld, method: str, template: str, role: str, body: Any, path_id: str
 ) -> None:
     headers = {**http_world.headers(role), "Content-Type": "application/json"}
     response = http_world.client.request(
-        method, API + template.format(id=path_id), headers=headers,
-        content=None if body is None else json.dumps(body).encode())
+        method,
+        API + template.format(id=path_id),
+        headers=headers,
+        content=None if body is None else json.dumps(body).encode(),
+    )
     assert_error(response, 404, "not_found")
 
 
 # -- token lifetimes -----------------------------------------------------------
 
-@pytest.mark.parametrize("claims", [
-    {"exp": 10**30},
-    {"exp": 10**30, "iat": None},
-    {"exp": int(time.time()) + 400 * 86400, "iat": None},
-    {"iat": int(time.time()) - 10, "exp": int(time.time()) + 8 * 86400},
-], ids=["exp_1e30", "exp_1e30_no_iat", "a_year_no_iat", "eight_days"])
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"exp": 10**30},
+        {"exp": 10**30, "iat": None},
+        {"exp": int(time.time()) + 400 * 86400, "iat": None},
+        {"iat": int(time.time()) - 10, "exp": int(time.time()) + 8 * 86400},
+    ],
+    ids=["exp_1e30", "exp_1e30_no_iat", "a_year_no_iat", "eight_days"],
+)
 def test_a_token_claiming_a_lifetime_beyond_the_cap_is_a_uniform_401(
     http_world: HttpWorld, settings: Settings, claims: dict[str, Any]
 ) -> None:
-    response = http_world.client.get(f"{API}/execution-attempts/{http_world.queued}",
-                                     headers=signed(settings, **claims))
+    response = http_world.client.get(
+        f"{API}/execution-attempts/{http_world.queued}", headers=signed(settings, **claims)
+    )
     assert_error(response, 401, "unauthenticated")
     assert response.json()["detail"] == "Invalid or expired bearer token."
 
@@ -211,8 +268,7 @@ def test_ledger_token_refuses_a_lifetime_beyond_the_cap_in_one_line(
     from api.cli import app
 
     monkeypatch.setenv("LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS", "3600")
-    result = CliRunner().invoke(app, ["token", "--sub", "ops", "--role", "admin",
-                                      "--ttl", "3601"])
+    result = CliRunner().invoke(app, ["token", "--sub", "ops", "--role", "admin", "--ttl", "3601"])
     assert result.exit_code == 1
     assert result.stdout.count("\n") <= 1 and "Traceback" not in result.output
     assert "LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS" in result.output
@@ -222,12 +278,16 @@ def test_ledger_token_refuses_a_lifetime_beyond_the_cap_in_one_line(
 
 # -- bounded presentations -----------------------------------------------------
 
+
 def test_presentations_beyond_the_bound_are_a_uniform_409(
     http_world: HttpWorld, settings: Settings
 ) -> None:
-    body = {"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
-            "channel_binding_id": PROVENANCE.channel_binding_id,
-            "conversation_key": PROVENANCE.conversation_key}
+    body = {
+        "version": 1,
+        "identity_binding_id": PROVENANCE.identity_binding_id,
+        "channel_binding_id": PROVENANCE.channel_binding_id,
+        "conversation_key": PROVENANCE.conversation_key,
+    }
     path = f"{API}/proposals/{http_world.proposal_id}/presentations"
     proposer = http_world.headers("proposer")
     for _ in range(settings.max_active_presentations):

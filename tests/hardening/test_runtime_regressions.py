@@ -75,15 +75,27 @@ class TwoShardStream:
 
     @staticmethod
     def record(attempt_id: str, sequence: str) -> dict[str, Any]:
-        return {"eventName": "INSERT", "dynamodb": {"SequenceNumber": sequence, "NewImage": {
-            "pk": {"S": attempt_id}, "topic": {"S": "domain.attempt:ExecutionAttempt.Queued"}}}}
+        return {
+            "eventName": "INSERT",
+            "dynamodb": {
+                "SequenceNumber": sequence,
+                "NewImage": {
+                    "pk": {"S": attempt_id},
+                    "topic": {"S": "domain.attempt:ExecutionAttempt.Queued"},
+                },
+            },
+        }
 
     def describe_stream(self, StreamArn: str) -> dict[str, Any]:
         return {"StreamDescription": {"Shards": [{"ShardId": "A"}, {"ShardId": "B"}]}}
 
-    def get_shard_iterator(self, StreamArn: str, ShardId: str,
-                           ShardIteratorType: str, SequenceNumber: str | None = None
-                           ) -> dict[str, str]:
+    def get_shard_iterator(
+        self,
+        StreamArn: str,
+        ShardId: str,
+        ShardIteratorType: str,
+        SequenceNumber: str | None = None,
+    ) -> dict[str, str]:
         self.iterator_requests.append((ShardId, ShardIteratorType, SequenceNumber))
         return {"ShardIterator": f"{ShardId}:0"}
 
@@ -91,9 +103,8 @@ class TwoShardStream:
         shard, position = ShardIterator.split(":")
         if shard == "B" and self.fail_b:
             raise self.fail_b.pop(0)
-        pending = self.records[shard][int(position):]
-        return {"Records": pending,
-                "NextShardIterator": f"{shard}:{len(self.records[shard])}"}
+        pending = self.records[shard][int(position) :]
+        return {"Records": pending, "NextShardIterator": f"{shard}:{len(self.records[shard])}"}
 
 
 def client_error(code: str) -> Exception:

@@ -41,15 +41,22 @@ def _low_descriptor_limit() -> None:
 def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env.update({"LEDGER_STORE": "memory", "PYTHONUNBUFFERED": "1",
-                "LEDGER_HTTP_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
-                "LEDGER_HTTP_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT)})
+    env.update(
+        {
+            "LEDGER_STORE": "memory",
+            "PYTHONUNBUFFERED": "1",
+            "LEDGER_HTTP_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
+            "LEDGER_HTTP_BODY_TIMEOUT_SECONDS": str(BODY_TIMEOUT),
+        }
+    )
     err_log = tmp_path / "stderr.log"
     with err_log.open("wb") as err:
         process = subprocess.Popen(
-            [*ledger_command(), "serve", "--no-worker", "--host", "127.0.0.1",
-             "--port", str(port)],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err,
+            [*ledger_command(), "serve", "--no-worker", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
             preexec_fn=_low_descriptor_limit,
         )
         base = f"http://127.0.0.1:{port}"
@@ -71,8 +78,10 @@ def _half_sent(port: int, number: int) -> socket.socket:
     if number % 2 == 0:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
     else:
-        sock.sendall(b"POST /api/conversational/approvals HTTP/1.1\r\nHost: x\r\n"
-                     b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"to")
+        sock.sendall(
+            b"POST /api/conversational/approvals HTTP/1.1\r\nHost: x\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"to'
+        )
     return sock
 
 

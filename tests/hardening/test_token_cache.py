@@ -47,8 +47,9 @@ def test_a_remembered_token_is_refused_once_it_expires() -> None:
 
 def test_a_refused_token_is_not_remembered_and_stays_refused() -> None:
     verifier = TokenVerifier({"HS256": [SECRET]})
-    forged = jwt.encode({"sub": "ops", "role": "admin", "exp": int(time.time()) + 600},
-                        "x" * 32, algorithm="HS256")
+    forged = jwt.encode(
+        {"sub": "ops", "role": "admin", "exp": int(time.time()) + 600}, "x" * 32, algorithm="HS256"
+    )
     for _ in range(3):
         with pytest.raises(Unauthenticated):
             verifier.verify(forged)
@@ -66,8 +67,9 @@ def test_the_memory_of_verified_tokens_is_bounded() -> None:
 def test_the_token_itself_is_not_kept() -> None:
     verifier = TokenVerifier.from_settings(load_settings(store="memory", env="test"))
     secret = load_settings(store="memory", env="test").auth_hs256_secret.get_secret_value()
-    raw = jwt.encode({"sub": "ops", "role": "admin", "exp": int(time.time()) + 600}, secret,
-                     algorithm="HS256")
+    raw = jwt.encode(
+        {"sub": "ops", "role": "admin", "exp": int(time.time()) + 600}, secret, algorithm="HS256"
+    )
     verifier.verify(raw)
     assert all(isinstance(k, bytes) and len(k) == 32 for k in verifier._verified)
     assert raw not in repr(verifier._verified)

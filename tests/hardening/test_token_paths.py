@@ -89,7 +89,9 @@ def test_an_unknown_token_costs_one_hash_and_one_lookup(
         approve(world.ctx, token=token, provenance=world.who)
     assert log == ["hash", "get_lookup"]
     assert (refused.value.code, refused.value.detail) == (
-        "approval_unavailable", ApprovalUnavailable.default_detail)
+        "approval_unavailable",
+        ApprovalUnavailable.default_detail,
+    )
 
 
 def test_every_known_token_starts_with_the_same_work(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,17 +115,23 @@ def test_every_known_token_starts_with_the_same_work(monkeypatch: pytest.MonkeyP
         assert log[:2] == ["hash", "get_lookup"], log
 
 
-@pytest.mark.parametrize("presented", [
-    lambda b: {},
-    lambda b: {"Authorization": "Bearer not-a-jwt"},
-    lambda b: {"Authorization": "Bearer " + "e" * 9000},
-    lambda b: b("admin", ttl_seconds=-60),
-    lambda b: b("admin", key="another-secret-of-at-least-32-characters!"),
-    lambda b: {"Authorization": b("channel")["Authorization"][:-4] + "AAAA"},
-], ids=["none", "garbage", "oversize", "expired", "wrong_key", "tampered"])
+@pytest.mark.parametrize(
+    "presented",
+    [
+        lambda b: {},
+        lambda b: {"Authorization": "Bearer not-a-jwt"},
+        lambda b: {"Authorization": "Bearer " + "e" * 9000},
+        lambda b: b("admin", ttl_seconds=-60),
+        lambda b: b("admin", key="another-secret-of-at-least-32-characters!"),
+        lambda b: {"Authorization": b("channel")["Authorization"][:-4] + "AAAA"},
+    ],
+    ids=["none", "garbage", "oversize", "expired", "wrong_key", "tampered"],
+)
 def test_a_bearer_token_that_does_not_verify_never_reaches_the_store(
     presented: Callable[[Callable[..., Headers]], Headers],
-    client: TestClient, ledger: Ledger, bearer: Callable[..., Headers],
+    client: TestClient,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
 ) -> None:
     log: list[str] = []
     ledger.store = SpyStore(ledger.store, log)  # type: ignore[assignment]

@@ -47,12 +47,14 @@ def test_a_late_observation_cannot_make_the_lease_holder_lose_its_result(
     def generation_one_reports_late() -> None:
         stale = xworld.attempt(attempt_id)
         stale.observe_late_result(generation=1, kind="succeeded", now=xworld.clock.now())
-        xworld.store.commit(Commit(aggregates=[stale],
-                                   due=[DueWork(stale.id, stale.next_action_at())]))
+        xworld.store.commit(
+            Commit(aggregates=[stale], due=[DueWork(stale.id, stale.next_action_at())])
+        )
 
-    xworld.swap_executor(MODES["provider_idempotency"],
-                         lambda inner: FirstCallLosesItsResponse(inner,
-                                                                 generation_one_reports_late))
+    xworld.swap_executor(
+        MODES["provider_idempotency"],
+        lambda inner: FirstCallLosesItsResponse(inner, generation_one_reports_late),
+    )
     assert xworld.worker().process(attempt_id) is Outcome.PENDING
     xworld.clock.advance(LEASE + 1)
     report = run_recovery(xworld.worker())
@@ -61,12 +63,19 @@ def test_a_late_observation_cannot_make_the_lease_holder_lose_its_result(
     attempt: ExecutionAttempt = xworld.attempt(attempt_id)
     assert attempt.status == "succeeded"
     assert attempt.lease_generation == 2
-    assert xworld.topics(attempt_id) == ["Queued", "Leased", "DispatchStarted", "Leased",
-                                         "DispatchStarted", "LateResultObserved",
-                                         "ResultRecorded"]
+    assert xworld.topics(attempt_id) == [
+        "Queued",
+        "Leased",
+        "DispatchStarted",
+        "Leased",
+        "DispatchStarted",
+        "LateResultObserved",
+        "ResultRecorded",
+    ]
     assert xworld.effects.effect_count(attempt.idempotency_key) == 1
-    assert attempt_id not in {d.attempt_id for d in
-                              xworld.store.due_work(xworld.clock.now(), 100).items}
+    assert attempt_id not in {
+        d.attempt_id for d in xworld.store.due_work(xworld.clock.now(), 100).items
+    }
 
 
 class ClockMovesDuringRead:
@@ -114,13 +123,17 @@ def test_a_spec_that_expires_during_the_recheck_is_never_dispatched(
 
     expires = xworld.clock.now() + timedelta(seconds=30)
     capability = MODES["provider_idempotency"]
-    proposal_id = xworld.propose(capability=capability,
-                                 executor_build=fake_build_digest(capability),
-                                 expires_at=format_utc(expires))
-    attempt_id = approve(xworld.ctx, token=xworld.present(proposal_id).token,
-                         provenance=xworld.who).attempt_id
-    slow = ClockMovesDuringRead(xworld.store, xworld.clock,
-                                grant_record_id("alice", "tasks.write"), 40)
+    proposal_id = xworld.propose(
+        capability=capability,
+        executor_build=fake_build_digest(capability),
+        expires_at=format_utc(expires),
+    )
+    attempt_id = approve(
+        xworld.ctx, token=xworld.present(proposal_id).token, provenance=xworld.who
+    ).attempt_id
+    slow = ClockMovesDuringRead(
+        xworld.store, xworld.clock, grant_record_id("alice", "tasks.write"), 40
+    )
     # A worker of its own (another process): nothing cached, so it reads.
     xworld.ctx = replace(xworld.ctx, store=slow, cache=ReadCache())
     slow.armed = True
@@ -162,7 +175,8 @@ def test_a_correlation_attempt_without_a_reconciler_does_not_block_recovery(
 
 
 def test_one_attempt_that_cannot_be_recovered_does_not_stop_the_tick(
-    xworld: ExecutionWorld, monkeypatch: Any,
+    xworld: ExecutionWorld,
+    monkeypatch: Any,
 ) -> None:
     """Whatever one attempt raises (short of the store being down), the tick
     goes on with the others and reports it."""

@@ -17,4 +17,3 @@ def template() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def transformed(template: dict[str, Any]) -> dict[str, Any]:
     return transform_template(template)
-

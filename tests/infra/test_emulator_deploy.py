@@ -14,15 +14,20 @@ def test_each_route_of_the_body_becomes_an_integration_and_a_route_and_nothing_e
     shimmed, routes = explicit_http_routes(transformed)
 
     assert routes == ["$default"]
-    added = {name: shimmed["Resources"][name]
-             for name in set(shimmed["Resources"]) - set(transformed["Resources"])}
+    added = {
+        name: shimmed["Resources"][name]
+        for name in set(shimmed["Resources"]) - set(transformed["Resources"])
+    }
     assert sorted(resource["Type"] for resource in added.values()) == [
-        "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route"]
+        "AWS::ApiGatewayV2::Integration",
+        "AWS::ApiGatewayV2::Route",
+    ]
     for name, resource in transformed["Resources"].items():
         assert shimmed["Resources"][name] == resource, name
     body = transformed["Resources"]["LedgerHttpApi"]["Properties"]["Body"]
     target = body["paths"]["$default"]["x-amazon-apigateway-any-method"][
-        "x-amazon-apigateway-integration"]
+        "x-amazon-apigateway-integration"
+    ]
     integration = next(r for r in added.values() if r["Type"].endswith("Integration"))
     route = next(r for r in added.values() if r["Type"].endswith("Route"))
     assert integration["Properties"]["IntegrationUri"] == target["uri"]
@@ -36,17 +41,37 @@ def test_each_route_of_the_body_becomes_an_integration_and_a_route_and_nothing_e
 
 def test_a_route_with_a_method_and_a_path_keeps_both_in_its_route_key() -> None:
     uri = {"Fn::Sub": "arn:aws:apigateway:us-east-1:lambda:path/2015-03-31/functions/x/invocations"}
-    operation = {"x-amazon-apigateway-integration": {"type": "aws_proxy", "uri": uri,
-                                                      "payloadFormatVersion": "2.0"}}
-    template = {"Resources": {"Api": {"Type": "AWS::ApiGatewayV2::Api", "Properties": {
-        "Body": {"paths": {"/hooks/{id}": {"post": operation},
-                           "$default": {"x-amazon-apigateway-any-method": operation}}}}}}}
+    operation = {
+        "x-amazon-apigateway-integration": {
+            "type": "aws_proxy",
+            "uri": uri,
+            "payloadFormatVersion": "2.0",
+        }
+    }
+    template = {
+        "Resources": {
+            "Api": {
+                "Type": "AWS::ApiGatewayV2::Api",
+                "Properties": {
+                    "Body": {
+                        "paths": {
+                            "/hooks/{id}": {"post": operation},
+                            "$default": {"x-amazon-apigateway-any-method": operation},
+                        }
+                    }
+                },
+            }
+        }
+    }
 
     shimmed, routes = explicit_http_routes(template)
 
     assert routes == ["$default", "POST /hooks/{id}"]
-    keys = sorted(r["Properties"]["RouteKey"] for r in shimmed["Resources"].values()
-                  if r["Type"] == "AWS::ApiGatewayV2::Route")
+    keys = sorted(
+        r["Properties"]["RouteKey"]
+        for r in shimmed["Resources"].values()
+        if r["Type"] == "AWS::ApiGatewayV2::Route"
+    )
     assert keys == ["$default", "POST /hooks/{id}"]
     assert len(shimmed["Resources"]) == 5
 

@@ -16,17 +16,23 @@ def test_the_bucket_locks_every_checkpoint_in_compliance_mode(template: dict[str
     lock = props["ObjectLockConfiguration"]
     assert lock["ObjectLockEnabled"] == "Enabled"
     assert lock["Rule"]["DefaultRetention"] == {
-        "Mode": "COMPLIANCE", "Days": {"Ref": "CheckpointRetentionDays"}}
+        "Mode": "COMPLIANCE",
+        "Days": {"Ref": "CheckpointRetentionDays"},
+    }
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     assert props["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "BlockPublicPolicy": True,
-        "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
     assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
 
 
 def test_the_bucket_refuses_plain_http(template: dict[str, Any]) -> None:
     (statement,) = template["Resources"]["AuditCheckpointBucketPolicy"]["Properties"][
-        "PolicyDocument"]["Statement"]
+        "PolicyDocument"
+    ]["Statement"]
     assert statement["Effect"] == "Deny"
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
@@ -37,7 +43,8 @@ def test_a_schedule_invokes_the_checkpoint_function_with_the_bucket(
     function = template["Resources"]["CheckpointFunction"]["Properties"]
     assert function["Handler"] == "adapters.aws_lambda.checkpoint.handler"
     assert function["Environment"]["Variables"]["LEDGER_AUDIT_CHECKPOINT_BUCKET"] == {
-        "Ref": "AuditCheckpointBucket"}
+        "Ref": "AuditCheckpointBucket"
+    }
     (event,) = function["Events"].values()
     assert event["Type"] == "Schedule"
     assert event["Properties"]["Schedule"] == {"Ref": "CheckpointSchedule"}

@@ -14,7 +14,8 @@ SLOTS = ["LEDGER_EXECUTOR_SECRET_1", "LEDGER_EXECUTOR_SECRET_2", "LEDGER_EXECUTO
 def test_the_executors_file_reaches_every_function_when_given(template: dict[str, Any]) -> None:
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert variables["LEDGER_EXECUTORS_FILE"] == {
-        "Fn::If": ["HasExecutorsFile", {"Ref": "ExecutorsFile"}, {"Ref": "AWS::NoValue"}]}
+        "Fn::If": ["HasExecutorsFile", {"Ref": "ExecutorsFile"}, {"Ref": "AWS::NoValue"}]
+    }
     declared = template["Parameters"]["ExecutorsFile"]
     assert declared["Default"] == ""
     pattern = re.compile(declared["AllowedPattern"])
@@ -33,8 +34,10 @@ def test_secret_values_come_only_from_secrets_manager_dynamic_references(
     condition, reference, absent = variables[f"LEDGER_EXECUTOR_SECRET_{slot}"]["Fn::If"]
     assert condition == f"HasExecutorSecret{slot}"
     assert absent == {"Ref": "AWS::NoValue"}
-    assert reference == {"Fn::Sub": "{{resolve:secretsmanager:${ExecutorSecretsId}:"
-                                    f"SecretString:${{ExecutorSecret{slot}Key}}}}}}"}
+    assert reference == {
+        "Fn::Sub": "{{resolve:secretsmanager:${ExecutorSecretsId}:"
+        f"SecretString:${{ExecutorSecret{slot}Key}}}}}}"
+    }
     key = template["Parameters"][f"ExecutorSecret{slot}Key"]
     assert key["Default"] == "" and not re.fullmatch(key["AllowedPattern"], "Bearer abc")
 
@@ -46,7 +49,8 @@ def test_no_parameter_can_carry_a_secret_value(template: dict[str, Any]) -> None
             assert not re.fullmatch(parameter["AllowedPattern"], "sk_live abc def"), name
     secrets_id = re.compile(template["Parameters"]["ExecutorSecretsId"]["AllowedPattern"])
     assert secrets_id.fullmatch(
-        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ledger/executors-AbCdEf")
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ledger/executors-AbCdEf"
+    )
 
 
 def test_the_lambda_settings_read_the_packaged_file_from_the_code_root(

@@ -26,7 +26,8 @@ def _function(template: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _source(template: dict[str, Any], function: str, event: str) -> dict[str, Any]:
     properties: dict[str, Any] = _function(template, function)["Properties"]["Events"][event][
-        "Properties"]
+        "Properties"
+    ]
     return properties
 
 
@@ -34,17 +35,24 @@ def _record(event_name: str, pk: str, topic: str | None = None) -> dict[str, Any
     image: dict[str, Any] = {"pk": {"S": pk}, "sk": {"N": "1"}}
     if topic is not None:
         image["topic"] = {"S": topic}
-    return {"eventName": event_name, "dynamodb": {
-        "Keys": {"pk": {"S": pk}, "sk": {"N": "1"}}, "NewImage": image}}
+    return {
+        "eventName": event_name,
+        "dynamodb": {"Keys": {"pk": {"S": pk}, "sk": {"N": "1"}}, "NewImage": image},
+    }
 
 
 QUEUED, REQUEUED = sorted(WORK_TOPICS)
 OTHER_ATTEMPT_TOPIC = "domain.attempt:ExecutionAttempt.ResultRecorded"
 
 
-@pytest.mark.parametrize(("function", "event"), [("WorkerFunction", "QueuedAttempts"),
-                                                  ("ProjectorFunction", "AttemptEvents"),
-                                                  ("WebhookFunction", "LedgerEvents")])
+@pytest.mark.parametrize(
+    ("function", "event"),
+    [
+        ("WorkerFunction", "QueuedAttempts"),
+        ("ProjectorFunction", "AttemptEvents"),
+        ("WebhookFunction", "LedgerEvents"),
+    ],
+)
 def test_filter_patterns_are_one_line_of_json(
     template: dict[str, Any], function: str, event: str
 ) -> None:
@@ -105,9 +113,11 @@ def test_projector_filter_delivers_attempt_and_proposal_event_inserts(
 
 def test_the_webhook_function_reads_what_the_projector_reads(template: dict[str, Any]) -> None:
     assert filter_patterns(_function(template, "WebhookFunction"), "LedgerEvents") == (
-        filter_patterns(_function(template, "ProjectorFunction"), "AttemptEvents"))
+        filter_patterns(_function(template, "ProjectorFunction"), "AttemptEvents")
+    )
     assert _function(template, "WebhookFunction")["Properties"]["Handler"] == (
-        "adapters.aws_lambda.webhooks.handler")
+        "adapters.aws_lambda.webhooks.handler"
+    )
     env = _function(template, "WebhookFunction")["Properties"]["Environment"]["Variables"]
     assert env["POWERTOOLS_SERVICE_NAME"] == webhooks_module.SERVICE
 
@@ -145,11 +155,14 @@ def test_stream_sources_report_partial_failures_bisect_bound_retries_and_keep_me
     assert source["StartingPosition"] == "TRIM_HORIZON"
     # SQS, never S3: an S3 destination would also receive the records themselves.
     assert source["DestinationConfig"]["OnFailure"] == {
-        "Type": "SQS", "Destination": {"Fn::GetAtt": [queue, "Arn"]}}
+        "Type": "SQS",
+        "Destination": {"Fn::GetAtt": [queue, "Arn"]},
+    }
 
 
-@pytest.mark.parametrize("queue", ["WorkerFailureQueue", "ProjectorFailureQueue",
-                                   "WebhookFailureQueue"])
+@pytest.mark.parametrize(
+    "queue", ["WorkerFailureQueue", "ProjectorFailureQueue", "WebhookFailureQueue"]
+)
 def test_failure_queues_are_encrypted_and_keep_messages_fourteen_days(
     template: dict[str, Any], queue: str
 ) -> None:
@@ -172,7 +185,7 @@ def test_schedule_invokes_the_same_worker_in_recovery_mode(
 
 
 def test_api_function_serves_the_http_api_and_has_no_stream_source(
-    template: dict[str, Any]
+    template: dict[str, Any],
 ) -> None:
     events = _function(template, "ApiFunction")["Properties"]["Events"]
     assert [e["Type"] for e in events.values()] == ["HttpApi"]
@@ -211,7 +224,7 @@ def test_parameters_reach_every_function_as_settings(
 
 
 def test_execution_switch_defaults_on_and_only_takes_true_or_false(
-    template: dict[str, Any]
+    template: dict[str, Any],
 ) -> None:
     assert template["Parameters"]["ExecutionEnabled"]["AllowedValues"] == ["true", "false"]
     assert template["Parameters"]["ExecutionEnabled"]["Default"] == "true"
@@ -231,14 +244,18 @@ def _alarm(template: dict[str, Any], name: str) -> dict[str, Any]:
     return properties
 
 
-@pytest.mark.parametrize("queue", ["WorkerFailureQueue", "ProjectorFailureQueue",
-                                   "WebhookFailureQueue"])
+@pytest.mark.parametrize(
+    "queue", ["WorkerFailureQueue", "ProjectorFailureQueue", "WebhookFailureQueue"]
+)
 def test_alarm_on_failure_queue_depth(template: dict[str, Any], queue: str) -> None:
     alarm = _alarm(template, f"{queue}Alarm")
     assert (alarm["Namespace"], alarm["MetricName"]) == (
-        "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+    )
     assert alarm["Dimensions"] == [
-        {"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}]
+        {"Name": "QueueName", "Value": {"Fn::GetAtt": [queue, "QueueName"]}}
+    ]
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanThreshold", 0)
 
 

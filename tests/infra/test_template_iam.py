@@ -62,7 +62,8 @@ def _stream_consumer(log_group: str, queue: str) -> set[Grant]:
 
 
 EXPECTED: dict[str, set[Grant]] = {
-    "WorkerRole": _stream_consumer("WorkerLogGroup", "WorkerFailureQueue") | {
+    "WorkerRole": _stream_consumer("WorkerLogGroup", "WorkerFailureQueue")
+    | {
         ("dynamodb:GetItem", TABLE_ARN, None),
         ("dynamodb:Query", TABLE_ARN, None),
         ("dynamodb:Query", DUE_INDEX_ARN, None),
@@ -71,7 +72,8 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
         ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
     },
-    "ProjectorRole": _stream_consumer("ProjectorLogGroup", "ProjectorFailureQueue") | {
+    "ProjectorRole": _stream_consumer("ProjectorLogGroup", "ProjectorFailureQueue")
+    | {
         ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
         ("dynamodb:PutItem", TABLE_ARN, frozenset({VIEWS})),
     },
@@ -81,15 +83,18 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:GetItem", TABLE_ARN, None),
         ("dynamodb:Query", TABLE_ARN, None),
         ("dynamodb:Query", LIST_INDEX_ARN, None),
-        ("dynamodb:PutItem", TABLE_ARN,
-         frozenset({PROPOSALS, ATTEMPTS, DUE, LOOKUPS, VIEWS}) | DIRECTORY
-         | heads(*ALL_STREAMS)),
+        (
+            "dynamodb:PutItem",
+            TABLE_ARN,
+            frozenset({PROPOSALS, ATTEMPTS, DUE, LOOKUPS, VIEWS}) | DIRECTORY | heads(*ALL_STREAMS),
+        ),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
         ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
     },
     # reads attempt and proposal streams; reads and writes delivery records only
-    "WebhookRole": _stream_consumer("WebhookLogGroup", "WebhookFailureQueue") | {
+    "WebhookRole": _stream_consumer("WebhookLogGroup", "WebhookFailureQueue")
+    | {
         ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
         ("dynamodb:Query", LIST_INDEX_ARN, None),
         ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
@@ -102,9 +107,13 @@ EXPECTED: dict[str, set[Grant]] = {
         ("s3:PutObject", CHECKPOINT_OBJECTS_ARN, None),
     },
 }
-ROLE_OF = {"WorkerFunction": "WorkerRole", "ProjectorFunction": "ProjectorRole",
-           "ApiFunction": "ApiRole", "CheckpointFunction": "CheckpointRole",
-           "WebhookFunction": "WebhookRole"}
+ROLE_OF = {
+    "WorkerFunction": "WorkerRole",
+    "ProjectorFunction": "ProjectorRole",
+    "ApiFunction": "ApiRole",
+    "CheckpointFunction": "CheckpointRole",
+    "WebhookFunction": "WebhookRole",
+}
 
 
 @pytest.mark.parametrize("role", sorted(EXPECTED))
@@ -155,31 +164,47 @@ def _actions(role: dict[str, Any]) -> dict[str, set[str]]:
 
 
 def test_api_cannot_read_the_stream_query_due_work_or_send_to_a_queue(
-    template: dict[str, Any]
+    template: dict[str, Any],
 ) -> None:
     role = template["Resources"]["ApiRole"]
     actions = _actions(role)
-    stream_reads = {"dynamodb:DescribeStream", "dynamodb:GetRecords",
-                    "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+    stream_reads = {
+        "dynamodb:DescribeStream",
+        "dynamodb:GetRecords",
+        "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
+    }
     assert not stream_reads & set(actions)
     assert DUE_INDEX_ARN not in actions["dynamodb:Query"]
     assert not any(a.startswith("sqs:") for a in actions)
 
 
 def test_worker_cannot_write_directory_proposal_lookup_or_view_items(
-    template: dict[str, Any]
+    template: dict[str, Any],
 ) -> None:
     role = template["Resources"]["WorkerRole"]
-    writable = {k for a, _, keys in grants(role)
-                if a in {"dynamodb:PutItem", "dynamodb:DeleteItem"} for k in keys or ()}
+    writable = {
+        k
+        for a, _, keys in grants(role)
+        if a in {"dynamodb:PutItem", "dynamodb:DeleteItem"}
+        for k in keys or ()
+    }
     assert writable == {ATTEMPTS, DUE} | heads(ATTEMPTS)
     assert not writable & (DIRECTORY | {PROPOSALS, LOOKUPS, VIEWS})
 
 
 def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> None:
-    forbidden = {"dynamodb:Scan", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem",
-                 "dynamodb:BatchGetItem", "dynamodb:DeleteTable", "dynamodb:UpdateTable",
-                 "dynamodb:CreateTable", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLInsert"}
+    forbidden = {
+        "dynamodb:Scan",
+        "dynamodb:UpdateItem",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:DeleteTable",
+        "dynamodb:UpdateTable",
+        "dynamodb:CreateTable",
+        "dynamodb:PartiQLUpdate",
+        "dynamodb:PartiQLInsert",
+    }
     for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole", "WebhookRole"):
         allowed = {"dynamodb:BatchGetItem"} if role in ("WorkerRole", "ApiRole") else set()
         assert not set(_actions(template["Resources"][role])) & (forbidden - allowed), role
@@ -193,25 +218,26 @@ def test_batch_reads_are_of_directory_records_and_their_heads_only(
     approval's (the head-index entries, then those versions) are scoped to
     directory streams: no proposal, lookup, attempt or view item, and no head
     entry of another stream."""
-    batch = [keys for a, _, keys in grants(template["Resources"][role])
-             if a == "dynamodb:BatchGetItem"]
+    batch = [
+        keys for a, _, keys in grants(template["Resources"][role]) if a == "dynamodb:BatchGetItem"
+    ]
     assert batch == [DIRECTORY | heads(*DIRECTORY)]
 
 
 def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(
-    template: dict[str, Any]
+    template: dict[str, Any],
 ) -> None:
     for role in ("WorkerRole", "ProjectorRole", "ApiRole", "WebhookRole"):
         assert not any(a.startswith("s3:") for a in _actions(template["Resources"][role])), role
-    s3_actions = {a for a in _actions(template["Resources"]["CheckpointRole"])
-                  if a.startswith("s3:")}
+    s3_actions = {
+        a for a in _actions(template["Resources"]["CheckpointRole"]) if a.startswith("s3:")
+    }
     assert s3_actions == {"s3:PutObject"}  # no delete, no retention or legal-hold change
 
 
 def test_every_item_write_is_limited_to_key_prefixes(template: dict[str, Any]) -> None:
     for role in ("WorkerRole", "ProjectorRole", "ApiRole", "WebhookRole"):
         for action, _, keys in grants(template["Resources"][role]):
-            if action in {"dynamodb:PutItem", "dynamodb:DeleteItem",
-                          "dynamodb:ConditionCheckItem"}:
+            if action in {"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"}:
                 assert keys, (role, action)
                 assert all(k.endswith("*") and len(k) > 1 for k in keys), (role, action)

@@ -70,8 +70,7 @@ def test_billing_stream_and_encryption_match_create_table(
 
 def test_ttl_and_point_in_time_recovery_are_on(table: dict[str, Any]) -> None:
     # create_table enables these after the table is ACTIVE (enable_ttl / PITR).
-    assert table["TimeToLiveSpecification"] == {"AttributeName": it.TTL_ATTRIBUTE,
-                                                 "Enabled": True}
+    assert table["TimeToLiveSpecification"] == {"AttributeName": it.TTL_ATTRIBUTE, "Enabled": True}
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
 
 

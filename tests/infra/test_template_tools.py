@@ -17,21 +17,26 @@ def test_cfn_lint_reports_nothing_with_informational_checks() -> None:
 
 
 def test_sam_translator_makes_the_functions_sources_and_schedule(
-    transformed: dict[str, Any]
+    transformed: dict[str, Any],
 ) -> None:
     assert "Transform" not in transformed
     assert set(resources_of(transformed, "AWS::Lambda::Function")) == set(FUNCTIONS)
     mappings = resources_of(transformed, "AWS::Lambda::EventSourceMapping")
     assert {m["Properties"]["FunctionName"]["Ref"] for m in mappings.values()} == {
-        "WorkerFunction", "ProjectorFunction", "WebhookFunction"}
+        "WorkerFunction",
+        "ProjectorFunction",
+        "WebhookFunction",
+    }
     rules = resources_of(transformed, "AWS::Events::Rule")
-    assert set(rules) == {"WorkerFunctionRecovery", "CheckpointFunctionCheckpoint",
-                          "WebhookFunctionRetries"}
+    assert set(rules) == {
+        "WorkerFunctionRecovery",
+        "CheckpointFunctionCheckpoint",
+        "WebhookFunctionRetries",
+    }
     assert set(resources_of(transformed, "AWS::ApiGatewayV2::Api")) == {"LedgerHttpApi"}
     # Every role is ours: SAM generated none (and so attached no managed policy).
     roles = resources_of(transformed, "AWS::IAM::Role")
-    assert set(roles) == {"WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole",
-                          "WebhookRole"}
+    assert set(roles) == {"WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole", "WebhookRole"}
     assert all("ManagedPolicyArns" not in r["Properties"] for r in roles.values())
 
 

@@ -44,8 +44,7 @@ def test_slots_are_read_in_batches_of_one_hundred_and_absent_ones_left_out(
 
     assert counter.by_operation == {"BatchGetItem": 2}
     assert sorted((e.originator_id, e.originator_version) for e in found) == sorted(wanted[:150])
-    assert all(e.state == event(str(e.originator_id), e.originator_version).state
-               for e in found)
+    assert all(e.state == event(str(e.originator_id), e.originator_version).state for e in found)
 
 
 class Throttled:
@@ -61,9 +60,9 @@ class Throttled:
         if self.rounds == 0:
             return self.inner.batch_get_item(RequestItems=RequestItems)
         self.rounds -= 1
-        (table, request), = RequestItems.items()
+        ((table, request),) = RequestItems.items()
         keys = request["Keys"]
-        half, rest = keys[: len(keys) // 2], keys[len(keys) // 2:]
+        half, rest = keys[: len(keys) // 2], keys[len(keys) // 2 :]
         answer: dict[str, Any] = {"Responses": {table: []}}
         if half:
             answer = self.inner.batch_get_item(RequestItems={table: {**request, "Keys": half}})
@@ -78,8 +77,9 @@ def test_unprocessed_keys_are_asked_for_again(own_client: Any, dynamodb_table_na
     names = fill(DynamoDBLedgerRecorder(dynamodb_table_name, own_client), 2, 3)
     client = Throttled(own_client, rounds=2)
     pauses: list[float] = []
-    recorder = DynamoDBLedgerRecorder(dynamodb_table_name, client,
-                                      retrier=Retrier(sleep=pauses.append))
+    recorder = DynamoDBLedgerRecorder(
+        dynamodb_table_name, client, retrier=Retrier(sleep=pauses.append)
+    )
     wanted = [(name, v) for name in names for v in (1, 2, 3)]
     found = recorder.select_events_at(wanted)
     assert sorted((e.originator_id, e.originator_version) for e in found) == sorted(wanted)
@@ -91,8 +91,9 @@ def test_keys_left_unprocessed_for_good_make_the_store_unavailable(
 ) -> None:
     names = fill(DynamoDBLedgerRecorder(dynamodb_table_name, own_client), 1, 2)
     client = Throttled(own_client, rounds=1000)
-    recorder = DynamoDBLedgerRecorder(dynamodb_table_name, client,
-                                      retrier=Retrier(max_attempts=3, sleep=lambda _: None))
+    recorder = DynamoDBLedgerRecorder(
+        dynamodb_table_name, client, retrier=Retrier(max_attempts=3, sleep=lambda _: None)
+    )
     with pytest.raises(DynamoDBUnavailableError):
         recorder.select_events_at([(names[0], 1), (names[0], 2)])
     assert client.calls == 3
@@ -118,9 +119,12 @@ def test_newest_events_come_from_the_head_index_in_two_batches(
     # 120 heads: 2 batches of heads, 2 batches of events; no Query
     assert counter.by_operation == {"BatchGetItem": 4}
     assert [(e.originator_id, e.originator_version) for e in found] == [
-        (name, 1 + n % 3) for n, name in enumerate(names)]
-    assert all(e.state == event(name, 1 + n % 3).state for n, (e, name)
-               in enumerate(zip(found, names, strict=True)))
+        (name, 1 + n % 3) for n, name in enumerate(names)
+    ]
+    assert all(
+        e.state == event(name, 1 + n % 3).state
+        for n, (e, name) in enumerate(zip(found, names, strict=True))
+    )
 
 
 def test_a_stream_without_a_head_entry_is_read_by_its_own_query(

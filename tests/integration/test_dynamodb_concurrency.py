@@ -40,9 +40,7 @@ def recorders(clients: list[Any], dynamodb_table_name: str) -> list[DynamoDBLedg
     return [DynamoDBLedgerRecorder(dynamodb_table_name, client) for client in clients]
 
 
-def race(
-    rounds: int, threads: int, attempt: Callable[[int, int], None]
-) -> list[list[Outcome]]:
+def race(rounds: int, threads: int, attempt: Callable[[int, int], None]) -> list[list[Outcome]]:
     """Run ``attempt(round, thread)`` on every thread, all released together per round."""
     barrier = threading.Barrier(threads)
     outcomes: list[list[Outcome]] = [["" for _ in range(threads)] for _ in range(rounds)]
@@ -169,8 +167,10 @@ def test_one_failing_condition_leaves_nothing_written(
             recorder.insert_events(
                 [event(s, 1) for s in streams],
                 read_checks=[ReadCheck(moved, 0 if failing == "read-set" else 1)],
-                lookups=[Lookup(taken if failing == "lookup" else fresh, {"k": "new"}),
-                         Lookup(f"also-{streams[1]}", {})],
+                lookups=[
+                    Lookup(taken if failing == "lookup" else fresh, {"k": "new"}),
+                    Lookup(f"also-{streams[1]}", {}),
+                ],
                 due=[DueWork(f"att-{streams[1]}", at(1))],
             )
         named = getattr(caught.value, "stream_id", None) or caught.value.key  # type: ignore[attr-defined]

@@ -82,17 +82,14 @@ def test_persistence_module_serves_an_eventsourcing_application(
     app.close()
 
 
-def test_factory_offers_aggregate_recorders_only(
-    boto_env: str, dynamodb_tables: list[str]
-) -> None:
+def test_factory_offers_aggregate_recorders_only(boto_env: str, dynamodb_tables: list[str]) -> None:
     dynamodb_tables.append(new_table_name())
     factory = InfrastructureFactory.construct(
         {"PERSISTENCE_MODULE": "adapters.dynamodb", "DYNAMODB_TABLE": dynamodb_tables[0]}
     )
     assert isinstance(factory, Factory)
     assert isinstance(factory.aggregate_recorder(), AggregateRecorder)
-    for make in (factory.application_recorder, factory.tracking_recorder,
-                 factory.process_recorder):
+    for make in (factory.application_recorder, factory.tracking_recorder, factory.process_recorder):
         with pytest.raises(InfrastructureFactoryError, match="hot key"):
             make()
     factory.close()
@@ -107,8 +104,9 @@ def test_factory_needs_a_table_name() -> None:
 def test_ledger_settings_select_dynamodb(
     boto_env: str, dynamodb_client: Any, dynamodb_table_name: str
 ) -> None:
-    settings = load_settings(store="dynamodb", dynamodb_table=dynamodb_table_name,
-                             due_work_buckets=4)
+    settings = load_settings(
+        store="dynamodb", dynamodb_table=dynamodb_table_name, due_work_buckets=4
+    )
     injected = build_recorder(settings, dynamodb_client=dynamodb_client)
     assert isinstance(injected, DynamoDBLedgerRecorder)
     assert injected.client is dynamodb_client and injected.due_buckets == 4

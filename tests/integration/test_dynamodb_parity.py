@@ -51,8 +51,10 @@ def random_commit(rng: random.Random, versions: dict[str, int], serial: int) -> 
         start = max(1, versions[stream] + rng.choice([0, 1, 1, 1, 1]))  # some collide
         for version in range(start, start + rng.randint(1, 2)):
             events.append(event(stream, version, f"{serial}:{stream}@{version}".encode()))
-    checks = [ReadCheck(s, versions[s] - rng.choice([0, 0, 0, 1]))
-              for s in rng.sample(STREAMS, rng.randint(0, 2))]
+    checks = [
+        ReadCheck(s, versions[s] - rng.choice([0, 0, 0, 1]))
+        for s in rng.sample(STREAMS, rng.randint(0, 2))
+    ]
     keys = rng.sample([f"k{i}" for i in range(12)], rng.randint(0, 2))
     lookups = [Lookup(k, {"serial": str(serial)}) for k in keys]
     due = [

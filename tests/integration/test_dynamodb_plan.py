@@ -20,11 +20,15 @@ def test_token_is_derived_from_what_is_written() -> None:
     assert first.token() == again.token() == first.token()
     assert len(first.token()) == 36
     other_state = plan_commit(
-        "t", [event("a", 1, b"x"), event("b", 1)], [ReadCheck("c", 2)],
-        due_buckets=16, recorded_at=AT,
+        "t",
+        [event("a", 1, b"x"), event("b", 1)],
+        [ReadCheck("c", 2)],
+        due_buckets=16,
+        recorded_at=AT,
     )
-    later = plan_commit("t", events, [ReadCheck("c", 2)], due_buckets=16,
-                        recorded_at="2026-11-29T12:00:00.000002Z")
+    later = plan_commit(
+        "t", events, [ReadCheck("c", 2)], due_buckets=16, recorded_at="2026-11-29T12:00:00.000002Z"
+    )
     assert len({first.token(), other_state.token(), later.token()}) == 3
 
 
@@ -46,7 +50,11 @@ def test_shape_of_a_plan() -> None:
     kinds = [next(iter(action)) for action in built.actions]
     assert kinds == ["Put", "Put", "ConditionCheck", "Put", "Delete"]
     assert [(t.kind, t.name) for t in built.targets] == [
-        ("stream", "a"), ("stream", "a"), ("stream", "b"), ("lookup", "k"), ("due", "att"),
+        ("stream", "a"),
+        ("stream", "a"),
+        ("stream", "b"),
+        ("lookup", "k"),
+        ("due", "att"),
     ]
     assert built.single_put is None
     single = plan_commit("t", [event("a", 1)], due_buckets=16, recorded_at=AT)
@@ -71,23 +79,31 @@ def test_heads_ride_in_the_commit_and_count_toward_the_item_limit() -> None:
     from domain.ports import StreamHead
 
     head = "sha256:" + "0" * 64
-    built = plan_commit("t", [event("a", 1)], heads=[StreamHead("a", 1, head)],
-                        due_buckets=16, recorded_at=AT)
+    built = plan_commit(
+        "t", [event("a", 1)], heads=[StreamHead("a", 1, head)], due_buckets=16, recorded_at=AT
+    )
     assert built.single_put is None  # a lone event with its head is a transaction
     put = built.actions[1]["Put"]
     assert put["Item"]["pk"] == {"S": "head#a"} and "ConditionExpression" not in put
     assert put["Item"][it.LIST_PK]["S"].startswith("heads#")
     assert built.targets[1].kind == "head" and built.targets[1].conflict() is None
-    twice = plan_commit("t", [event("a", 1), event("a", 2)],
-                        heads=[StreamHead("a", 1, head), StreamHead("a", 2, head)],
-                        due_buckets=16, recorded_at=AT)
+    twice = plan_commit(
+        "t",
+        [event("a", 1), event("a", 2)],
+        heads=[StreamHead("a", 1, head), StreamHead("a", 2, head)],
+        due_buckets=16,
+        recorded_at=AT,
+    )
     assert [a["Put"]["Item"].get(it.VERSION) for a in twice.actions[2:]] == [{"N": "2"}]
     fifty = [event(f"s{n}", 1) for n in range(50)]
-    plan_commit("t", fifty, heads=[StreamHead(f"s{n}", 1, head) for n in range(50)],
-                due_buckets=16)
+    plan_commit("t", fifty, heads=[StreamHead(f"s{n}", 1, head) for n in range(50)], due_buckets=16)
     with pytest.raises(CommitTooLarge):
-        plan_commit("t", [*fifty, event("s50", 1)],
-                    heads=[StreamHead(f"s{n}", 1, head) for n in range(51)], due_buckets=16)
+        plan_commit(
+            "t",
+            [*fifty, event("s50", 1)],
+            heads=[StreamHead(f"s{n}", 1, head) for n in range(51)],
+            due_buckets=16,
+        )
 
 
 def test_head_prefixes_are_reserved_for_stream_ids() -> None:

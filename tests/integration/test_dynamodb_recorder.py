@@ -153,9 +153,7 @@ def test_duplicates_inside_one_commit(dynamodb_recorder: DynamoDBLedgerRecorder)
         dynamodb_recorder.insert_events([event(a, 1), event(a, 1)])
     with pytest.raises(LookupConflictError):
         dynamodb_recorder.insert_events([], lookups=[Lookup("dup", {}), Lookup("dup", {})])
-    dynamodb_recorder.insert_events(
-        [], due=[DueWork("att-dup", at(1)), DueWork("att-dup", at(9))]
-    )
+    dynamodb_recorder.insert_events([], due=[DueWork("att-dup", at(1)), DueWork("att-dup", at(9))])
     assert dynamodb_recorder.select_due(at(100), 10)[0] == [DueWork("att-dup", at(9))]
 
 

@@ -37,8 +37,13 @@ def test_racing_appends_leave_the_head_on_the_winner(
     clients: list[Any], dynamodb_table_name: str
 ) -> None:
     stores = [LedgerStore(DynamoDBLedgerRecorder(dynamodb_table_name, c)) for c in clients]
-    stores[0].commit(Commit(aggregates=[DirectoryRecord(
-        record_id="actor:raced", kind="actor", values={"by": -1}, at=AT)]))
+    stores[0].commit(
+        Commit(
+            aggregates=[
+                DirectoryRecord(record_id="actor:raced", kind="actor", values={"by": -1}, at=AT)
+            ]
+        )
+    )
     barrier = threading.Barrier(THREADS)
     wins: list[list[int]] = [[] for _ in range(ROUNDS)]
     errors: list[str] = []

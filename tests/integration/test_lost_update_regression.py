@@ -117,9 +117,9 @@ def test_whole_document_read_modify_write_loses_step_records(
     def process(number: int, barrier: threading.Barrier) -> None:
         client: Any = clients[number]
         for step in range(STEPS):
-            document = client.get_item(
-                TableName=dynamodb_table_name, Key=key, ConsistentRead=True
-            )["Item"]
+            document = client.get_item(TableName=dynamodb_table_name, Key=key, ConsistentRead=True)[
+                "Item"
+            ]
             barrier.wait(timeout=60)
             document["steps"]["L"].append({"S": f"processor-{number}/step-{step}"})
             client.put_item(TableName=dynamodb_table_name, Item=document)  # last writer wins

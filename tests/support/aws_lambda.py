@@ -31,8 +31,11 @@ class FakeLambdaContext:
 
 def wire(recorder: Any, clock: FixedClock | None = None, **settings: Any) -> Ledger:
     """A ledger on ``recorder`` with the fake executors and a hand-moved clock."""
-    return build_ledger(load_settings(store="memory", env="test", **settings),
-                        clock=clock or FixedClock(), recorder=recorder)
+    return build_ledger(
+        load_settings(store="memory", env="test", **settings),
+        clock=clock or FixedClock(),
+        recorder=recorder,
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -86,17 +89,25 @@ def emitted_metrics(output: str) -> list[dict[str, Any]]:
             dimensions = {d: blob[d] for group in directive["Dimensions"] for d in group}
             for metric in directive["Metrics"]:
                 value = blob[metric["Name"]]
-                found.append({"name": metric["Name"], "namespace": directive["Namespace"],
-                              "value": sum(value) if isinstance(value, list) else value,
-                              "dimensions": dimensions})
+                found.append(
+                    {
+                        "name": metric["Name"],
+                        "namespace": directive["Namespace"],
+                        "value": sum(value) if isinstance(value, list) else value,
+                        "dimensions": dimensions,
+                    }
+                )
     return found
 
 
 def metric_total(output: str, name: str, **dimensions: str) -> float:
-    return float(sum(
-        m["value"] for m in emitted_metrics(output)
-        if m["name"] == name and all(m["dimensions"].get(k) == v for k, v in dimensions.items())
-    ))
+    return float(
+        sum(
+            m["value"]
+            for m in emitted_metrics(output)
+            if m["name"] == name and all(m["dimensions"].get(k) == v for k, v in dimensions.items())
+        )
+    )
 
 
 def without_image(record: dict[str, Any], sequence: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ def hidden_fields(html: str, form_id: str | None = None) -> dict[str, str]:
     """The hidden inputs of the page's first form (or of the form with ``form_id``)."""
     if form_id is not None:
         start = html.index(f'id="{form_id}"')
-        html = html[start:html.index("</form>", start)]
+        html = html[start : html.index("</form>", start)]
     return dict(_FIELD.findall(html))
 
 
@@ -23,8 +23,9 @@ def sign_in(client: Any, token: str) -> Any:
     """The sign-in exchange as a browser does it: the form, its nonce cookie, the POST."""
     form = client.get("/console/signin")
     assert form.status_code == 200, form.text
-    return client.post("/console/signin", data={"token": token, **hidden_fields(form.text)},
-                       follow_redirects=False)
+    return client.post(
+        "/console/signin", data={"token": token, **hidden_fields(form.text)}, follow_redirects=False
+    )
 
 
 def admin_session(browser: Any, settings: Settings) -> None:

@@ -33,8 +33,11 @@ def existing(client: Any, table: str, keys: list[dict[str, Any]]) -> list[bool]:
     found: set[tuple[str, str]] = set()
     for start in range(0, len(keys), 100):
         pending: dict[str, Any] = {
-            table: {"Keys": keys[start : start + 100], "ConsistentRead": True,
-                    "ProjectionExpression": "pk, sk"}
+            table: {
+                "Keys": keys[start : start + 100],
+                "ConsistentRead": True,
+                "ProjectionExpression": "pk, sk",
+            }
         }
         while pending:
             answer = client.batch_get_item(RequestItems=pending)

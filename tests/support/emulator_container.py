@@ -208,7 +208,8 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         left = [
-            c for c in labelled(client)
+            c
+            for c in labelled(client)
             if "--all" in flags or not _owner_alive(c.labels.get(OWNER_LABEL, ""))
         ]
         for container in left:

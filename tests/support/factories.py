@@ -32,4 +32,3 @@ def spec_data(**overrides: Any) -> dict[str, Any]:
     }
     data.update(deepcopy(overrides))
     return data
-

@@ -253,6 +253,7 @@ def recorder_reads(recorder: Any) -> Iterator[Counter[str]]:
         def read(*args: Any, **kwargs: Any) -> Any:
             counts[name] += 1
             return originals[name](*args, **kwargs)
+
         return read
 
     def batch(name: str) -> Any:
@@ -262,6 +263,7 @@ def recorder_reads(recorder: Any) -> Iterator[Counter[str]]:
             if counts["select_events"] == before:  # not one by one: one read per hundred
                 counts[name] += -(-len(set(keys)) // 100)
             return found
+
         return read
 
     for name in names:

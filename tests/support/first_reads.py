@@ -28,15 +28,20 @@ def first_reads(base: str, approvals: int, readers: int) -> Counter[int]:
     admin = headers("admin", subject="root")
     clients = [httpx.Client(base_url=base, timeout=30, headers=admin) for _ in range(readers)]
     try:
-        with httpx.Client(base_url=base, timeout=30) as writer, \
-                ThreadPoolExecutor(max_workers=readers) as pool:
+        with (
+            httpx.Client(base_url=base, timeout=30) as writer,
+            ThreadPoolExecutor(max_workers=readers) as pool,
+        ):
             set_up_directory(writer)
             for n in range(approvals):
                 attempt_id = approve_one(writer, n)
                 barrier = threading.Barrier(readers)
 
-                def read(client: httpx.Client, attempt_id: str = attempt_id,
-                         barrier: threading.Barrier = barrier) -> int:
+                def read(
+                    client: httpx.Client,
+                    attempt_id: str = attempt_id,
+                    barrier: threading.Barrier = barrier,
+                ) -> int:
                     barrier.wait(timeout=30)
                     return client.get(f"{API}/execution-attempts/{attempt_id}").status_code
 
@@ -49,8 +54,9 @@ def first_reads(base: str, approvals: int, readers: int) -> Counter[int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--approvals", type=int, default=75)
     parser.add_argument("--readers", type=int, default=4)
     parser.add_argument("--code-dir", type=Path, default=None)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 # Every character that must never be part of an id.
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u180e"
-CONTROLS = "".join(map(chr, range(0x20))) + "\x7f" + "".join(map(chr, range(0x80, 0xa0)))
+CONTROLS = "".join(map(chr, range(0x20))) + "\x7f" + "".join(map(chr, range(0x80, 0xA0)))
 SEPARATORS = "\u2028\u2029"
 SURROGATES = "\ud800\udbff\udc00\udfff"
 ODD = "\ue000\uf8ff\U000e0080\U0010fffe"  # private use, unassigned, noncharacter
@@ -23,8 +23,9 @@ HIDDEN = BIDI + ZERO_WIDTH + CONTROLS + SEPARATORS + SURROGATES + ODD
 hidden_chars = st.sampled_from(HIDDEN)
 """One character no id may contain."""
 
-plain_text = st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Zs")),
-                     min_size=1, max_size=40)
+plain_text = st.text(
+    st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Zs")), min_size=1, max_size=40
+)
 """Ordinary printable text in any script."""
 
 
@@ -49,10 +50,15 @@ hostile_ids = st.one_of(
 any_text = st.one_of(plain_text, hostile_text(), st.text(max_size=40))
 """Anything: most of it must be refused, some accepted; none may be a 5xx."""
 
+
 # Offsets a timestamp may carry: whole and odd minutes up to +-23:59, Z, none.
 def _offset(signs: str) -> st.SearchStrategy[str]:
-    return st.builds(lambda sign, h, m: f"{sign}{h:02d}:{m:02d}",
-                     st.sampled_from(signs), st.integers(0, 23), st.integers(0, 59))
+    return st.builds(
+        lambda sign, h, m: f"{sign}{h:02d}:{m:02d}",
+        st.sampled_from(signs),
+        st.integers(0, 23),
+        st.integers(0, 59),
+    )
 
 
 offsets = st.one_of(st.just("Z"), st.just(""), _offset("+-"))
@@ -78,10 +84,18 @@ odd_timestamps_general = st.builds(_text, extreme_moments, offsets, st.booleans(
 
 # The calendar's edges with the offset that pushes them past it in UTC.
 calendar_overflows = st.one_of(
-    st.builds(_text, st.datetimes(min_value=datetime(9999, 12, 31, 23), max_value=LAST),
-              _offset("-").filter(lambda o: o != "-00:00"), st.booleans()),
-    st.builds(_text, st.datetimes(min_value=FIRST, max_value=datetime(1, 1, 1, 0, 59)),
-              _offset("+").filter(lambda o: o != "+00:00"), st.booleans()),
+    st.builds(
+        _text,
+        st.datetimes(min_value=datetime(9999, 12, 31, 23), max_value=LAST),
+        _offset("-").filter(lambda o: o != "-00:00"),
+        st.booleans(),
+    ),
+    st.builds(
+        _text,
+        st.datetimes(min_value=FIRST, max_value=datetime(1, 1, 1, 0, 59)),
+        _offset("+").filter(lambda o: o != "+00:00"),
+        st.booleans(),
+    ),
 )
 
 

@@ -34,14 +34,20 @@ def set_up_directory(client: httpx.Client) -> None:
     admin = headers("admin", subject="root")
     puts: list[tuple[str, dict[str, Any]]] = [
         ("/actors/alice", {"enabled": True}),
-        ("/identity-bindings/ib-alice", {"actor_id": "alice", "channel": "slack",
-                                         "external_id": "U1", "active": True}),
-        ("/channel-bindings/cb-general", {"conversation_key": "C042", "channel": "slack",
-                                          "active": True}),
+        (
+            "/identity-bindings/ib-alice",
+            {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": True},
+        ),
+        (
+            "/channel-bindings/cb-general",
+            {"conversation_key": "C042", "channel": "slack", "active": True},
+        ),
         ("/actors/alice/permissions/tasks.write", {"granted": True}),
         ("/targets/task:42", {"revision": "r7"}),
-        (f"/executor-builds/{CAPABILITY}/{fake_build_digest(CAPABILITY)}",
-         {"delivery_mode": "provider_idempotency", "available": True}),
+        (
+            f"/executor-builds/{CAPABILITY}/{fake_build_digest(CAPABILITY)}",
+            {"delivery_mode": "provider_idempotency", "available": True},
+        ),
     ]
     for path, body in puts:
         client.put(API + "/directory" + path, json=body, headers=admin).raise_for_status()
@@ -54,25 +60,39 @@ def approve_one(client: httpx.Client, n: int) -> str:
     proposer = headers("proposer", subject="assistant")
     channel = headers("channel", subject="slack-bot", provenance=WHO)
     expires = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    spec = {"capability": CAPABILITY, "executor_build": fake_build_digest(CAPABILITY),
-            "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
-            "permission": "tasks.write", "effect": "create",
-            "target": {"id": "task:42", "base_revision": "r7"},
-            "destination": "tasks", "content": {"title": f"task {n}"},
-            "sources": [f"message:{n}"], "expires_at": expires}
-    created = client.post(API + "/proposals", headers=proposer,
-                          json={"actor_id": "alice", "spec": spec})
+    spec = {
+        "capability": CAPABILITY,
+        "executor_build": fake_build_digest(CAPABILITY),
+        "plugin_build": DIGEST,
+        "schema_digest": DIGEST,
+        "policy_digest": DIGEST,
+        "permission": "tasks.write",
+        "effect": "create",
+        "target": {"id": "task:42", "base_revision": "r7"},
+        "destination": "tasks",
+        "content": {"title": f"task {n}"},
+        "sources": [f"message:{n}"],
+        "expires_at": expires,
+    }
+    created = client.post(
+        API + "/proposals", headers=proposer, json={"actor_id": "alice", "spec": spec}
+    )
     created.raise_for_status()
     proposal_id = created.json()["proposal_id"]
-    shown = client.post(f"{API}/proposals/{proposal_id}/presentations", headers=proposer,
-                        json={"version": 1, "identity_binding_id": WHO.identity_binding_id,
-                              "channel_binding_id": WHO.channel_binding_id,
-                              "conversation_key": WHO.conversation_key})
+    shown = client.post(
+        f"{API}/proposals/{proposal_id}/presentations",
+        headers=proposer,
+        json={
+            "version": 1,
+            "identity_binding_id": WHO.identity_binding_id,
+            "channel_binding_id": WHO.channel_binding_id,
+            "conversation_key": WHO.conversation_key,
+        },
+    )
     shown.raise_for_status()
-    approved = client.post(API + "/approvals", headers=channel,
-                           json={"token": shown.json()["token"]})
+    approved = client.post(
+        API + "/approvals", headers=channel, json={"token": shown.json()["token"]}
+    )
     assert approved.status_code == 202, approved.text
     attempt_id: str = approved.json()["attempt_id"]
     return attempt_id
-
-

@@ -43,16 +43,24 @@ def directory_puts() -> list[tuple[str, dict[str, Any]]]:
     p = PROVENANCE
     puts: list[tuple[str, dict[str, Any]]] = [
         (f"/actors/{p.actor_id}", {"enabled": True}),
-        (f"/identity-bindings/{p.identity_binding_id}",
-         {"actor_id": p.actor_id, "channel": "slack", "external_id": "U1", "active": True}),
-        (f"/channel-bindings/{p.channel_binding_id}",
-         {"conversation_key": p.conversation_key, "channel": "slack", "active": True}),
+        (
+            f"/identity-bindings/{p.identity_binding_id}",
+            {"actor_id": p.actor_id, "channel": "slack", "external_id": "U1", "active": True},
+        ),
+        (
+            f"/channel-bindings/{p.channel_binding_id}",
+            {"conversation_key": p.conversation_key, "channel": "slack", "active": True},
+        ),
         (f"/actors/{p.actor_id}/permissions/tasks.write", {"granted": True}),
         ("/targets/task:42", {"revision": "r7"}),
     ]
     for capability, mode in FAKE_CAPABILITIES.items():
-        puts.append((f"/executor-builds/{capability}/{fake_build_digest(capability)}",
-                     {"delivery_mode": mode.value, "available": True}))
+        puts.append(
+            (
+                f"/executor-builds/{capability}/{fake_build_digest(capability)}",
+                {"delivery_mode": mode.value, "available": True},
+            )
+        )
     return puts
 
 
@@ -79,20 +87,28 @@ def spec(capability: str = "fake.provider_idempotency", **changes: Any) -> dict[
     return body
 
 
-def propose_and_present(client: TestClient, bearer: Callable[..., Headers],
-                        **spec_changes: Any) -> str:
+def propose_and_present(
+    client: TestClient, bearer: Callable[..., Headers], **spec_changes: Any
+) -> str:
     proposer = bearer("proposer", subject="assistant-backend")
-    created = client.post(f"{API}/proposals", headers=proposer,
-                          json={"actor_id": PROVENANCE.actor_id, "spec": spec(**spec_changes)})
+    created = client.post(
+        f"{API}/proposals",
+        headers=proposer,
+        json={"actor_id": PROVENANCE.actor_id, "spec": spec(**spec_changes)},
+    )
     assert created.status_code == 201, created.text
     body = created.json()
-    assert set(body) == {"proposal_id", "version", "payload_hash", "view_hash", "preview",
-                         "status"}
+    assert set(body) == {"proposal_id", "version", "payload_hash", "view_hash", "preview", "status"}
     shown = client.post(
-        f"{API}/proposals/{body['proposal_id']}/presentations", headers=proposer,
-        json={"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
-              "channel_binding_id": PROVENANCE.channel_binding_id,
-              "conversation_key": PROVENANCE.conversation_key})
+        f"{API}/proposals/{body['proposal_id']}/presentations",
+        headers=proposer,
+        json={
+            "version": 1,
+            "identity_binding_id": PROVENANCE.identity_binding_id,
+            "channel_binding_id": PROVENANCE.channel_binding_id,
+            "conversation_key": PROVENANCE.conversation_key,
+        },
+    )
     assert shown.status_code == 201, shown.text
     assert shown.headers["cache-control"] == "no-store"
     token: str = shown.json()["token"]

@@ -11,9 +11,12 @@ from domain.ports import ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 
 
 class SampleExecutor:
-    def __init__(self, capability: str = "sample.write",
-                 mode: DeliveryMode = DeliveryMode.PROVIDER_IDEMPOTENCY,
-                 digest: str | None = None) -> None:
+    def __init__(
+        self,
+        capability: str = "sample.write",
+        mode: DeliveryMode = DeliveryMode.PROVIDER_IDEMPOTENCY,
+        digest: str | None = None,
+    ) -> None:
         self.capability = capability
         self.delivery_mode = mode
         self.build_digest = digest or build_digest(code_identity(__name__), {"c": capability})
@@ -32,8 +35,12 @@ class SampleReconciler:
 
 
 def good(settings: Any) -> list[Any]:
-    return [SampleExecutor(), Registration(
-        SampleExecutor("sample.lookup", DeliveryMode.CORRELATION_LOOKUP), SampleReconciler())]
+    return [
+        SampleExecutor(),
+        Registration(
+            SampleExecutor("sample.lookup", DeliveryMode.CORRELATION_LOOKUP), SampleReconciler()
+        ),
+    ]
 
 
 def raising(settings: Any) -> list[Any]:

@@ -89,15 +89,22 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"ok": True})
         elif self.path == "/_effects":
             with state.lock:
-                self._send(200, {"effects": state.effects, "requests": state.requests,
-                                 "lookups": state.lookups, "paths": state.paths,
-                                 "connections": len(state.connections),
-                                 "in_flight": sorted(state.in_flight)})
+                self._send(
+                    200,
+                    {
+                        "effects": state.effects,
+                        "requests": state.requests,
+                        "lookups": state.lookups,
+                        "paths": state.paths,
+                        "connections": len(state.connections),
+                        "in_flight": sorted(state.in_flight),
+                    },
+                )
         elif self.path.startswith("/v1/by-key/"):
             if not self._authorized():
                 self._send(401, {"error": "unauthorized"})
                 return
-            key = unquote(self.path[len("/v1/by-key/"):])
+            key = unquote(self.path[len("/v1/by-key/") :])
             with state.lock:
                 state.lookups += 1
                 found = state.answers.get(key)
@@ -205,8 +212,11 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.next_id += 1
             state.effects[key] = state.effects.get(key, 0) + 1
-            answer = {"id": f"task_{state.next_id}", "status": "created",
-                      "key_hash": hashlib.sha256(key.encode()).hexdigest()[:16]}
+            answer = {
+                "id": f"task_{state.next_id}",
+                "status": "created",
+                "key_hash": hashlib.sha256(key.encode()).hexdigest()[:16],
+            }
             encoded = json.dumps(answer).encode()
             state.answers[key] = (201, encoded, fingerprint)
         if fault == "drop_after_effect":
@@ -238,7 +248,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         try:
             for i in range(len(body)):
-                self.wfile.write(body[i:i + 1])
+                self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
                 time.sleep(seconds / len(body))
         except OSError:
@@ -272,8 +282,9 @@ class ProviderServer(ThreadingHTTPServer):
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--token-env", help="require Authorization: Bearer <value of this "
-                                            "environment variable>")
+    parser.add_argument(
+        "--token-env", help="require Authorization: Bearer <value of this environment variable>"
+    )
     args = parser.parse_args(argv)
     token = os.environ[args.token_env] if args.token_env else None
     server = ProviderServer(args.port, token)

@@ -60,9 +60,19 @@ def start_provider(token: str, port: int | None = None) -> tuple[subprocess.Pope
     port = port or free_port()
     env = {**os.environ, PROVIDER_TOKEN_ENV: token}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.provider", "--port", str(port),
-         "--token-env", PROVIDER_TOKEN_ENV],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "tests.support.provider",
+            "--port",
+            str(port),
+            "--token-env",
+            PROVIDER_TOKEN_ENV,
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     provider = Provider(f"http://127.0.0.1:{port}", process.pid, token)
     deadline = time.monotonic() + 20

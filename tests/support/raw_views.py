@@ -12,8 +12,10 @@ Row = tuple[int, str, bytes]  # version, topic, state
 
 
 def read_rows(store: LedgerStore, stream_id: str) -> list[Row]:
-    return [(e.originator_version, e.topic, bytes(e.state))
-            for e in store.recorder.select_events(stream_id)]
+    return [
+        (e.originator_version, e.topic, bytes(e.state))
+        for e in store.recorder.select_events(stream_id)
+    ]
 
 
 def replace_rows(store: LedgerStore, stream_id: str, rows: list[Row]) -> None:
@@ -24,19 +26,27 @@ def replace_rows(store: LedgerStore, stream_id: str, rows: list[Row]) -> None:
         with recorder.datastore.transaction(commit=True) as c:
             c.execute(f"DELETE FROM {table} WHERE originator_id=?", (stream_id,))
             for version, topic, state in rows:
-                c.execute(f"INSERT INTO {table} VALUES (?,?,?,?)",
-                          (stream_id, version, topic, state))
+                c.execute(
+                    f"INSERT INTO {table} VALUES (?,?,?,?)", (stream_id, version, topic, state)
+                )
         return
     if isinstance(recorder, DynamoDBLedgerRecorder):
         client: Any = recorder.client
         for version, _, _ in read_rows(store, stream_id):
-            client.delete_item(TableName=recorder.table_name,
-                               Key={"pk": {"S": stream_id}, "sk": {"N": str(version)}})
+            client.delete_item(
+                TableName=recorder.table_name,
+                Key={"pk": {"S": stream_id}, "sk": {"N": str(version)}},
+            )
         for version, topic, state in rows:
-            client.put_item(TableName=recorder.table_name, Item={
-                "pk": {"S": stream_id}, "sk": {"N": str(version)},
-                "topic": {"S": topic}, "state": {"B": state},
-            })
+            client.put_item(
+                TableName=recorder.table_name,
+                Item={
+                    "pk": {"S": stream_id},
+                    "sk": {"N": str(version)},
+                    "topic": {"S": topic},
+                    "state": {"B": state},
+                },
+            )
         return
     raise NotImplementedError(type(recorder).__name__)
 

@@ -64,18 +64,29 @@ class StoreUnderTest:
     @classmethod
     def sqlite(cls, folder: Path) -> StoreUnderTest:
         path = str(folder / "ledger.db")
-        return cls("sqlite", {"LEDGER_STORE": "sqlite", "LEDGER_SQLITE_PATH": path},
-                   load_settings(store="sqlite", sqlite_path=path))
+        return cls(
+            "sqlite",
+            {"LEDGER_STORE": "sqlite", "LEDGER_SQLITE_PATH": path},
+            load_settings(store="sqlite", sqlite_path=path),
+        )
 
     @classmethod
     def dynamodb(cls, endpoint: str, table: str, client: Any) -> StoreUnderTest:
-        env = {"LEDGER_STORE": "dynamodb", "LEDGER_DYNAMODB_TABLE": table,
-               "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
-               "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": endpoint,
-               "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
-               "AWS_SECRET_ACCESS_KEY": "testing"}
-        return cls("dynamodb", env, load_settings(store="dynamodb", dynamodb_table=table),
-                   dynamodb_client=client)
+        env = {
+            "LEDGER_STORE": "dynamodb",
+            "LEDGER_DYNAMODB_TABLE": table,
+            "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
+            "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": endpoint,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }
+        return cls(
+            "dynamodb",
+            env,
+            load_settings(store="dynamodb", dynamodb_table=table),
+            dynamodb_client=client,
+        )
 
     @contextmanager
     def ledger(self) -> Iterator[Ledger]:
@@ -133,8 +144,13 @@ class Harness:
     def env(self, *, execution: bool) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "AWS_"))}
         env.update(self.store.env)
-        env.update({"LEDGER_EXECUTION_ENABLED": "true" if execution else "false",
-                    "LEDGER_RECOVERY_INTERVAL_SECONDS": "1", "PYTHONUNBUFFERED": "1"})
+        env.update(
+            {
+                "LEDGER_EXECUTION_ENABLED": "true" if execution else "false",
+                "LEDGER_RECOVERY_INTERVAL_SECONDS": "1",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         env.update(self.extra_env)
         if self.code_dir is not None:
             env["PYTHONPATH"] = str(self.code_dir)
@@ -147,17 +163,22 @@ class Harness:
         self.count += 1
         log = self.workdir / f"process-{self.count}.log"
         with log.open("wb") as out:
-            popen = subprocess.Popen(self.command(*args), cwd=self.code_dir or self.workdir,
-                                     env=self.env(execution=execution), stdout=out,
-                                     stderr=subprocess.STDOUT)
+            popen = subprocess.Popen(
+                self.command(*args),
+                cwd=self.code_dir or self.workdir,
+                env=self.env(execution=execution),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         process = Process(popen, log)
         self.processes.append(process)
         return process
 
     def serve(self, *, execution: bool) -> Process:
         port = free_port()
-        process = self.start("serve", "--host", "127.0.0.1", "--port", str(port),
-                             execution=execution)
+        process = self.start(
+            "serve", "--host", "127.0.0.1", "--port", str(port), execution=execution
+        )
         process.base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
@@ -172,9 +193,14 @@ class Harness:
         raise AssertionError("ledger serve did not answer in time")
 
     def run(self, *args: str, execution: bool) -> str:
-        done = subprocess.run(self.command(*args), cwd=self.code_dir or self.workdir,
-                              env=self.env(execution=execution), capture_output=True,
-                              timeout=120, check=False)
+        done = subprocess.run(
+            self.command(*args),
+            cwd=self.code_dir or self.workdir,
+            env=self.env(execution=execution),
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         if done.returncode != 0:
             raise AssertionError(f"ledger {' '.join(args)} failed: {done.stderr.decode()}")
         return done.stdout.decode()
@@ -191,8 +217,9 @@ def approve(base: str, count: int) -> list[str]:
         return [approve_one(client, n) for n in range(count)]
 
 
-def wait_settled(store: StoreUnderTest, attempts: list[str],
-                 also: frozenset[str] | set[str] = frozenset()) -> None:
+def wait_settled(
+    store: StoreUnderTest, attempts: list[str], also: frozenset[str] | set[str] = frozenset()
+) -> None:
     """Until every attempt is terminal in the log (bounded)."""
     deadline = time.monotonic() + SETTLE_SECONDS
     done = TERMINAL | set(also)
@@ -222,8 +249,9 @@ def wait_caught_up(base: str, *, fallback_seconds: float) -> bool:
     raise AssertionError("the status projector did not catch up in time")
 
 
-def scenario(harness: Harness, stop: str, writer: str, *, count: int = 4,
-             fallback_seconds: float = 3.0) -> Result:
+def scenario(
+    harness: Harness, stop: str, writer: str, *, count: int = 4, fallback_seconds: float = 3.0
+) -> Result:
     """One cell of the matrix (see the module docstring)."""
     from adapters.rebuild import canonical, rebuild
     from api.http.schemas.attempts import AttemptOut
@@ -233,8 +261,11 @@ def scenario(harness: Harness, stop: str, writer: str, *, count: int = 4,
     first = harness.serve(execution=False)
     result.attempts = approve(first.base, count)
     for attempt_id in result.attempts:  # read-your-writes: queued, never a 404
-        answer = httpx.get(f"{first.base}{API}/execution-attempts/{attempt_id}",
-                           headers=headers("admin", subject="root"), timeout=10)
+        answer = httpx.get(
+            f"{first.base}{API}/execution-attempts/{attempt_id}",
+            headers=headers("admin", subject="root"),
+            timeout=10,
+        )
         assert answer.status_code == 200 and answer.json()["status"] == "queued", answer.text
     first.stop(stop)
 
@@ -254,8 +285,10 @@ def scenario(harness: Harness, stop: str, writer: str, *, count: int = 4,
     result.caught_up = wait_caught_up(again.base, fallback_seconds=fallback_seconds)
     with harness.store.ledger() as ledger:
         result.stale = rebuild(ledger, "status", write=False).changed
-        expected = {a: status_record(ledger.store.get(ExecutionAttempt, a))  # type: ignore[arg-type]
-                    for a in result.attempts}
+        expected = {
+            a: status_record(ledger.store.get(ExecutionAttempt, a))  # type: ignore[arg-type]
+            for a in result.attempts
+        }
         for attempt_id, record in expected.items():
             live = ledger.views.get_view(record.name, record.key)  # type: ignore[union-attr]
             if canonical(live) != canonical(record) and attempt_id not in result.stale:
@@ -292,8 +325,9 @@ def killed_under_load(harness: Harness, *, kills: int = 5, seed: int = 12) -> Re
         server = harness.serve(execution=True)
         stop = threading.Event()
 
-        def load(base: str = server.base, first: bool = round_number == 0,
-                 stop: threading.Event = stop) -> None:
+        def load(
+            base: str = server.base, first: bool = round_number == 0, stop: threading.Event = stop
+        ) -> None:
             try:
                 with httpx.Client(base_url=base, timeout=30) as client:
                     if first:
@@ -322,13 +356,18 @@ def killed_under_load(harness: Harness, *, kills: int = 5, seed: int = 12) -> Re
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--store", choices=["sqlite", "dynamodb"], default="sqlite")
     parser.add_argument("--code-dir", type=Path, default=None)
     parser.add_argument("--attempts", type=int, default=4)
-    parser.add_argument("--kills", type=int, default=0,
-                        help="instead of the matrix: SIGKILL a working server this many times")
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=0,
+        help="instead of the matrix: SIGKILL a working server this many times",
+    )
     args = parser.parse_args()
     rows: list[Result] = []
     node: Any = None
@@ -338,8 +377,11 @@ def main() -> None:
 
         node = ministack.start()
         endpoint = node.url
-    print("| store | stopped by | written while down by | attempts | stale views | "
-          "wrong status reads | missing from list |\n|---|---|---|---|---|---|---|", flush=True)
+    print(
+        "| store | stopped by | written while down by | attempts | stale views | "
+        "wrong status reads | missing from list |\n|---|---|---|---|---|---|---|",
+        flush=True,
+    )
     try:
         if args.kills:
             with tempfile.TemporaryDirectory() as folder:
@@ -349,8 +391,11 @@ def main() -> None:
                     found = killed_under_load(harness, kills=args.kills)
                 finally:
                     harness.close()
-            print(f"| {found.store} | {found.stop} | {found.writer} | {len(found.attempts)} | "
-                  f"{len(found.stale)} | - | - |", flush=True)
+            print(
+                f"| {found.store} | {found.stop} | {found.writer} | {len(found.attempts)} | "
+                f"{len(found.stale)} | - | - |",
+                flush=True,
+            )
             return
         for stop in STOPS:
             for writer in WRITERS:
@@ -362,9 +407,12 @@ def main() -> None:
                     finally:
                         harness.close()
                 last = rows[-1]
-                print(f"| {last.store} | {stop} | {writer} | {len(last.attempts)} | "
-                      f"{len(last.stale)} | {len(last.wrong_reads)} | "
-                      f"{len(last.missing_from_list)} |", flush=True)
+                print(
+                    f"| {last.store} | {stop} | {writer} | {len(last.attempts)} | "
+                    f"{len(last.stale)} | {len(last.wrong_reads)} | "
+                    f"{len(last.missing_from_list)} |",
+                    flush=True,
+                )
     finally:
         if node is not None:
             node.stop()

@@ -23,8 +23,13 @@ class OnceFeed:
         return []
 
 
-def run_loops(ledger: Ledger, *, work: list[str] | None = None,
-              project: list[str] | None = None, recover: bool = False) -> None:
+def run_loops(
+    ledger: Ledger,
+    *,
+    work: list[str] | None = None,
+    project: list[str] | None = None,
+    recover: bool = False,
+) -> None:
     """The runtime's real loops (with their logging), each run once to completion."""
     runtime = Runtime(ledger, None, recovery_interval=3600, recovery=recover, poll_seconds=0)
     if work is not None:

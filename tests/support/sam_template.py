@@ -16,8 +16,13 @@ PARAMETERS = {
     "AuthRs256PublicKey": "-----BEGIN PUBLIC KEY-----\\nMIIB\\n-----END PUBLIC KEY-----",
 }
 PACKAGED_CODE = "s3://example-bucket/ledger.zip"  # what `sam package` puts in CodeUri
-FUNCTIONS = ("WorkerFunction", "ProjectorFunction", "ApiFunction", "CheckpointFunction",
-             "WebhookFunction")
+FUNCTIONS = (
+    "WorkerFunction",
+    "ProjectorFunction",
+    "ApiFunction",
+    "CheckpointFunction",
+    "WebhookFunction",
+)
 
 
 def load_template() -> dict[str, Any]:
@@ -82,8 +87,10 @@ def grants(role: Mapping[str, Any]) -> Iterator[tuple[str, str, frozenset[str] |
         keys = leading_keys(statement)
         for action in as_list(statement["Action"]):
             for resource in as_list(statement["Resource"]):
-                yield action, json.dumps(resource, sort_keys=True), (
-                    frozenset(keys) if keys is not None else None
+                yield (
+                    action,
+                    json.dumps(resource, sort_keys=True),
+                    (frozenset(keys) if keys is not None else None),
                 )
 
 

@@ -32,8 +32,9 @@ def expect(condition: bool, message: str) -> None:
 def state_of(aggregate: LedgerAggregate) -> dict[str, Any]:
     """Everything an aggregate holds except its not-yet-collected events (the chain
     head as its hash text)."""
-    state = {k: v for k, v in vars(aggregate).items()
-             if k not in ("_pending_events", "_chain_head")}
+    state = {
+        k: v for k, v in vars(aggregate).items() if k not in ("_pending_events", "_chain_head")
+    }
     state["chain_head"] = aggregate.chain_head
     return state
 
@@ -64,17 +65,22 @@ class AttemptSummary:
     def due_may_wait_until(self) -> datetime | None:
         """A lookup-mode attempt whose call may land after its lease may be due as
         late as the end of the settle window (looking earlier proves nothing)."""
-        if (self.status == "executing" and self.mode is DeliveryMode.CORRELATION_LOOKUP
-                and self.dispatched_generations and self.settles_at is not None
-                and self.lease_expires_at is not None
-                and self.settles_at > self.lease_expires_at):
+        if (
+            self.status == "executing"
+            and self.mode is DeliveryMode.CORRELATION_LOOKUP
+            and self.dispatched_generations
+            and self.settles_at is not None
+            and self.lease_expires_at is not None
+            and self.settles_at > self.lease_expires_at
+        ):
             return self.settles_at
         return None
 
     @property
     def settled_no_effect(self) -> bool:
         return self.status == "failed_safe" or (
-            self.status == "manually_resolved" and self.resolution == "no_effect")
+            self.status == "manually_resolved" and self.resolution == "no_effect"
+        )
 
 
 def _at(data: dict[str, Any]) -> datetime:
@@ -90,13 +96,24 @@ def check_attempt_stream(
     expect(event_type(first) == "Queued", f"{stream_id}: v1 is {event_type(first)}")
     queued = first.data()
     proposal_id, version, payload = (
-        queued["proposal_id"], queued["proposal_version"], queued["payload_hash"])
-    expect(derive_attempt_id(proposal_id, version, payload) == stream_id,
-           f"{stream_id}: attempt id is not derived from its proposal version (I1)")
-    expect(derive_idempotency_key(proposal_id, version, payload) == queued["idempotency_key"],
-           f"{stream_id}: idempotency key is not derived from its proposal version (I1)")
-    s = AttemptSummary("queued", DeliveryMode(queued["delivery_mode"]),
-                       queued["idempotency_key"], not_before=_at(queued))
+        queued["proposal_id"],
+        queued["proposal_version"],
+        queued["payload_hash"],
+    )
+    expect(
+        derive_attempt_id(proposal_id, version, payload) == stream_id,
+        f"{stream_id}: attempt id is not derived from its proposal version (I1)",
+    )
+    expect(
+        derive_idempotency_key(proposal_id, version, payload) == queued["idempotency_key"],
+        f"{stream_id}: idempotency key is not derived from its proposal version (I1)",
+    )
+    s = AttemptSummary(
+        "queued",
+        DeliveryMode(queued["delivery_mode"]),
+        queued["idempotency_key"],
+        not_before=_at(queued),
+    )
     predispatch_leases = 0
     where = stream_id
     for event in events[1:]:
@@ -105,8 +122,10 @@ def check_attempt_stream(
         at = _at(d)
         expect(kind != "Queued", f"{where}: a second Queued (I1)")
         if kind == "EffectAfterNoEffect":
-            expect(s.settled_no_effect and d["previous"] == s.status,
-                   f"{where}: a late effect flagged on {s.status}")
+            expect(
+                s.settled_no_effect and d["previous"] == s.status,
+                f"{where}: a late effect flagged on {s.status}",
+            )
             s.status = "effect_after_no_effect"
             continue
         if kind == "ManuallyResolved" and s.status == "effect_after_no_effect":
@@ -114,48 +133,71 @@ def check_attempt_stream(
             continue
         if s.status in TERMINAL:
             expect(kind == "LateResultObserved", f"{where}: after terminal {s.status} (I8)")
-            expect(not (d.get("kind") == "succeeded" and s.settled_no_effect),
-                   f"{where}: a success after {s.status} was only observed, not flagged")
+            expect(
+                not (d.get("kind") == "succeeded" and s.settled_no_effect),
+                f"{where}: a success after {s.status} was only observed, not flagged",
+            )
             continue
         if kind == "Leased":
             expect(d["generation"] == s.generation + 1, f"{where}: generation skips")
             if s.status == "queued":
-                expect(s.not_before is not None and at >= s.not_before,
-                       f"{where}: leased while backing off")
+                expect(
+                    s.not_before is not None and at >= s.not_before,
+                    f"{where}: leased while backing off",
+                )
             else:
-                expect(s.status == "executing" and bool(s.dispatched_generations)
-                       and s.lease_expires_at is not None and at >= s.lease_expires_at
-                       and s.mode is DeliveryMode.PROVIDER_IDEMPOTENCY,
-                       f"{where}: re-leased outside provider-idempotent recovery")
+                expect(
+                    s.status == "executing"
+                    and bool(s.dispatched_generations)
+                    and s.lease_expires_at is not None
+                    and at >= s.lease_expires_at
+                    and s.mode is DeliveryMode.PROVIDER_IDEMPOTENCY,
+                    f"{where}: re-leased outside provider-idempotent recovery",
+                )
             s.generation = d["generation"]
             s.lease_expires_at = parse_utc(d["expires_at"])
             s.lease_expiries[s.generation] = s.lease_expires_at
             s.status = "executing"
             if not s.dispatched_generations:
                 predispatch_leases += 1
-                expect(predispatch_leases <= policy.max_predispatch_leases,
-                       f"{where}: more pre-dispatch leases than the policy allows")
+                expect(
+                    predispatch_leases <= policy.max_predispatch_leases,
+                    f"{where}: more pre-dispatch leases than the policy allows",
+                )
         elif kind == "DispatchStarted":
-            expect(s.status == "executing" and d["generation"] == s.generation
-                   and s.lease_expires_at is not None and at < s.lease_expires_at,
-                   f"{where}: dispatch marked without the current unexpired lease (I5)")
+            expect(
+                s.status == "executing"
+                and d["generation"] == s.generation
+                and s.lease_expires_at is not None
+                and at < s.lease_expires_at,
+                f"{where}: dispatch marked without the current unexpired lease (I5)",
+            )
             expect(d["generation"] not in s.dispatched_generations, f"{where}: marked twice")
             s.dispatched_generations.append(d["generation"])
             if d.get("settles_at") is not None:
                 s.settles_at = parse_utc(d["settles_at"])
-                expect(d.get("deadline") is not None
-                       and parse_utc(d["deadline"]) <= s.settles_at
-                       and parse_utc(d["deadline"]) < s.lease_expires_at,
-                       f"{where}: the call's deadline is not inside its lease")
+                expect(
+                    d.get("deadline") is not None
+                    and parse_utc(d["deadline"]) <= s.settles_at
+                    and parse_utc(d["deadline"]) < s.lease_expires_at,
+                    f"{where}: the call's deadline is not inside its lease",
+                )
             if s.mode is not DeliveryMode.PROVIDER_IDEMPOTENCY:
-                expect(len(s.dispatched_generations) == 1,
-                       f"{where}: second dispatch in {s.mode.value} (blind duplicate)")
-            expect(len(s.dispatched_generations) <= policy.max_dispatches,
-                   f"{where}: more dispatches than the policy allows")
+                expect(
+                    len(s.dispatched_generations) == 1,
+                    f"{where}: second dispatch in {s.mode.value} (blind duplicate)",
+                )
+            expect(
+                len(s.dispatched_generations) <= policy.max_dispatches,
+                f"{where}: more dispatches than the policy allows",
+            )
         elif kind == "Requeued":
-            expect(s.status == "executing" and not s.dispatched_generations
-                   and d["generation"] == s.generation,
-                   f"{where}: requeued a dispatched or foreign lease")
+            expect(
+                s.status == "executing"
+                and not s.dispatched_generations
+                and d["generation"] == s.generation,
+                f"{where}: requeued a dispatched or foreign lease",
+            )
             s.status, s.not_before, s.lease_expires_at = "queued", parse_utc(d["not_before"]), None
         elif kind == "ResultRecorded":
             _check_result(where, s, d, at)
@@ -164,8 +206,12 @@ def check_attempt_stream(
             expect(s.status == "outcome_unknown", f"{where}: resolved from {s.status}")
             s.status, s.result_source, s.resolution = "manually_resolved", "admin", d["outcome"]
         elif kind == "LateResultObserved":
-            held = (s.status == "executing" and d["generation"] == s.generation
-                    and s.lease_expires_at is not None and at < s.lease_expires_at)
+            held = (
+                s.status == "executing"
+                and d["generation"] == s.generation
+                and s.lease_expires_at is not None
+                and at < s.lease_expires_at
+            )
             expect(not held, f"{where}: the lease holder's result was only observed")
         else:
             raise Violation(f"{where}: unknown event type")
@@ -179,13 +225,19 @@ def _check_result(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime
         expect(bool(REASON_CODE.match(d["reason_code"])), f"{where}: unbounded reason code")
     if d.get("receipt") is not None:
         expect(validate_receipt(d["receipt"]) == d["receipt"], f"{where}: unsafe receipt stored")
-    holds = (s.status == "executing" and generation == s.generation
-             and s.lease_expires_at is not None and at < s.lease_expires_at)
+    holds = (
+        s.status == "executing"
+        and generation == s.generation
+        and s.lease_expires_at is not None
+        and at < s.lease_expires_at
+    )
     dispatched = bool(s.dispatched_generations)
     if source == "executor":
         expect(holds, f"{where}: executor result without the current unexpired lease (I5)")
-        expect(generation in s.dispatched_generations or (new == "failed_safe" and not dispatched),
-               f"{where}: result without this generation's dispatch marker")
+        expect(
+            generation in s.dispatched_generations or (new == "failed_safe" and not dispatched),
+            f"{where}: result without this generation's dispatch marker",
+        )
     elif source == "worker":
         if generation is None:
             expect(s.status == "queued", f"{where}: lease-less worker result from {s.status}")
@@ -196,15 +248,24 @@ def _check_result(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime
         else:
             expect(new == "outcome_unknown" and dispatched, f"{where}: worker {new}")
     elif source == "recovery":
-        expect(s.status == "executing" and dispatched and new == "outcome_unknown"
-               and s.lease_expires_at is not None and at >= s.lease_expires_at,
-               f"{where}: recovery result on a live or undispatched lease")
+        expect(
+            s.status == "executing"
+            and dispatched
+            and new == "outcome_unknown"
+            and s.lease_expires_at is not None
+            and at >= s.lease_expires_at,
+            f"{where}: recovery result on a live or undispatched lease",
+        )
     elif source == "reconciler":
         if s.status == "outcome_unknown":
             expect(new in ("succeeded", "failed_safe"), f"{where}: reconciled to {new}")
         else:
-            expect(s.status == "executing" and dispatched and s.lease_expires_at is not None
-                   and at >= s.lease_expires_at,
-                   f"{where}: reconciled a live or undispatched lease")
+            expect(
+                s.status == "executing"
+                and dispatched
+                and s.lease_expires_at is not None
+                and at >= s.lease_expires_at,
+                f"{where}: reconciled a live or undispatched lease",
+            )
     else:
         raise Violation(f"{where}: unknown result source {source}")

@@ -40,8 +40,13 @@ def drain(ledger: Ledger) -> int:
 def streams_client(endpoint: str) -> Any:
     import boto3
 
-    return boto3.client("dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    return boto3.client(
+        "dynamodbstreams",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 class CrashAfterApply:

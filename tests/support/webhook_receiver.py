@@ -54,9 +54,15 @@ def serve(port: int, log: Path, mode_file: Path, stall_seconds: float, secret: s
                     mode = "ok" if granted[0] < int(mode[3:]) else "stall"
                     granted[0] += mode == "ok"
             status = 500 if mode == "500" else (204 if valid else 401)
-            entry = {"path": self.path, "id": headers.get("webhook-id"), "valid": valid,
-                     "status": status, "mode": mode, "headers": headers,
-                     "body": body.decode("utf-8", "replace")}
+            entry = {
+                "path": self.path,
+                "id": headers.get("webhook-id"),
+                "valid": valid,
+                "status": status,
+                "mode": mode,
+                "headers": headers,
+                "body": body.decode("utf-8", "replace"),
+            }
             with lock, log.open("a") as out:  # logged when received, before any stall
                 out.write(json.dumps(entry) + "\n")
             if mode == "stall":
@@ -99,9 +105,21 @@ class Receiver:
     def start(self) -> Receiver:
         env = {**os.environ, SECRET_ENV: self.secret}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.webhook_receiver", "--port", str(self.port),
-             "--log", str(self.log), "--mode-file", str(self.mode_file),
-             "--stall-seconds", str(self.stall_seconds)], env=env)
+            [
+                sys.executable,
+                "-m",
+                "tests.support.webhook_receiver",
+                "--port",
+                str(self.port),
+                "--log",
+                str(self.log),
+                "--mode-file",
+                str(self.mode_file),
+                "--stall-seconds",
+                str(self.stall_seconds),
+            ],
+            env=env,
+        )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
@@ -132,9 +150,14 @@ class Receiver:
     def acknowledged(self, path: str | None = None) -> Counter[str]:
         """webhook-id -> how many times it was received (at ``path``), verified and
         answered 2xx in time (a stalled answer came after the sender gave up)."""
-        return Counter(e["id"] for e in self.entries()
-                       if e["valid"] and 200 <= e["status"] < 300 and e["mode"] != "stall"
-                       and (path is None or e["path"].endswith(path)))
+        return Counter(
+            e["id"]
+            for e in self.entries()
+            if e["valid"]
+            and 200 <= e["status"] < 300
+            and e["mode"] != "stall"
+            and (path is None or e["path"].endswith(path))
+        )
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(e["body"]) for e in self.entries() if e["valid"]]

@@ -9,15 +9,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDER_TYPES = {"MemoryLedgerRecorder", "SQLiteLedgerRecorder", "DynamoDBLedgerRecorder",
-                  "ApplicationRecorder", "POPOApplicationRecorder", "SQLiteApplicationRecorder"}
+RECORDER_TYPES = {
+    "MemoryLedgerRecorder",
+    "SQLiteLedgerRecorder",
+    "DynamoDBLedgerRecorder",
+    "ApplicationRecorder",
+    "POPOApplicationRecorder",
+    "SQLiteApplicationRecorder",
+}
 
 
 def isinstance_checks_on_recorders(path: Path, root: Path = ROOT) -> list[str]:
     found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "isinstance" and len(node.args) == 2):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+        ):
             names = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
             names |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
             if names & RECORDER_TYPES:
@@ -26,8 +36,9 @@ def isinstance_checks_on_recorders(path: Path, root: Path = ROOT) -> list[str]:
 
 
 def test_no_module_of_adapters_or_api_checks_the_recorder_type() -> None:
-    sources = sorted([*ROOT.joinpath("adapters").rglob("*.py"),
-                      *ROOT.joinpath("api").rglob("*.py")])
+    sources = sorted(
+        [*ROOT.joinpath("adapters").rglob("*.py"), *ROOT.joinpath("api").rglob("*.py")]
+    )
     assert sources
     found = [hit for path in sources for hit in isinstance_checks_on_recorders(path)]
     assert found == []
@@ -41,10 +52,13 @@ def test_the_check_finds_what_it_looks_for(tmp_path: Path) -> None:
 
 def store_kind_branches(path: Path, root: Path = ROOT) -> list[str]:
     """Every reference to a ``StoreKind`` member (a choice made by store)."""
-    return [f"{path.relative_to(root)}:{node.lineno}"
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and node.value.id == "StoreKind"]
+    return [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "StoreKind"
+    ]
 
 
 def test_no_module_of_api_branches_on_the_store_kind() -> None:
@@ -87,14 +101,18 @@ def test_dynamodb_fails_before_anything_opens_when_the_streams_endpoint_is_unrea
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
-    for name, value in {"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": closed,
-                        "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": closed,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(PreflightError) as raised:
         preflight(load_settings(store="dynamodb"))
     message = str(raised.value)
     assert message.startswith(
-        f"cannot reach the DynamoDB Streams endpoint {closed} (EndpointConnectionError)")
+        f"cannot reach the DynamoDB Streams endpoint {closed} (EndpointConnectionError)"
+    )
     assert "AWS_ENDPOINT_URL_DYNAMODB_STREAMS" in message
     assert "\n" not in message

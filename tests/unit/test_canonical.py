@@ -27,28 +27,50 @@ MANY = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCh
 # characters whose encoding differs (controls, quotes, U+007F, U+2028, the top
 # of the BMP, non-BMP).
 EDGES = st.sampled_from(
-    [chr(c) for c in range(0x20)] + ['"', "\\", "/", "\x7f", "\u2028", "\u2029", "\ue000",
-                                      "\uffee", "\ufffd", "\uffff", "\U00010000", "\U0001f600",
-                                      "\U0010ffff", "\u00e9", "\u0301", "a", "Z", "0"])
+    [chr(c) for c in range(0x20)]
+    + [
+        '"',
+        "\\",
+        "/",
+        "\x7f",
+        "\u2028",
+        "\u2029",
+        "\ue000",
+        "\uffee",
+        "\ufffd",
+        "\uffff",
+        "\U00010000",
+        "\U0001f600",
+        "\U0010ffff",
+        "\u00e9",
+        "\u0301",
+        "a",
+        "Z",
+        "0",
+    ]
+)
 CHARS = st.one_of(EDGES, st.characters(blacklist_categories=("Cs",)))
 TEXT = st.text(CHARS, max_size=12)
-SAFE_INT = st.one_of(st.integers(-MAX_SAFE_INT, MAX_SAFE_INT),
-                     st.sampled_from([MAX_SAFE_INT, -MAX_SAFE_INT, 0, -1, 2**31, 2**32]))
+SAFE_INT = st.one_of(
+    st.integers(-MAX_SAFE_INT, MAX_SAFE_INT),
+    st.sampled_from([MAX_SAFE_INT, -MAX_SAFE_INT, 0, -1, 2**31, 2**32]),
+)
 
 
 def admitted(keys: st.SearchStrategy[str] = TEXT) -> st.SearchStrategy[Any]:
     scalars = st.one_of(st.none(), st.booleans(), SAFE_INT, TEXT)
     return st.recursive(
         scalars,
-        lambda inner: st.one_of(st.lists(inner, max_size=5),
-                                st.tuples(inner, inner),
-                                st.dictionaries(keys, inner, max_size=6)),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=5),
+            st.tuples(inner, inner),
+            st.dictionaries(keys, inner, max_size=6),
+        ),
         max_leaves=30,
     )
 
 
-BMP_KEYS = st.text(st.characters(max_codepoint=0xFFFF, blacklist_categories=("Cs",)),
-                   max_size=8)
+BMP_KEYS = st.text(st.characters(max_codepoint=0xFFFF, blacklist_categories=("Cs",)), max_size=8)
 
 
 @MANY
@@ -71,19 +93,31 @@ def outcome(encode: Any, value: Any) -> tuple[str, Any]:
         return "error", type(exc)
 
 
-ANY_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(),
-                       st.sampled_from(["\ud800", "a\udfffb", 2**53, -(2**53), 1.0, -0.0,
-                                        1e21, 5e-324, float("nan"), float("inf")]))
+ANY_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(),
+    st.sampled_from(
+        ["\ud800", "a\udfffb", 2**53, -(2**53), 1.0, -0.0, 1e21, 5e-324, float("nan"), float("inf")]
+    ),
+)
 
 
 @MANY
-@given(value=st.recursive(
-    ANY_SCALAR,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.text(), st.integers(), st.sampled_from(["\ud800"])),
-                        inner, max_size=4)),
-    max_leaves=12))
+@given(
+    value=st.recursive(
+        ANY_SCALAR,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.dictionaries(
+                st.one_of(st.text(), st.integers(), st.sampled_from(["\ud800"])), inner, max_size=4
+            ),
+        ),
+        max_leaves=12,
+    )
+)
 def test_outside_the_admitted_values_the_result_or_error_is_the_reference_one(value: Any) -> None:
     assert outcome(canonical_json, value) == outcome(rfc8785.dumps, value)
 
@@ -124,9 +158,17 @@ def test_edge_cases_match_the_reference(value: Any) -> None:
     assert outcome(canonical_json, value) == outcome(rfc8785.dumps, value)
 
 
-@pytest.mark.parametrize("value", [
-    {"\U0001f600": 1}, [MAX_SAFE_INT + 1], [0.5], {1: "x"}, {"x": object()}, b"bytes",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"\U0001f600": 1},
+        [MAX_SAFE_INT + 1],
+        [0.5],
+        {1: "x"},
+        {"x": object()},
+        b"bytes",
+    ],
+)
 def test_values_outside_the_proven_domain_go_to_the_reference(
     value: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -41,11 +41,21 @@ def test_checkpoints_are_off_unless_a_directory_is_set() -> None:
 
 def test_each_tick_writes_a_new_digest_of_the_ledger(tmp_path: Path) -> None:
     store = LedgerStore(MemoryLedgerRecorder())
-    store.commit(Commit(aggregates=[DirectoryRecord(
-        record_id="actor:a", kind="actor", values={}, at="2026-01-01T00:00:00Z")]))
+    store.commit(
+        Commit(
+            aggregates=[
+                DirectoryRecord(
+                    record_id="actor:a", kind="actor", values={}, at="2026-01-01T00:00:00Z"
+                )
+            ]
+        )
+    )
     clock = FixedClock()
-    settings = load_settings(store="memory", audit_checkpoint_dir=str(tmp_path / "cp"),
-                             audit_checkpoint_interval_seconds=60)
+    settings = load_settings(
+        store="memory",
+        audit_checkpoint_dir=str(tmp_path / "cp"),
+        audit_checkpoint_interval_seconds=60,
+    )
     loop = checkpoint_loop(settings, store, clock)
     assert loop is not None and loop.interval == 60
     assert loop.run_once(raise_errors=True) is not None
@@ -65,7 +75,13 @@ def test_a_failing_store_does_not_stop_the_loop(tmp_path: Path) -> None:
         def stream_heads(self):  # type: ignore[no-untyped-def, override]
             raise OSError("disk gone")
 
-    loop = CheckpointLoop(load_settings(store="memory"), Broken(MemoryLedgerRecorder()),
-                          FixedClock(), str(tmp_path), 1.0, stop_event=Ticks(3))
+    loop = CheckpointLoop(
+        load_settings(store="memory"),
+        Broken(MemoryLedgerRecorder()),
+        FixedClock(),
+        str(tmp_path),
+        1.0,
+        stop_event=Ticks(3),
+    )
     loop._loop()
     assert loop.written == []

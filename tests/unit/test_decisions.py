@@ -65,10 +65,17 @@ def test_a_version_expires_with_its_last_presentation_and_stays_expired(replay: 
     assert proposal.effective_status(1, T0 + TTL) is ProposalStatus.EXPIRED
     assert proposal.version_status(1) is ProposalStatus.PRESENTED  # nothing was written
     with pytest.raises(IllegalTransition):
-        proposal.present(presentation_id="pres_b", version=1, token_hash="h",
-                         identity_binding_id="ib", channel_binding_id="cb",
-                         conversation_key="c", expires_at=format_utc(LATER + TTL),
-                         at=format_utc(LATER), now=LATER)
+        proposal.present(
+            presentation_id="pres_b",
+            version=1,
+            token_hash="h",
+            identity_binding_id="ib",
+            channel_binding_id="cb",
+            conversation_key="c",
+            expires_at=format_utc(LATER + TTL),
+            at=format_utc(LATER),
+            now=LATER,
+        )
 
 
 def test_expired_is_notified_once_per_version(replay: Replay) -> None:
@@ -81,8 +88,9 @@ def test_expired_is_notified_once_per_version(replay: Replay) -> None:
     assert [(n.type, n.version) for n in first] == [(NotificationType.PROPOSAL_EXPIRED, 1)]
     assert first[0].at == format_utc(T0 + TTL)
     # superseded after it expired: still one notification for version 1, none for 2 yet
-    proposal.revise(expected_version=None, at=format_utc(LATER),
-                    **version_args(destination="list-2"))
+    proposal.revise(
+        expected_version=None, at=format_utc(LATER), **version_args(destination="list-2")
+    )
     assert proposal_notifications(proposal, LATER) == first
     assert expired_at(proposal, 2, LATER) is None
 
@@ -102,6 +110,5 @@ def test_a_decision_before_the_deadline_is_not_an_expiry(replay: Replay) -> None
 def test_revised_before_the_deadline_the_old_version_never_expires(replay: Replay) -> None:
     proposal: Proposal = new_proposal(replay)
     present(proposal, "pres_a")
-    proposal.revise(expected_version=None, at=format_utc(NOW),
-                    **version_args(destination="list-2"))
+    proposal.revise(expected_version=None, at=format_utc(NOW), **version_args(destination="list-2"))
     assert expired_at(proposal, 1, LATER) is None

@@ -51,7 +51,10 @@ def settings(**extra: Any) -> Any:
 def test_the_head_index_moves_with_every_commit(store: LedgerStore) -> None:
     heads = list(store.stream_heads())
     assert [(h.stream_id, h.version) for h in heads] == [
-        ("actor:a", 1), ("actor:b", 3), ("target:x", 5)]
+        ("actor:a", 1),
+        ("actor:b", 3),
+        ("target:x", 5),
+    ]
     record = store.get(DirectoryRecord, "actor:b")
     assert record is not None and heads[1].head == record.chain_head
     grow(store, "actor:b", 2)
@@ -75,13 +78,25 @@ def test_consistency_names_a_stream_the_newer_digest_lost(store: LedgerStore) ->
     fewer = build_digest(old.ledger, "later", [h for h in old.heads if h.stream_id != "actor:b"])
     verdict = digests.verify_consistency(store, old, fewer)
     assert not verdict.ok and "actor:b was deleted" in verdict.message
-    shorter = build_digest(old.ledger, "later", [
-        StreamHead(h.stream_id, h.version - 1, h.head) if h.stream_id == "target:x" else h
-        for h in old.heads])
+    shorter = build_digest(
+        old.ledger,
+        "later",
+        [
+            StreamHead(h.stream_id, h.version - 1, h.head) if h.stream_id == "target:x" else h
+            for h in old.heads
+        ],
+    )
     assert "target:x was truncated" in digests.verify_consistency(store, old, shorter).message
-    forked = build_digest(old.ledger, "later", [
-        StreamHead(h.stream_id, h.version + 1, "sha256:" + "0" * 64)
-        if h.stream_id == "actor:a" else h for h in old.heads])
+    forked = build_digest(
+        old.ledger,
+        "later",
+        [
+            StreamHead(h.stream_id, h.version + 1, "sha256:" + "0" * 64)
+            if h.stream_id == "actor:a"
+            else h
+            for h in old.heads
+        ],
+    )
     grow(store, "actor:a", 1)
     assert "actor:a was rewritten" in digests.verify_consistency(store, old, forked).message
 
@@ -130,9 +145,13 @@ def test_signed_digest_round_trip_forgery_and_another_key(
 ) -> None:
     key, other = tmp_path / "key.pem", tmp_path / "other.pem"
     for path in (key, other):
-        path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption()))
+        path.write_bytes(
+            Ed25519PrivateKey.generate().private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
     config = settings(audit_signing_key=str(key))
     digest = digests.take_digest(config, store, FixedClock())
     parsed = Digest.from_json(digest.to_json())
@@ -155,14 +174,30 @@ def test_signed_digest_round_trip_forgery_and_another_key(
     assert signing.key_id(signing.load_public_key(str(key))) == digest.signature.key_id
 
 
-@pytest.mark.parametrize("bad", [
-    {}, {"format": "execution-ledger/digest/v1"}, [],
-    {"format": "execution-ledger/digest/v1", "ledger": "m", "created_at": "t",
-     "root": "sha256:" + "0" * 64, "stream_count": 1, "streams": [["a", 0, "x"]]},
-    {"format": "execution-ledger/digest/v1", "ledger": "m", "created_at": "t",
-     "root": "sha256:" + "0" * 64, "stream_count": 2,
-     "streams": [["b", 1, "sha256:" + "0" * 64], ["a", 1, "sha256:" + "0" * 64]]},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"format": "execution-ledger/digest/v1"},
+        [],
+        {
+            "format": "execution-ledger/digest/v1",
+            "ledger": "m",
+            "created_at": "t",
+            "root": "sha256:" + "0" * 64,
+            "stream_count": 1,
+            "streams": [["a", 0, "x"]],
+        },
+        {
+            "format": "execution-ledger/digest/v1",
+            "ledger": "m",
+            "created_at": "t",
+            "root": "sha256:" + "0" * 64,
+            "stream_count": 2,
+            "streams": [["b", 1, "sha256:" + "0" * 64], ["a", 1, "sha256:" + "0" * 64]],
+        },
+    ],
+)
 def test_malformed_digests_are_refused_with_one_line(bad: Any) -> None:
     with pytest.raises(DigestInvalid) as info:
         Digest.from_json(bad)

@@ -23,8 +23,9 @@ DEADLINE = T0 + timedelta(seconds=LEASE - 2)
 
 def dispatched_with_window(replay: Replay, settle: float) -> ExecutionAttempt:
     attempt, gen = leased(replay, DeliveryMode.CORRELATION_LOOKUP)
-    attempt.mark_dispatch(generation=gen, now=T0 + timedelta(seconds=1), deadline=DEADLINE,
-                          settle_seconds=settle)
+    attempt.mark_dispatch(
+        generation=gen, now=T0 + timedelta(seconds=1), deadline=DEADLINE, settle_seconds=settle
+    )
     return attempt
 
 
@@ -47,35 +48,43 @@ def test_without_a_window_recovery_is_due_at_lease_expiry(replay: Replay) -> Non
 
 def test_a_late_success_after_failed_safe_moves_to_the_attention_state(replay: Replay) -> None:
     attempt = dispatched_with_window(replay, 0)
-    attempt.record_reconciled(status=AttemptStatus.FAILED_SAFE, now=AFTER_EXPIRY,
-                              reason_code="reconciled_not_applied")
+    attempt.record_reconciled(
+        status=AttemptStatus.FAILED_SAFE, now=AFTER_EXPIRY, reason_code="reconciled_not_applied"
+    )
     attempt.observe_late_result(generation=1, kind="failed_safe", now=AFTER_EXPIRY)
     assert attempt.status is AttemptStatus.FAILED_SAFE  # agreeing news changes nothing
     attempt.observe_late_result(generation=1, kind="succeeded", now=AFTER_EXPIRY)
     assert attempt.status is AttemptStatus.EFFECT_AFTER_NO_EFFECT
     assert attempt.is_terminal and attempt.next_action_at() is None
-    attempt.resolve(outcome=Resolution.EFFECT_APPLIED, reason="seen at the provider",
-                    resolved_by="ops", now=AFTER_EXPIRY)
+    attempt.resolve(
+        outcome=Resolution.EFFECT_APPLIED,
+        reason="seen at the provider",
+        resolved_by="ops",
+        now=AFTER_EXPIRY,
+    )
     assert attempt.status is AttemptStatus.MANUALLY_RESOLVED
 
 
 def test_a_late_success_after_no_effect_resolution_is_flagged(replay: Replay) -> None:
     attempt = outcome_unknown(replay)
-    attempt.resolve(outcome=Resolution.NO_EFFECT, reason="nothing there", resolved_by="ops",
-                    now=AFTER_EXPIRY)
+    attempt.resolve(
+        outcome=Resolution.NO_EFFECT, reason="nothing there", resolved_by="ops", now=AFTER_EXPIRY
+    )
     attempt.observe_late_result(generation=1, kind="succeeded", now=AFTER_EXPIRY)
     assert attempt.status is AttemptStatus.EFFECT_AFTER_NO_EFFECT
 
 
 def test_a_late_success_after_effect_applied_is_only_observed(replay: Replay) -> None:
     attempt = outcome_unknown(replay)
-    attempt.resolve(outcome=Resolution.EFFECT_APPLIED, reason="there", resolved_by="ops",
-                    now=AFTER_EXPIRY)
+    attempt.resolve(
+        outcome=Resolution.EFFECT_APPLIED, reason="there", resolved_by="ops", now=AFTER_EXPIRY
+    )
     attempt.observe_late_result(generation=1, kind="succeeded", now=AFTER_EXPIRY)
     assert attempt.status is AttemptStatus.MANUALLY_RESOLVED
     with pytest.raises(NotOutcomeUnknown):
-        attempt.resolve(outcome=Resolution.NO_EFFECT, reason="x", resolved_by="ops",
-                        now=AFTER_EXPIRY)
+        attempt.resolve(
+            outcome=Resolution.NO_EFFECT, reason="x", resolved_by="ops", now=AFTER_EXPIRY
+        )
 
 
 def test_a_dispatch_marker_stored_before_the_window_existed_replays() -> None:
@@ -96,10 +105,20 @@ def test_a_dispatch_marker_stored_before_the_window_existed_replays() -> None:
     assert "deadline" not in legacy.data()
 
 
-@pytest.mark.parametrize(("declared", "window"), [
-    (None, 0.0), (0, 0.0), (30, 30.0), (2.5, 2.5), (10**9, MAX_SETTLE_SECONDS),
-    (-1, MAX_SETTLE_SECONDS), (float("nan"), MAX_SETTLE_SECONDS), ("30", MAX_SETTLE_SECONDS),
-    (True, MAX_SETTLE_SECONDS)])
+@pytest.mark.parametrize(
+    ("declared", "window"),
+    [
+        (None, 0.0),
+        (0, 0.0),
+        (30, 30.0),
+        (2.5, 2.5),
+        (10**9, MAX_SETTLE_SECONDS),
+        (-1, MAX_SETTLE_SECONDS),
+        (float("nan"), MAX_SETTLE_SECONDS),
+        ("30", MAX_SETTLE_SECONDS),
+        (True, MAX_SETTLE_SECONDS),
+    ],
+)
 def test_settle_window_is_read_defensively(declared: object, window: float) -> None:
     class Executor:
         capability = "x"

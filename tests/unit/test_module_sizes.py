@@ -10,15 +10,19 @@ MAX_LINES = 400
 
 
 def test_no_module_of_api_is_over_the_limit() -> None:
-    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
-             for path in sorted(ROOT.joinpath("api").rglob("*.py"))}
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for path in sorted(ROOT.joinpath("api").rglob("*.py"))
+    }
     assert "api/cli.py" in sizes
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 
 def test_no_module_of_the_services_is_over_the_limit() -> None:
-    sizes = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
-             for path in sorted(ROOT.joinpath("domain", "services").rglob("*.py"))}
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+        for path in sorted(ROOT.joinpath("domain", "services").rglob("*.py"))
+    }
     assert "domain/services/execution.py" in sizes
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
@@ -26,11 +30,19 @@ def test_no_module_of_the_services_is_over_the_limit() -> None:
 def test_the_worker_is_split_by_step_and_keeps_its_public_names() -> None:
     from domain.services import dispatch, execution, recheck, results, worker_policy
 
-    public = {"CrashHook", "CrashPoint", "Outcome", "SimulatedCrash", "Worker", "WorkerPolicy",
-              "settle_seconds"}
+    public = {
+        "CrashHook",
+        "CrashPoint",
+        "Outcome",
+        "SimulatedCrash",
+        "Worker",
+        "WorkerPolicy",
+        "settle_seconds",
+    }
     assert public <= set(execution.__all__)
-    assert all(getattr(execution, name) is getattr(worker_policy, name)
-               for name in public - {"Worker"})
+    assert all(
+        getattr(execution, name) is getattr(worker_policy, name) for name in public - {"Worker"}
+    )
     assert hasattr(execution.Worker, "process") and hasattr(execution.Worker, "recover")
     assert hasattr(recheck, "confirmed_recheck") and hasattr(dispatch, "mark_dispatch")
     assert hasattr(results, "record") and hasattr(results, "observe")
@@ -43,8 +55,13 @@ def test_each_command_group_has_its_own_module() -> None:
     from api.cli_projections import projections_app
     from api.cli_webhooks import webhooks_app
 
-    groups = {"audit": audit_app, "dynamodb": dynamodb_app, "executors": executors_app,
-              "projections": projections_app, "webhooks": webhooks_app}
+    groups = {
+        "audit": audit_app,
+        "dynamodb": dynamodb_app,
+        "executors": executors_app,
+        "projections": projections_app,
+        "webhooks": webhooks_app,
+    }
     from api.cli import app
 
     assert {info.name: info.typer_instance for info in app.registered_groups} == groups

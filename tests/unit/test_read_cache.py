@@ -72,8 +72,13 @@ def test_a_missing_record_is_not_cached() -> None:
 
 def test_a_size_of_zero_caches_nothing() -> None:
     store = LedgerStore(MemoryLedgerRecorder())
-    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=actor_record_id("a"),
-               values={"enabled": True})
+    put_record(
+        store,
+        CLOCK,
+        kind=DirectoryKind.ACTOR,
+        record_id=actor_record_id("a"),
+        values={"enabled": True},
+    )
     cache = ReadCache(0)
     found, from_cache = read_directory(store, cache, actor_record_id("a"))
     assert found is not None and not from_cache
@@ -83,8 +88,15 @@ def test_a_size_of_zero_caches_nothing() -> None:
 def test_each_cached_proposal_read_is_a_new_aggregate_of_its_own() -> None:
     store = LedgerStore(MemoryLedgerRecorder())
     cache = ReadCache()
-    proposal = Proposal(proposal_id="prop_1", actor_id="alice", spec=SPEC, payload_hash="p",
-                        view_hash="v", renderer_build="r", at="2026-11-29T12:00:00Z")
+    proposal = Proposal(
+        proposal_id="prop_1",
+        actor_id="alice",
+        spec=SPEC,
+        payload_hash="p",
+        view_hash="v",
+        renderer_build="r",
+        at="2026-11-29T12:00:00Z",
+    )
     commit(store, cache, Commit(aggregates=[proposal]))  # written through
     first = read_proposal(store, cache, "prop_1")
     assert first is not None and cache.hits == 1
@@ -98,13 +110,22 @@ def test_a_conflicting_commit_drops_every_entry_it_read_or_wrote() -> None:
     store = LedgerStore(MemoryLedgerRecorder())
     cache = ReadCache()
     record_id = actor_record_id("a")
-    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-               values={"enabled": True})
+    put_record(
+        store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id, values={"enabled": True}
+    )
     read_directory(store, cache, record_id)
-    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id,
-               values={"enabled": False})  # elsewhere: the cache holds version 1
-    proposal = Proposal(proposal_id="prop_2", actor_id="a", spec=SPEC, payload_hash="p",
-                        view_hash="v", renderer_build="r", at="2026-11-29T12:00:00Z")
+    put_record(
+        store, CLOCK, kind=DirectoryKind.ACTOR, record_id=record_id, values={"enabled": False}
+    )  # elsewhere: the cache holds version 1
+    proposal = Proposal(
+        proposal_id="prop_2",
+        actor_id="a",
+        spec=SPEC,
+        payload_hash="p",
+        view_hash="v",
+        renderer_build="r",
+        at="2026-11-29T12:00:00Z",
+    )
     with pytest.raises(ConcurrencyConflict):
         commit(store, cache, Commit(aggregates=[proposal], read_set=[ReadCheck(record_id, 1)]))
     assert cache.get(record_id) is None and cache.get("prop_2") is None
@@ -145,8 +166,14 @@ def test_an_empty_cache_is_still_used_where_a_cache_is_optional() -> None:
     store = LedgerStore(MemoryLedgerRecorder())
     cache = ReadCache()
     assert cache and len(cache) == 0
-    put_record(store, CLOCK, kind=DirectoryKind.ACTOR, record_id=actor_record_id("a"),
-               values={"enabled": True}, cache=cache)
+    put_record(
+        store,
+        CLOCK,
+        kind=DirectoryKind.ACTOR,
+        record_id=actor_record_id("a"),
+        values={"enabled": True},
+        cache=cache,
+    )
     held = cache.get(actor_record_id("a"))
     assert isinstance(held, DirectorySnapshot) and held.flag("enabled")
 
@@ -160,9 +187,14 @@ def test_every_context_of_a_ledger_shares_its_one_read_cache() -> None:
         first, second = ledger.context, ledger.context
         assert first.cache is second.cache is ledger.read_cache
         assert first.cache.max_entries == 64
-        put_record(ledger.store, CLOCK, kind=DirectoryKind.ACTOR,
-                   record_id=actor_record_id("a"), values={"enabled": True},
-                   cache=ledger.read_cache)
+        put_record(
+            ledger.store,
+            CLOCK,
+            kind=DirectoryKind.ACTOR,
+            record_id=actor_record_id("a"),
+            values={"enabled": True},
+            cache=ledger.read_cache,
+        )
         assert second.cache.get(actor_record_id("a")) is not None
         off = build_ledger(Settings(store="memory", read_cache_entries=0))
         assert not off.context.cache.enabled
@@ -176,8 +208,15 @@ def test_a_proposal_leaves_the_cache_once_its_version_is_decided() -> None:
     declined, canceled...) nothing reads it from the cache, so it does not stay."""
     store = LedgerStore(MemoryLedgerRecorder())
     cache = ReadCache()
-    proposal = Proposal(proposal_id="prop_3", actor_id="alice", spec=SPEC, payload_hash="p",
-                        view_hash="v", renderer_build="r", at="2026-11-29T12:00:00Z")
+    proposal = Proposal(
+        proposal_id="prop_3",
+        actor_id="alice",
+        spec=SPEC,
+        payload_hash="p",
+        view_hash="v",
+        renderer_build="r",
+        at="2026-11-29T12:00:00Z",
+    )
     commit(store, cache, Commit(aggregates=[proposal]))
     assert cache.get("prop_3") is not None
     assert proposal.cancel(version=1, at="2026-11-29T12:01:00Z")

@@ -37,9 +37,17 @@ def test_redact_copies_and_never_changes_its_input() -> None:
 
 
 def test_the_audit_keys_hide_tokens_keys_and_lease_owners() -> None:
-    event = {"token_hash": "h", "idempotency_key": "idk_1", "owner": "lease_1",
-             "attempt_id": "att_1", "status": "queued"}
+    event = {
+        "token_hash": "h",
+        "idempotency_key": "idk_1",
+        "owner": "lease_1",
+        "attempt_id": "att_1",
+        "status": "queued",
+    }
     assert redact(event, REDACTED_KEYS) == {
-        "token_hash": REDACTED, "idempotency_key": REDACTED, "owner": REDACTED,
-        "attempt_id": "att_1", "status": "queued",
+        "token_hash": REDACTED,
+        "idempotency_key": REDACTED,
+        "owner": REDACTED,
+        "attempt_id": "att_1",
+        "status": "queued",
     }

@@ -24,9 +24,16 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_no_repr_str_or_dump_of_the_settings_shows_the_signing_secret() -> None:
     settings = load_settings(auth_hs256_secret=SECRET)
-    shown = [repr(settings), str(settings), repr(settings.auth_hs256_secret),
-             str(settings.auth_hs256_secret), settings.model_dump_json(),
-             str(settings.model_dump()), f"{settings}", f"{settings!r}"]
+    shown = [
+        repr(settings),
+        str(settings),
+        repr(settings.auth_hs256_secret),
+        str(settings.auth_hs256_secret),
+        settings.model_dump_json(),
+        str(settings.model_dump()),
+        f"{settings}",
+        f"{settings!r}",
+    ]
     assert all("s3cr3t" not in text for text in shown), shown
     assert settings.auth_hs256_secret.get_secret_value() == SECRET
 

@@ -34,14 +34,24 @@ def new_attempt(rng: random.Random, n: int) -> ExecutionAttempt:
         extra["spec"] = {"content": {"title": "Buy milk"}, "sources": ["message:1"]}
         extra["trace_context"] = {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}
     return ExecutionAttempt(
-        attempt_id=f"att_{n:04d}", proposal_id=f"prop_{n}", proposal_version=rng.randint(1, 3),
-        payload_hash="sha256:" + "1" * 64, view_hash="sha256:" + "2" * 64,
-        idempotency_key=f"idk_{n}", capability="fake.provider_idempotency",
+        attempt_id=f"att_{n:04d}",
+        proposal_id=f"prop_{n}",
+        proposal_version=rng.randint(1, 3),
+        payload_hash="sha256:" + "1" * 64,
+        view_hash="sha256:" + "2" * 64,
+        idempotency_key=f"idk_{n}",
+        capability="fake.provider_idempotency",
         executor_build="sha256:" + "3" * 64,
-        delivery_mode=rng.choice(list(DeliveryMode)).value, actor_id=f"actor{n % 3}",
-        identity_binding_id="ib", channel_binding_id="cb", conversation_key="conv",
-        permission="tasks.write", target_id=rng.choice(["task:42", None]),
-        target_revision=rng.choice(["r7", None]), at=format_utc(T0), **extra,
+        delivery_mode=rng.choice(list(DeliveryMode)).value,
+        actor_id=f"actor{n % 3}",
+        identity_binding_id="ib",
+        channel_binding_id="cb",
+        conversation_key="conv",
+        permission="tasks.write",
+        target_id=rng.choice(["task:42", None]),
+        target_revision=rng.choice(["r7", None]),
+        at=format_utc(T0),
+        **extra,
     )
 
 
@@ -49,39 +59,75 @@ def random_step(attempt: ExecutionAttempt, rng: random.Random, now: Any) -> None
     """One command the aggregate may accept or refuse."""
     generation = attempt.lease_generation
     receipt = rng.choice([None, {}, {"provider_id": "task-9", "applied_at": format_utc(now)}])
-    step = rng.choices(["lease", "requeue", "dispatch", "result", "fail_safe", "unknown",
-                        "reconcile", "late", "resolve"], [4, 1, 4, 4, 1, 2, 2, 2, 2])[0]
+    step = rng.choices(
+        [
+            "lease",
+            "requeue",
+            "dispatch",
+            "result",
+            "fail_safe",
+            "unknown",
+            "reconcile",
+            "late",
+            "resolve",
+        ],
+        [4, 1, 4, 4, 1, 2, 2, 2, 2],
+    )[0]
     if step == "lease":
         attempt.lease(owner=f"worker-{rng.randint(1, 3)}", now=now, lease_seconds=60)
     elif step == "requeue":
-        attempt.requeue(generation=rng.choice([generation, None]), reason="gave_up",
-                        not_before=now + timedelta(seconds=5), now=now)
+        attempt.requeue(
+            generation=rng.choice([generation, None]),
+            reason="gave_up",
+            not_before=now + timedelta(seconds=5),
+            now=now,
+        )
     elif step == "dispatch":
         deadline = rng.choice([None, now + timedelta(seconds=30)])
-        attempt.mark_dispatch(generation=generation, now=now, deadline=deadline,
-                              settle_seconds=rng.choice([0.0, 2.5]))
+        attempt.mark_dispatch(
+            generation=generation, now=now, deadline=deadline, settle_seconds=rng.choice([0.0, 2.5])
+        )
     elif step == "result":
         attempt.record_result(
-            generation=generation, now=now, receipt=receipt,
-            status=rng.choice([AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE,
-                               AttemptStatus.OUTCOME_UNKNOWN]),
-            reason_code=rng.choice([None, "provider_error"]))
+            generation=generation,
+            now=now,
+            receipt=receipt,
+            status=rng.choice(
+                [AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.OUTCOME_UNKNOWN]
+            ),
+            reason_code=rng.choice([None, "provider_error"]),
+        )
     elif step == "fail_safe":
-        attempt.fail_safe(reason_code="grant_revoked", now=now,
-                          generation=rng.choice([generation, None]))
+        attempt.fail_safe(
+            reason_code="grant_revoked", now=now, generation=rng.choice([generation, None])
+        )
     elif step == "unknown":
-        attempt.record_unknown(reason_code="lease_expired_after_dispatch", now=now,
-                               generation=rng.choice([generation, None]))
+        attempt.record_unknown(
+            reason_code="lease_expired_after_dispatch",
+            now=now,
+            generation=rng.choice([generation, None]),
+        )
     elif step == "reconcile":
         attempt.record_reconciled(
-            status=rng.choice([AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE]), now=now,
-            reason_code=rng.choice([None, "looked_up"]), receipt=receipt)
+            status=rng.choice([AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE]),
+            now=now,
+            reason_code=rng.choice([None, "looked_up"]),
+            receipt=receipt,
+        )
     elif step == "late":
-        attempt.observe_late_result(generation=max(0, generation - 1), now=now,
-                                    kind=rng.choice(["succeeded", "failed_safe"]))
+        attempt.observe_late_result(
+            generation=max(0, generation - 1),
+            now=now,
+            kind=rng.choice(["succeeded", "failed_safe"]),
+        )
     else:
-        attempt.resolve(outcome=rng.choice(list(Resolution)), reason="checked by hand",
-                        resolved_by="admin", now=now, receipt=receipt)
+        attempt.resolve(
+            outcome=rng.choice(list(Resolution)),
+            reason="checked by hand",
+            resolved_by="admin",
+            now=now,
+            receipt=receipt,
+        )
 
 
 def stored(events: list[Any]) -> list[StoredEvent]:
@@ -123,10 +169,13 @@ def test_random_histories_fold_to_the_aggregates_rows_byte_for_byte() -> None:
 
 
 def test_the_fold_knows_every_event_of_the_aggregate_and_its_required_arguments() -> None:
-    events = {name for name in dir(ExecutionAttempt)
-              if isinstance(getattr(ExecutionAttempt, name), type)
-              and issubclass(getattr(ExecutionAttempt, name), ExecutionAttempt.Event)
-              and name not in ("Event", "Created")}
+    events = {
+        name
+        for name in dir(ExecutionAttempt)
+        if isinstance(getattr(ExecutionAttempt, name), type)
+        and issubclass(getattr(ExecutionAttempt, name), ExecutionAttempt.Event)
+        and name not in ("Event", "Created")
+    }
     assert events == set(REQUIRED)
     for name, required in REQUIRED.items():
         event_class = getattr(ExecutionAttempt, name)
@@ -150,10 +199,21 @@ def replaced(event: StoredEvent, **changes: Any) -> StoredEvent:
     return dataclasses.replace(event, **changes)
 
 
-@pytest.mark.parametrize("spoil", [
-    "library form", "moved state", "unknown topic", "version gap", "trailing space",
-    "unknown mode", "missing argument", "bad authorized", "bad time", "not json",
-])
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        "library form",
+        "moved state",
+        "unknown topic",
+        "version gap",
+        "trailing space",
+        "unknown mode",
+        "missing argument",
+        "bad authorized",
+        "bad time",
+        "not json",
+    ],
+)
 def test_the_fold_declines_what_it_does_not_know(spoil: str) -> None:
     """None, so the rebuild folds that stream through the aggregate (whose answer,
     a row or an error, is then the one given)."""
@@ -172,20 +232,33 @@ def test_the_fold_declines_what_it_does_not_know(spoil: str) -> None:
     elif spoil == "trailing space":
         rows = [replaced(first, state=first.state + b" "), second]
     elif spoil == "unknown mode":
-        rows = [replaced(first, state=state.replace(
-            attempt.delivery_mode.value, "carrier_pigeon").encode()), second]
+        rows = [
+            replaced(
+                first, state=state.replace(attempt.delivery_mode.value, "carrier_pigeon").encode()
+            ),
+            second,
+        ]
     elif spoil == "missing argument":
-        rows = [replaced(first, state=state.replace('"actor_id":', '"actor_ix":').encode()),
-                second]
+        rows = [replaced(first, state=state.replace('"actor_id":', '"actor_ix":').encode()), second]
     elif spoil == "bad authorized":
-        rows = [replaced(first, state=state.replace(
-            '"authorized":null', '"authorized":[["actor:alice","one"]]').replace(
-            '["grant:alice:tasks.write",2]', '["grant:alice:tasks.write","two"]').encode()),
-            second]
+        rows = [
+            replaced(
+                first,
+                state=state.replace('"authorized":null', '"authorized":[["actor:alice","one"]]')
+                .replace('["grant:alice:tasks.write",2]', '["grant:alice:tasks.write","two"]')
+                .encode(),
+            ),
+            second,
+        ]
         assert rows[0].state != first.state
     elif spoil == "bad time":
-        rows = [first, replaced(second, state=second.state.decode().replace(
-            '"timestamp":"', '"timestamp":"x').encode())]
+        rows = [
+            first,
+            replaced(
+                second,
+                state=second.state.decode().replace('"timestamp":"', '"timestamp":"x').encode(),
+            ),
+        ]
     else:
         rows = [first, replaced(second, state=b'{"data":{"at":')]
     assert fold_stored_status(attempt.id, rows) is None

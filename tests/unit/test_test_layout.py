@@ -55,8 +55,9 @@ def offences(root: Path) -> list[str]:
                 continue
             if not _exists(target, root):
                 if not _exists(target[:-1], root):  # an import inside a function fails late
-                    found.append(f"{where}:{line} imports {'.'.join(target[:-1])}, "
-                                 "which does not exist")
+                    found.append(
+                        f"{where}:{line} imports {'.'.join(target[:-1])}, which does not exist"
+                    )
                 continue
             if target[-1].startswith("test_") or target[-1] == "conftest":
                 found.append(f"{where}:{line} imports the test module {'.'.join(target)}")
@@ -64,18 +65,25 @@ def offences(root: Path) -> list[str]:
                 continue
             elif module[:2] == SUPPORT:
                 found.append(f"{where}:{line}: tests/support imports {'.'.join(target)}")
-            elif (not (root.parent.joinpath(*target) / "__init__.py").is_file()
-                  and target[:-1] not in (package, (root.name,))):
-                found.append(f"{where}:{line} imports {'.'.join(target)} from another "
-                             "test folder (move it to tests/support)")
+            elif not (root.parent.joinpath(*target) / "__init__.py").is_file() and target[
+                :-1
+            ] not in (package, (root.name,)):
+                found.append(
+                    f"{where}:{line} imports {'.'.join(target)} from another "
+                    "test folder (move it to tests/support)"
+                )
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in node.targets):
+                isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in node.targets
+            ):
                 plugins = ast.literal_eval(node.value)
                 if path != root / "conftest.py":
                     found.append(f"{where}: pytest_plugins outside {root.name}/conftest.py")
-                found.extend(f"{where}: the plugin {name} is not in tests/support"
-                             for name in plugins if not name.startswith("tests.support."))
+                found.extend(
+                    f"{where}: the plugin {name} is not in tests/support"
+                    for name in plugins
+                    if not name.startswith("tests.support.")
+                )
     return found
 
 
@@ -110,20 +118,23 @@ def test_the_layout_passes_when_shared_code_is_in_support(tmp_path: Path) -> Non
     assert offences(_plant(tmp_path, BASE)) == []
 
 
-@pytest.mark.parametrize(("name", "text", "fragment"), [
-    ("b/test_x.py", "from tests.a.test_one import HELP\n", "test module tests.a.test_one"),
-    ("b/test_x.py", "from tests.a import test_one\n", "test module tests.a.test_one"),
-    ("a/test_x.py", "from .test_one import HELP\n", "test module tests.a.test_one"),
-    ("b/test_x.py", "from tests.a.conftest import x\n", "test module tests.a.conftest"),
-    ("b/test_x.py", "def f():\n    from ..a.helpers import HELP\n", "another test folder"),
-    ("b/test_x.py", "import tests.a.helpers\n", "another test folder"),
-    ("b/conftest.py", "from tests.a.helpers import HELP\n", "another test folder"),
-    ("a/deep/test_x.py", "from ..helpers import HELP\n", "another test folder"),
-    ("b/test_x.py", "def f():\n    from tests.a.moved import HELP\n", "does not exist"),
-    ("support/more.py", "from tests.a.helpers import HELP\n", "tests/support imports"),
-    ("b/conftest.py", 'pytest_plugins = ["tests.support.worlds"]\n', "pytest_plugins outside"),
-    ("conftest.py", 'pytest_plugins = ["tests.a.helpers"]\n', "not in tests/support"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        ("b/test_x.py", "from tests.a.test_one import HELP\n", "test module tests.a.test_one"),
+        ("b/test_x.py", "from tests.a import test_one\n", "test module tests.a.test_one"),
+        ("a/test_x.py", "from .test_one import HELP\n", "test module tests.a.test_one"),
+        ("b/test_x.py", "from tests.a.conftest import x\n", "test module tests.a.conftest"),
+        ("b/test_x.py", "def f():\n    from ..a.helpers import HELP\n", "another test folder"),
+        ("b/test_x.py", "import tests.a.helpers\n", "another test folder"),
+        ("b/conftest.py", "from tests.a.helpers import HELP\n", "another test folder"),
+        ("a/deep/test_x.py", "from ..helpers import HELP\n", "another test folder"),
+        ("b/test_x.py", "def f():\n    from tests.a.moved import HELP\n", "does not exist"),
+        ("support/more.py", "from tests.a.helpers import HELP\n", "tests/support imports"),
+        ("b/conftest.py", 'pytest_plugins = ["tests.support.worlds"]\n', "pytest_plugins outside"),
+        ("conftest.py", 'pytest_plugins = ["tests.a.helpers"]\n', "not in tests/support"),
+    ],
+)
 def test_the_layout_check_finds_each_kind_of_offence(
     tmp_path: Path, name: str, text: str, fragment: str
 ) -> None:

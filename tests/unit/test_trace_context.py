@@ -29,9 +29,12 @@ def test_an_old_queued_event_without_the_field_replays_and_keeps_its_chain() -> 
     stored = make_library_mapper().to_stored_event(queued)
     state = json.loads(stored.state)
     assert state.pop("trace_context") is None
-    old = stored.__class__(originator_id=stored.originator_id,
-                           originator_version=stored.originator_version,
-                           topic=stored.topic, state=json.dumps(state).encode())
+    old = stored.__class__(
+        originator_id=stored.originator_id,
+        originator_version=stored.originator_version,
+        topic=stored.topic,
+        state=json.dumps(state).encode(),
+    )
 
     old_event = mapper.to_domain_event(old)
     replayed = old_event.mutate(None)
@@ -48,12 +51,23 @@ def test_an_old_queued_event_without_the_field_replays_and_keeps_its_chain() -> 
 def test_a_new_queued_event_carries_the_context_through_storage() -> None:
     mapper = make_mapper()
     attempt = ExecutionAttempt(
-        attempt_id="att_2", proposal_id="prop_1", proposal_version=1,
-        payload_hash=digest("1"), view_hash=digest("2"), idempotency_key="idk_2",
-        capability="fake.provider_idempotency", executor_build=digest("a"),
-        delivery_mode="provider_idempotency", actor_id="alice", identity_binding_id="ib",
-        channel_binding_id="cb", conversation_key="c", permission="tasks.write",
-        target_id=None, target_revision=None, at="2026-03-01T12:00:00Z",
+        attempt_id="att_2",
+        proposal_id="prop_1",
+        proposal_version=1,
+        payload_hash=digest("1"),
+        view_hash=digest("2"),
+        idempotency_key="idk_2",
+        capability="fake.provider_idempotency",
+        executor_build=digest("a"),
+        delivery_mode="provider_idempotency",
+        actor_id="alice",
+        identity_binding_id="ib",
+        channel_binding_id="cb",
+        conversation_key="c",
+        permission="tasks.write",
+        target_id=None,
+        target_revision=None,
+        at="2026-03-01T12:00:00Z",
         trace_context={"traceparent": TRACEPARENT},
     )
     (queued,) = attempt.collect_events()
@@ -67,6 +81,7 @@ def test_only_short_w3c_keys_are_kept() -> None:
     assert clean_trace_context({"baggage": "user=alice"}) is None
     assert clean_trace_context({"traceparent": "x" * 600}) is None
     assert clean_trace_context({"traceparent": "a\nb"}) is None
-    assert clean_trace_context({"traceparent": TRACEPARENT, "tracestate": "k=v",
-                                "other": "z"}) == {"traceparent": TRACEPARENT,
-                                                   "tracestate": "k=v"}
+    assert clean_trace_context({"traceparent": TRACEPARENT, "tracestate": "k=v", "other": "z"}) == {
+        "traceparent": TRACEPARENT,
+        "tracestate": "k=v",
+    }

@@ -16,20 +16,26 @@ ENV = {"HOOK_SECRET": SECRET, "BAD_SECRET": "whsec_not base64!"}
 
 
 def entry(**changes: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"url": "https://chat.example/hooks", "secret": "env:HOOK_SECRET",
-                            "events": ["attempt.succeeded", "proposal.declined"]}
+    base: dict[str, Any] = {
+        "url": "https://chat.example/hooks",
+        "secret": "env:HOOK_SECRET",
+        "events": ["attempt.succeeded", "proposal.declined"],
+    }
     return {**base, **changes}
 
 
 def check(*entries: dict[str, Any], production: bool = False) -> Any:
-    return check_webhooks(list(entries), "LEDGER_EXECUTORS_FILE x.toml", ENV,
-                          production=production)
+    return check_webhooks(list(entries), "LEDGER_EXECUTORS_FILE x.toml", ENV, production=production)
 
 
 def test_an_entry_becomes_a_subscription_with_its_secret_resolved() -> None:
     (sub,) = check(entry(id="chat", actor_id="alice", timeout_seconds=2))
     assert (sub.id, sub.secret_env, sub.actor_id, sub.timeout_seconds) == (
-        "chat", "HOOK_SECRET", "alice", 2.0)
+        "chat",
+        "HOOK_SECRET",
+        "alice",
+        2.0,
+    )
     assert sub.events == {NotificationType.ATTEMPT_SUCCEEDED, NotificationType.PROPOSAL_DECLINED}
     assert sub.secret == SECRET and SECRET not in repr(sub)
     assert sub.subscriber_name == "webhook-chat"
@@ -37,20 +43,26 @@ def test_an_entry_becomes_a_subscription_with_its_secret_resolved() -> None:
     assert unnamed.id == default_id("https://chat.example/hooks")
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"secret": SECRET}, "secret: must be \"env:NAME\""),
-    ({"secret": "env:MISSING"}, "environment variable MISSING is not set"),
-    ({"secret": "env:BAD_SECRET"}, "secret (from BAD_SECRET): webhook secret: not valid base64"),
-    ({"events": ["attempt.exploded"]}, "events.0"),
-    ({"events": []}, "events"),
-    ({"url": "chat.example/hooks"}, "url: needs an http:// or https:// scheme"),
-    ({"url": "https://user:pw@chat.example/"}, "url: no credentials"),
-    ({"url": "https://chat.example/hooks?token=abc"}, "url: no secrets in the URL"),
-    ({"url": "https://chat.example/hooks/sk_live_abcdef"}, "url: no secrets in the URL"),
-    ({"colour": "red"}, "colour: unknown key"),
-    ({"id": "Not Valid"}, "id:"),
-    ({"timeout_seconds": 600}, "timeout_seconds"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"secret": SECRET}, 'secret: must be "env:NAME"'),
+        ({"secret": "env:MISSING"}, "environment variable MISSING is not set"),
+        (
+            {"secret": "env:BAD_SECRET"},
+            "secret (from BAD_SECRET): webhook secret: not valid base64",
+        ),
+        ({"events": ["attempt.exploded"]}, "events.0"),
+        ({"events": []}, "events"),
+        ({"url": "chat.example/hooks"}, "url: needs an http:// or https:// scheme"),
+        ({"url": "https://user:pw@chat.example/"}, "url: no credentials"),
+        ({"url": "https://chat.example/hooks?token=abc"}, "url: no secrets in the URL"),
+        ({"url": "https://chat.example/hooks/sk_live_abcdef"}, "url: no secrets in the URL"),
+        ({"colour": "red"}, "colour: unknown key"),
+        ({"id": "Not Valid"}, "id:"),
+        ({"timeout_seconds": 600}, "timeout_seconds"),
+    ],
+)
 def test_a_bad_entry_is_one_line_naming_the_key(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(WebhookConfigError) as raised:
         check(entry(**changes))

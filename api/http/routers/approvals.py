@@ -46,7 +46,8 @@ def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: Ledger
     ledger.metrics.inc("ledger_approvals_total", result="accepted")
     _refresh_inbox_of(ledger, body.token)
     return ApprovalOut(
-        status=result.status, attempt_id=result.attempt_id,
+        status=result.status,
+        attempt_id=result.attempt_id,
         attempt_revision=result.attempt_revision,
     )
 

@@ -35,9 +35,15 @@ router = APIRouter(
 )
 
 MAX_WAIT_SECONDS = 30
-SETTLED = frozenset({AttemptStatus.SUCCEEDED.value, AttemptStatus.FAILED_SAFE.value,
-                     AttemptStatus.MANUALLY_RESOLVED.value, AttemptStatus.OUTCOME_UNKNOWN.value,
-                     AttemptStatus.EFFECT_AFTER_NO_EFFECT.value})
+SETTLED = frozenset(
+    {
+        AttemptStatus.SUCCEEDED.value,
+        AttemptStatus.FAILED_SAFE.value,
+        AttemptStatus.MANUALLY_RESOLVED.value,
+        AttemptStatus.OUTCOME_UNKNOWN.value,
+        AttemptStatus.EFFECT_AFTER_NO_EFFECT.value,
+    }
+)
 
 
 def may_see(caller: Caller, owner: str | None) -> bool:
@@ -82,8 +88,9 @@ def list_attempts(
     ``outcome_unknown``, ``effect_after_no_effect`` and ``failed_safe``); paginated
     from the projection."""
     assert ledger.views is not None
-    rows, next_raw = ledger.views.list_views(status_list_key(status.value), limit,
-                                             decode_cursor(cursor))
+    rows, next_raw = ledger.views.list_views(
+        status_list_key(status.value), limit, decode_cursor(cursor)
+    )
     items = [AttemptOut.model_validate(public_view(r.data)) for r in rows]
     return AttemptListOut(items=items, next_cursor=encode_cursor(next_raw))
 
@@ -93,11 +100,15 @@ async def get_attempt(
     attempt_id: str,
     caller: AnyCaller,
     ledger: LedgerDep,
-    wait: Annotated[int | None, Query(
-        ge=1, le=MAX_WAIT_SECONDS,
-        description="Long poll: answer as soon as the attempt is settled (terminal or "
-                    "outcome_unknown), or after this many seconds with its status then.",
-    )] = None,
+    wait: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_WAIT_SECONDS,
+            description="Long poll: answer as soon as the attempt is settled (terminal or "
+            "outcome_unknown), or after this many seconds with its status then.",
+        ),
+    ] = None,
 ) -> AttemptOut:
     """The redacted status; anyone else gets the same 404 as for a missing id.
 
@@ -144,8 +155,11 @@ def get_attempt_events(
     audit: dict[str, Any] = audit_stream(ledger.store, attempt_id, anchor)
     if format == "mermaid":
         return PlainTextResponse(mermaid_state_diagram(audit["events"]))
-    return AttemptEventsOut(events=audit["events"], verified=audit["verified"],
-                            first_bad_version=audit["first_bad_version"])
+    return AttemptEventsOut(
+        events=audit["events"],
+        verified=audit["verified"],
+        first_bad_version=audit["first_bad_version"],
+    )
 
 
 @router.post("/{attempt_id}/reconcile")
@@ -153,8 +167,9 @@ def reconcile_attempt(
     attempt_id: str, body: ReconcileIn, caller: AdminCaller, ledger: LedgerDep
 ) -> AttemptOut:
     """Run the registered read-only reconciler for an uncertain attempt."""
-    reconcile(ledger.context, attempt_id=known_id(attempt_id),
-              expected_revision=body.expected_revision)
+    reconcile(
+        ledger.context, attempt_id=known_id(attempt_id), expected_revision=body.expected_revision
+    )
     return refreshed(ledger, attempt_id)
 
 

@@ -49,9 +49,14 @@ router = APIRouter(
 def put_actor(actor_id: str, body: ActorIn, ledger: LedgerDep) -> ActorOut:
     """Create, enable or disable an actor."""
     record_id = actor_record_id(validate_ident(actor_id, "actor_id"))
-    view = put_record(ledger.store, ledger.clock, cache=ledger.read_cache,
-                      kind=DirectoryKind.ACTOR,
-                      record_id=record_id, values=body.model_dump())
+    view = put_record(
+        ledger.store,
+        ledger.clock,
+        cache=ledger.read_cache,
+        kind=DirectoryKind.ACTOR,
+        record_id=record_id,
+        values=body.model_dump(),
+    )
     return ActorOut.from_view(view)
 
 
@@ -68,9 +73,14 @@ def put_identity_binding(
 ) -> IdentityBindingOut:
     """Create or change an identity binding."""
     record_id = identity_binding_record_id(validate_ident(binding_id, "binding_id"))
-    view = put_record(ledger.store, ledger.clock, cache=ledger.read_cache,
-                      kind=DirectoryKind.IDENTITY_BINDING,
-                      record_id=record_id, values=body.model_dump())
+    view = put_record(
+        ledger.store,
+        ledger.clock,
+        cache=ledger.read_cache,
+        kind=DirectoryKind.IDENTITY_BINDING,
+        record_id=record_id,
+        values=body.model_dump(),
+    )
     return IdentityBindingOut.from_view(view)
 
 
@@ -88,9 +98,14 @@ def put_channel_binding(
 ) -> ChannelBindingOut:
     """Create or change a channel binding."""
     record_id = channel_binding_record_id(validate_ident(binding_id, "binding_id"))
-    view = put_record(ledger.store, ledger.clock, cache=ledger.read_cache,
-                      kind=DirectoryKind.CHANNEL_BINDING,
-                      record_id=record_id, values=body.model_dump())
+    view = put_record(
+        ledger.store,
+        ledger.clock,
+        cache=ledger.read_cache,
+        kind=DirectoryKind.CHANNEL_BINDING,
+        record_id=record_id,
+        values=body.model_dump(),
+    )
     return ChannelBindingOut.from_view(view)
 
 
@@ -110,9 +125,14 @@ def put_grant(
     actor_id = validate_ident(actor_id, "actor_id")
     permission = validate_name(permission, "permission")
     check_permission(permission, settings.permissions)
-    view = put_record(ledger.store, ledger.clock, cache=ledger.read_cache,
-                      kind=DirectoryKind.PERMISSION_GRANT,
-                      record_id=grant_record_id(actor_id, permission), values=body.model_dump())
+    view = put_record(
+        ledger.store,
+        ledger.clock,
+        cache=ledger.read_cache,
+        kind=DirectoryKind.PERMISSION_GRANT,
+        record_id=grant_record_id(actor_id, permission),
+        values=body.model_dump(),
+    )
     return GrantOut.from_view(view, actor_id=actor_id, permission=permission)
 
 
@@ -121,8 +141,9 @@ def get_grant(actor_id: str, permission: str, ledger: LedgerDep) -> GrantOut:
     """Read a permission grant."""
     actor_id = validate_ident(actor_id, "actor_id")
     permission = validate_name(permission, "permission")
-    view = get_record(ledger.store, DirectoryKind.PERMISSION_GRANT,
-                      grant_record_id(actor_id, permission))
+    view = get_record(
+        ledger.store, DirectoryKind.PERMISSION_GRANT, grant_record_id(actor_id, permission)
+    )
     return GrantOut.from_view(view, actor_id=actor_id, permission=permission)
 
 
@@ -133,10 +154,14 @@ def put_executor_build(
     """Register or withdraw an exact executor build."""
     capability = validate_name(capability, "capability")
     build_digest = validate_digest(build_digest, "build_digest")
-    view = put_record(ledger.store, ledger.clock, cache=ledger.read_cache,
-                      kind=DirectoryKind.EXECUTOR_BUILD,
-                      record_id=executor_build_record_id(capability, build_digest),
-                      values=body.model_dump())
+    view = put_record(
+        ledger.store,
+        ledger.clock,
+        cache=ledger.read_cache,
+        kind=DirectoryKind.EXECUTOR_BUILD,
+        record_id=executor_build_record_id(capability, build_digest),
+        values=body.model_dump(),
+    )
     return ExecutorBuildOut.from_view(view, capability=capability, build_digest=build_digest)
 
 
@@ -145,8 +170,11 @@ def get_executor_build(capability: str, build_digest: str, ledger: LedgerDep) ->
     """Read an executor build."""
     capability = validate_name(capability, "capability")
     build_digest = validate_digest(build_digest, "build_digest")
-    view = get_record(ledger.store, DirectoryKind.EXECUTOR_BUILD,
-                      executor_build_record_id(capability, build_digest))
+    view = get_record(
+        ledger.store,
+        DirectoryKind.EXECUTOR_BUILD,
+        executor_build_record_id(capability, build_digest),
+    )
     return ExecutorBuildOut.from_view(view, capability=capability, build_digest=build_digest)
 
 
@@ -154,9 +182,14 @@ def get_executor_build(capability: str, build_digest: str, ledger: LedgerDep) ->
 def put_target(target_id: str, body: TargetIn, ledger: LedgerDep) -> TargetOut:
     """Set a target's current revision."""
     record_id = target_record_id(validate_ident(target_id, "target_id"))
-    view = put_record(ledger.store, ledger.clock, cache=ledger.read_cache,
-                      kind=DirectoryKind.TARGET,
-                      record_id=record_id, values=body.model_dump())
+    view = put_record(
+        ledger.store,
+        ledger.clock,
+        cache=ledger.read_cache,
+        kind=DirectoryKind.TARGET,
+        record_id=record_id,
+        values=body.model_dump(),
+    )
     return TargetOut.from_view(view)
 
 

@@ -38,14 +38,22 @@ def readyz(ledger: LedgerDep) -> dict[str, Any]:
 # The page is text, its refusals the uniform JSON body: say both in the schema.
 _METRICS_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}}},
-    **{status: {"description": text, "content": {"application/json": {
-        "schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-       for status, text in ((401, "Unauthorized"), (403, "Forbidden"))},
+    **{
+        status: {
+            "description": text,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+        }
+        for status, text in ((401, "Unauthorized"), (403, "Forbidden"))
+    },
 }
 
 
-@router.get("/metrics", response_class=PlainTextResponse,
-            dependencies=[Depends(require_metrics)], responses=_METRICS_RESPONSES)
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    dependencies=[Depends(require_metrics)],
+    responses=_METRICS_RESPONSES,
+)
 def metrics(ledger: LedgerDep) -> PlainTextResponse:
     """Prometheus metrics, for a scraper with a ``metrics`` role token only.
 

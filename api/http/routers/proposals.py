@@ -67,7 +67,10 @@ def visible_proposal(ledger: Ledger, caller: Caller, proposal_id: str) -> Propos
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 def create_proposal(
-    body: ProposalIn, caller: ProposerCaller, ledger: LedgerDep, request: Request,
+    body: ProposalIn,
+    caller: ProposerCaller,
+    ledger: LedgerDep,
+    request: Request,
     idempotency_key_header: KeyHeader = None,
 ) -> ProposalOut:
     """Store a proposal version (superseding the previous one of its lineage).
@@ -89,8 +92,13 @@ def create_proposal(
 
 @router.post("/{proposal_id}/presentations", status_code=status.HTTP_201_CREATED)
 def create_presentation(
-    proposal_id: str, body: PresentationIn, caller: ProposerCaller, ledger: LedgerDep,
-    response: Response, request: Request, idempotency_key_header: KeyHeader = None,
+    proposal_id: str,
+    body: PresentationIn,
+    caller: ProposerCaller,
+    ledger: LedgerDep,
+    response: Response,
+    request: Request,
+    idempotency_key_header: KeyHeader = None,
 ) -> PresentationOut:
     """A single-use approval control; the token is returned only in this response
     (and, with ``Idempotency-Key``, again in the answer to a retry)."""
@@ -142,15 +150,20 @@ def get_proposal(proposal_id: str, caller: ReaderCaller, ledger: LedgerDep) -> P
 
 @router.post("/{proposal_id}/cancel")
 def cancel_proposal(
-    proposal_id: str, body: CancelIn, caller: CancelCaller, ledger: LedgerDep,
-    request: Request, idempotency_key_header: KeyHeader = None,
+    proposal_id: str,
+    body: CancelIn,
+    caller: CancelCaller,
+    ledger: LedgerDep,
+    request: Request,
+    idempotency_key_header: KeyHeader = None,
 ) -> ProposalViewOut:
     """Withdraw a presented version and revoke its controls: no attempt can ever
     come from it. An already decided version is answered with the stored truth."""
     known_id(proposal_id)
     key = idempotency_key(idempotency_key_header, request, caller, body)
     with in_flight(request).hold(key):
-        proposal = cancel(ledger.context, proposal_id=proposal_id, version=body.version,
-                          idempotency=key)
+        proposal = cancel(
+            ledger.context, proposal_id=proposal_id, version=body.version, idempotency=key
+        )
     refresh_inbox(ledger, proposal_id)
     return ProposalViewOut.model_validate(proposal_view(proposal, ledger.clock.now()))

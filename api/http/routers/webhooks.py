@@ -32,10 +32,13 @@ def list_deliveries(
     """Delivery records in one status (``failing``: not acknowledged yet, with the
     error class, the receiver's status code and when the next try is due)."""
     assert ledger.views is not None
-    rows, next_raw = ledger.views.list_views(delivery_list_key(status.value), limit,
-                                             decode_cursor(cursor))
-    return DeliveryListOut(items=[DeliveryOut.model_validate(listed(r.data)) for r in rows],
-                           next_cursor=encode_cursor(next_raw))
+    rows, next_raw = ledger.views.list_views(
+        delivery_list_key(status.value), limit, decode_cursor(cursor)
+    )
+    return DeliveryListOut(
+        items=[DeliveryOut.model_validate(listed(r.data)) for r in rows],
+        next_cursor=encode_cursor(next_raw),
+    )
 
 
 @router.post("/{delivery_id}/redeliver")

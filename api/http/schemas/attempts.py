@@ -51,8 +51,11 @@ class ReconcileIn(BaseModel):
     expected_revision: Annotated[int, Field(ge=1, le=1_000_000)]
 
 
-SafeValue = Annotated[str, Field(max_length=256)] | Annotated[int, Field(ge=-(2**53 - 1),
-                                                                         le=2**53 - 1)] | bool
+SafeValue = (
+    Annotated[str, Field(max_length=256)]
+    | Annotated[int, Field(ge=-(2**53 - 1), le=2**53 - 1)]
+    | bool
+)
 
 
 class ResolveIn(BaseModel):

@@ -78,14 +78,16 @@ class RecordOut(BaseModel):
     @classmethod
     def from_view(cls, view: RecordView, **extra: Any) -> Self:
         """Flatten a record view: common fields first, then its values."""
-        return cls.model_validate({
-            "id": view.record_id.removeprefix(f"{view.kind.value}:"),
-            "kind": view.kind.value,
-            "revision": view.revision,
-            "updated_at": view.updated_at,
-            **cls.value_fields(view.values),
-            **extra,
-        })
+        return cls.model_validate(
+            {
+                "id": view.record_id.removeprefix(f"{view.kind.value}:"),
+                "kind": view.kind.value,
+                "revision": view.revision,
+                "updated_at": view.updated_at,
+                **cls.value_fields(view.values),
+                **extra,
+            }
+        )
 
     @classmethod
     def value_fields(cls, values: dict[str, Any]) -> dict[str, Any]:

@@ -40,9 +40,10 @@ class NotesExecutor:
         self.path = path
         # Code identity: this module's source. Configuration: the *name* of the
         # variable that says where notes go, never a machine's path.
-        self.build_digest = build_digest(code_identity(sys.modules[__name__]),
-                                         {"kind": "example-notes", "notes_file":
-                                          f"env:{NOTES_VARIABLE}"})
+        self.build_digest = build_digest(
+            code_identity(sys.modules[__name__]),
+            {"kind": "example-notes", "notes_file": f"env:{NOTES_VARIABLE}"},
+        )
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         text = request.spec.content.get("text")
@@ -68,8 +69,10 @@ class NotesExecutor:
     @staticmethod
     def _receipt(row: dict[str, Any]) -> dict[str, Any]:
         # A receipt carries safe ids and hashes only: never the note itself.
-        return {"note_number": row["number"],
-                "note_hash": "sha256:" + hashlib.sha256(row["text"].encode()).hexdigest()}
+        return {
+            "note_number": row["number"],
+            "note_hash": "sha256:" + hashlib.sha256(row["text"].encode()).hexdigest(),
+        }
 
 
 def executors(settings: Any) -> list[NotesExecutor]:

@@ -63,16 +63,17 @@ def test_concurrent_approvals_make_one_attempt(
         assert [e.originator_version for e in events] == [1]
         assert events[0].topic.endswith("ExecutionAttempt.Queued")
 
-        due = [d for d in store.due_work(world.clock.now(), 1000).items
-               if d.attempt_id == attempt_id]
+        due = [
+            d for d in store.due_work(world.clock.now(), 1000).items if d.attempt_id == attempt_id
+        ]
         assert len(due) == 1
 
         proposal = store.get(Proposal, proposal_id)
         assert proposal is not None
         statuses = sorted(p["status"] for p in proposal.presentations.values())
-        assert statuses == [PresentationStatus.CONSUMED.value] + [
-            PresentationStatus.REVOKED.value
-        ] * 2
+        assert (
+            statuses == [PresentationStatus.CONSUMED.value] + [PresentationStatus.REVOKED.value] * 2
+        )
         claimed = [e for e in store.read_stream(proposal_id) if e.topic.endswith(".Claimed")]
         assert len(claimed) == 1
         attempt = store.get(ExecutionAttempt, attempt_id)

@@ -59,8 +59,13 @@ class CommitTimes:
 
 
 def race_once(world: World, store: CommitTimes) -> list[ApprovalResult | ApprovalUnavailable]:
-    put_record(store, world.clock, kind=DirectoryKind.PERMISSION_GRANT,  # type: ignore[arg-type]
-               record_id=GRANT, values={"granted": True})
+    put_record(
+        store,
+        world.clock,
+        kind=DirectoryKind.PERMISSION_GRANT,  # type: ignore[arg-type]
+        record_id=GRANT,
+        values={"granted": True},
+    )
     tokens = [world.present(world.propose()).token for _ in range(APPROVERS)]
     barrier = threading.Barrier(APPROVERS + 1)
 
@@ -75,8 +80,13 @@ def race_once(world: World, store: CommitTimes) -> list[ApprovalResult | Approva
 
     def revoke() -> None:
         barrier.wait()
-        put_record(store, world.clock, kind=DirectoryKind.PERMISSION_GRANT,  # type: ignore[arg-type]
-                   record_id=GRANT, values={"granted": False})
+        put_record(
+            store,
+            world.clock,
+            kind=DirectoryKind.PERMISSION_GRANT,  # type: ignore[arg-type]
+            record_id=GRANT,
+            values={"granted": False},
+        )
 
     with ThreadPoolExecutor(APPROVERS + 1) as pool:
         revoked = pool.submit(revoke)

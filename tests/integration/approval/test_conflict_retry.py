@@ -54,8 +54,7 @@ def _approve(world: World) -> Callable[[], Any]:
 
 def _revise(world: World) -> Callable[[], Any]:
     lineage = world.propose()
-    return lambda: propose(world.ctx, actor_id="alice", spec_data=base_spec(),
-                           lineage_id=lineage)
+    return lambda: propose(world.ctx, actor_id="alice", spec_data=base_spec(), lineage_id=lineage)
 
 
 def _present(world: World) -> Callable[[], Any]:
@@ -64,8 +63,13 @@ def _present(world: World) -> Callable[[], Any]:
 
 
 def _put(world: World) -> Callable[[], Any]:
-    return lambda: put_record(world.ctx.store, world.clock, kind=DirectoryKind.ACTOR,
-                              record_id=actor_record_id("carol"), values={"enabled": True})
+    return lambda: put_record(
+        world.ctx.store,
+        world.clock,
+        kind=DirectoryKind.ACTOR,
+        record_id=actor_record_id("carol"),
+        values={"enabled": True},
+    )
 
 
 SERVICES = {
@@ -110,8 +114,13 @@ def test_a_revision_against_an_expected_version_never_retries(
     lineage = world.propose()
     store.commits, store.conflicts = 0, CONFLICT_RETRY_LIMIT
     with pytest.raises(StaleVersion):
-        propose(world.ctx, actor_id="alice", spec_data=base_spec(), lineage_id=lineage,
-                expected_version=1)
+        propose(
+            world.ctx,
+            actor_id="alice",
+            spec_data=base_spec(),
+            lineage_id=lineage,
+            expected_version=1,
+        )
     assert store.commits == 1
 
 

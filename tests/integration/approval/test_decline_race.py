@@ -66,13 +66,19 @@ def test_a_decline_and_an_approval_of_siblings_never_both_win(
     for number in range(rounds_for(backend)):
         proposal_id, answers = race_once(world, SKEWS[number % len(SKEWS)])
         proposals.append(proposal_id)
-        decisions = [e.topic.rsplit(".", 1)[-1] for e in store.read_stream(proposal_id)
-                     if e.topic.endswith((".Claimed", ".Declined"))]
+        decisions = [
+            e.topic.rsplit(".", 1)[-1]
+            for e in store.read_stream(proposal_id)
+            if e.topic.endswith((".Claimed", ".Declined"))
+        ]
         assert len(decisions) == 1, decisions
         winner = decisions[0]
         winners[winner] += 1
-        unexpected = [a for _, a in answers
-                      if isinstance(a, LedgerError) and not isinstance(a, ApprovalUnavailable)]
+        unexpected = [
+            a
+            for _, a in answers
+            if isinstance(a, LedgerError) and not isinstance(a, ApprovalUnavailable)
+        ]
         assert not unexpected, unexpected
         if winner == "Claimed":
             attempt_ids = {a.attempt_id for _, a in answers if isinstance(a, ApprovalResult)}

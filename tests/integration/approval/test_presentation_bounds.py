@@ -55,10 +55,12 @@ def test_expired_presentations_are_retired_by_the_next_one_in_the_same_commit(
     proposal = bounded.store.get(Proposal, proposal_id)
     assert proposal is not None
     assert proposal.active_presentation_ids(1) == sorted(
-        [keeper.presentation_id, fresh.presentation_id])
+        [keeper.presentation_id, fresh.presentation_id]
+    )
     for old in first:
         assert proposal.presentations[old.presentation_id]["status"] == (
-            PresentationStatus.EXPIRED.value)
+            PresentationStatus.EXPIRED.value
+        )
     # a retired control stays refused, exactly like an expired one
     with pytest.raises(ApprovalUnavailable):
         approve(bounded.ctx, token=first[0].token, provenance=bounded.who)
@@ -106,8 +108,12 @@ def test_the_largest_valid_proposal_fits_well_under_the_stated_size(world: World
     even without the 64 KiB body limit of the HTTP API in front of it."""
     wide = "\U0001f600" * 256
     content = {f"k{i}": "\u00e9" * 4000 for i in range(2)}
-    spec = base_spec(content=content, sources=[wide] * 64, destination=wide,
-                     target={"id": wide, "base_revision": "r7"})
+    spec = base_spec(
+        content=content,
+        sources=[wide] * 64,
+        destination=wide,
+        target={"id": wide, "base_revision": "r7"},
+    )
     result = propose(world.ctx, actor_id="alice", spec_data=spec)
     stored = world.store.read_stream(result.proposal_id)[0]
     check_event_size(stored)

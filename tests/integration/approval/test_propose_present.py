@@ -43,8 +43,13 @@ def test_revision_supersedes_and_revokes_in_one_event(world: World) -> None:
     proposal_id = world.propose()
     a, b = world.present(proposal_id), world.present(proposal_id)
     before = len(world.store.read_stream(proposal_id))
-    result = propose(world.ctx, actor_id="alice", spec_data=base_spec(content={"t": "2"}),
-                     lineage_id=proposal_id, expected_version=1)
+    result = propose(
+        world.ctx,
+        actor_id="alice",
+        spec_data=base_spec(content={"t": "2"}),
+        lineage_id=proposal_id,
+        expected_version=1,
+    )
     assert result.version == 2
     events = world.store.read_stream(proposal_id)
     assert len(events) == before + 1 and events[-1].topic.endswith(".Revised")
@@ -69,8 +74,13 @@ def test_revision_with_stale_expected_version_is_refused(world: World) -> None:
     proposal_id = world.propose()
     propose(world.ctx, actor_id="alice", spec_data=base_spec(), lineage_id=proposal_id)
     with pytest.raises(StaleVersion):
-        propose(world.ctx, actor_id="alice", spec_data=base_spec(), lineage_id=proposal_id,
-                expected_version=1)
+        propose(
+            world.ctx,
+            actor_id="alice",
+            spec_data=base_spec(),
+            lineage_id=proposal_id,
+            expected_version=1,
+        )
 
 
 def test_presenting_a_superseded_version_is_refused(world: World) -> None:
@@ -90,8 +100,14 @@ def test_presenting_a_superseded_version_is_refused(world: World) -> None:
         ({"content": {"price": 1.5}}, InvalidSpec),
         ({"expires_at": "2026-11-01T00:00:00Z"}, InvalidSpec),
     ],
-    ids=["unknown_permission", "unavailable_build", "unknown_field", "oversize_content",
-         "float_content", "already_expired"],
+    ids=[
+        "unknown_permission",
+        "unavailable_build",
+        "unknown_field",
+        "oversize_content",
+        "float_content",
+        "already_expired",
+    ],
 )
 def test_bad_proposals_are_rejected_and_write_nothing(
     world: World, changes: dict[str, object], error: type[Exception]
@@ -133,8 +149,12 @@ def test_invariant_checker_sees_a_claim_without_its_attempt(world: World) -> Non
     proposal = world.store.get(Proposal, proposal_id)
     assert proposal is not None
     attempt_id = derive_attempt_id(proposal_id, 1, proposal.versions[1]["payload_hash"])
-    proposal.claim(presentation_id=control.presentation_id, attempt_id=attempt_id,
-                   now=world.clock.now(), at="2026-11-29T12:00:00Z")
+    proposal.claim(
+        presentation_id=control.presentation_id,
+        attempt_id=attempt_id,
+        now=world.clock.now(),
+        at="2026-11-29T12:00:00Z",
+    )
     world.store.commit(Commit(aggregates=[proposal]))
     with pytest.raises(AssertionError, match="claimed proposal without its attempt"):
         check_approval_invariants(world.store, [proposal_id], world.clock.now())

@@ -38,11 +38,15 @@ class TargetAppearsBeforeTheClaim:
 
     def commit(self, commit: Commit) -> None:
         self.checked.extend((c.stream_id, c.version) for c in commit.read_set)
-        if self.armed and any(c.stream_id == target_record_id(UNTRACKED)
-                              for c in commit.read_set):
+        if self.armed and any(c.stream_id == target_record_id(UNTRACKED) for c in commit.read_set):
             self.armed = False
-            put_record(self.inner, self.world.clock, kind=DirectoryKind.TARGET,
-                       record_id=target_record_id(UNTRACKED), values={"revision": "r2"})
+            put_record(
+                self.inner,
+                self.world.clock,
+                kind=DirectoryKind.TARGET,
+                record_id=target_record_id(UNTRACKED),
+                values={"revision": "r2"},
+            )
         self.inner.commit(commit)
 
     def __getattr__(self, name: str) -> Any:

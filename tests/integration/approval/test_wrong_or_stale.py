@@ -67,18 +67,35 @@ def disabled_actor(w: World, pid: str) -> None:
 
 
 def disabled_identity(w: World, pid: str) -> None:
-    w.put(DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib1"),
-          actor_id="alice", channel="slack", external_id="U1", active=False)
+    w.put(
+        DirectoryKind.IDENTITY_BINDING,
+        identity_binding_record_id("ib1"),
+        actor_id="alice",
+        channel="slack",
+        external_id="U1",
+        active=False,
+    )
 
 
 def identity_moved_to_other_actor(w: World, pid: str) -> None:
-    w.put(DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib1"),
-          actor_id="bob", channel="slack", external_id="U1", active=True)
+    w.put(
+        DirectoryKind.IDENTITY_BINDING,
+        identity_binding_record_id("ib1"),
+        actor_id="bob",
+        channel="slack",
+        external_id="U1",
+        active=True,
+    )
 
 
 def disabled_channel_binding(w: World, pid: str) -> None:
-    w.put(DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb1"),
-          conversation_key="conv-1", channel="slack", active=False)
+    w.put(
+        DirectoryKind.CHANNEL_BINDING,
+        channel_binding_record_id("cb1"),
+        conversation_key="conv-1",
+        channel="slack",
+        active=False,
+    )
 
 
 def revoked_permission(w: World, pid: str) -> None:
@@ -86,8 +103,12 @@ def revoked_permission(w: World, pid: str) -> None:
 
 
 def withdrawn_executor_build(w: World, pid: str) -> None:
-    w.put(DirectoryKind.EXECUTOR_BUILD, executor_build_record_id(CAPABILITY, BUILD),
-          delivery_mode="provider_idempotency", available=False)
+    w.put(
+        DirectoryKind.EXECUTOR_BUILD,
+        executor_build_record_id(CAPABILITY, BUILD),
+        delivery_mode="provider_idempotency",
+        available=False,
+    )
 
 
 def expired_token(w: World, pid: str) -> None:
@@ -99,8 +120,7 @@ def expired_spec(w: World, pid: str) -> None:
 
 
 def superseded_proposal(w: World, pid: str) -> None:
-    propose(w.ctx, actor_id="alice", spec_data=base_spec(content={"title": "v2"}),
-            lineage_id=pid)
+    propose(w.ctx, actor_id="alice", spec_data=base_spec(content={"title": "v2"}), lineage_id=pid)
 
 
 CASES: dict[str, Setup] = {
@@ -140,8 +160,9 @@ def test_consumed_token_presented_by_another_caller_fails_closed(world: World) -
     control = world.present(proposal_id)
     approve(world.ctx, token=control.token, provenance=world.who)
     with pytest.raises(ApprovalUnavailable) as caught:
-        approve(world.ctx, token=control.token,
-                provenance=Provenance("bob", "ib-bob", "cb1", "conv-1"))
+        approve(
+            world.ctx, token=control.token, provenance=Provenance("bob", "ib-bob", "cb1", "conv-1")
+        )
     same_as_unknown(world, caught.value)
     check_approval_invariants(world.store, [proposal_id], world.clock.now())
 

@@ -45,17 +45,22 @@ def ledger(dynamodb_recorder: DynamoDBLedgerRecorder) -> Ledger:
 def world(ledger: Ledger) -> ExecutionWorld:
     assert isinstance(ledger.clock, FixedClock)
     assert ledger.effects is not None
-    return ExecutionWorld(ledger.store, clock=ledger.clock, registry=ledger.registry,
-                          effects=ledger.effects)
+    return ExecutionWorld(
+        ledger.store, clock=ledger.clock, registry=ledger.registry, effects=ledger.effects
+    )
 
 
 @pytest.fixture
 def stream(dynamodb_recorder: DynamoDBLedgerRecorder, dynamodb_endpoint: str) -> StreamTap:
     import boto3
 
-    client = boto3.client("dynamodbstreams", endpoint_url=dynamodb_endpoint,
-                          region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client(
+        "dynamodbstreams",
+        endpoint_url=dynamodb_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     table = dynamodb_recorder.client.describe_table(TableName=dynamodb_recorder.table_name)
     return StreamTap(client, table["Table"]["LatestStreamArn"])
 

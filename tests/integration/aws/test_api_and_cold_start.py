@@ -33,10 +33,19 @@ def http_event(method: str, path: str, headers: dict[str, str] | None = None) ->
         "rawQueryString": "",
         "headers": {"host": "api.example.test", **(headers or {})},
         "requestContext": {
-            "accountId": "000000000000", "apiId": "api", "domainName": "api.example.test",
-            "requestId": "r1", "routeKey": "$default", "stage": "$default",
-            "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
-                     "sourceIp": "192.0.2.1", "userAgent": "test"},
+            "accountId": "000000000000",
+            "apiId": "api",
+            "domainName": "api.example.test",
+            "requestId": "r1",
+            "routeKey": "$default",
+            "stage": "$default",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.0.2.1",
+                "userAgent": "test",
+            },
         },
         "isBase64Encoded": False,
     }
@@ -61,7 +70,8 @@ def test_api_handler_serves_the_app_through_the_http_api_event(
 
 def test_api_handler_requires_a_bearer_token(api: None, context: FakeLambdaContext) -> None:
     answer = api_lambda.handler(
-        http_event("GET", "/api/conversational/execution-attempts/att_x"), context)
+        http_event("GET", "/api/conversational/execution-attempts/att_x"), context
+    )
     assert answer["statusCode"] == 401
 
 
@@ -93,10 +103,14 @@ def test_cold_start_builds_the_ledger_without_creating_any_table(
     monkeypatch: pytest.MonkeyPatch, dynamodb_endpoint: str, dynamodb_client: Any
 ) -> None:
     name = "ledger-test-cold-start-not-created"
-    for key, value in {"LEDGER_STORE": "dynamodb", "LEDGER_DYNAMODB_TABLE": name,
-                       "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+    for key, value in {
+        "LEDGER_STORE": "dynamodb",
+        "LEDGER_DYNAMODB_TABLE": name,
+        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
         monkeypatch.setenv(key, value)
     ledger = common.get_ledger()
     assert common.get_ledger() is ledger  # cached for the execution environment
@@ -138,8 +152,9 @@ def test_handler_logger_redacts_what_a_careless_caller_passes() -> None:
 def test_worker_counts_the_appends_it_loses_as_lease_conflicts() -> None:
     ledger = wire(MemoryLedgerRecorder(), FixedClock())
     assert isinstance(ledger.clock, FixedClock) and ledger.effects is not None
-    world = ExecutionWorld(ledger.store, clock=ledger.clock, registry=ledger.registry,
-                           effects=ledger.effects)
+    world = ExecutionWorld(
+        ledger.store, clock=ledger.clock, registry=ledger.registry, effects=ledger.effects
+    )
     attempt_id = world.approved("provider_idempotency")
     _, counting = worker._worker(ledger)
     now = ledger.clock.now()

@@ -25,8 +25,13 @@ pytestmark = pytest.mark.dynamodb
 def s3(dynamodb_endpoint: str) -> Any:
     import boto3
 
-    client = boto3.client("s3", endpoint_url=dynamodb_endpoint, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client = boto3.client(
+        "s3",
+        endpoint_url=dynamodb_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     checkpoint.set_s3_client_for_tests(client)
     yield client
     checkpoint.set_s3_client_for_tests(None)
@@ -39,7 +44,9 @@ def test_the_checkpoint_lands_in_the_bucket_and_verifies(
     s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
     ledger: Ledger = build_ledger(
         load_settings(store="dynamodb", env="test", audit_checkpoint_bucket=bucket),
-        clock=FixedClock(), recorder=dynamodb_recorder)
+        clock=FixedClock(),
+        recorder=dynamodb_recorder,
+    )
     world = ExecutionWorld(ledger.store, registry=ledger.registry, effects=ledger.effects)
     attempt_id = world.approved("provider_idempotency")
     world.worker().process(attempt_id)
@@ -57,7 +64,8 @@ def test_the_checkpoint_lands_in_the_bucket_and_verifies(
 def test_without_a_bucket_the_function_fails_with_one_line(
     dynamodb_recorder: DynamoDBLedgerRecorder, context: FakeLambdaContext
 ) -> None:
-    common.set_ledger_for_tests(build_ledger(load_settings(store="dynamodb", env="test"),
-                                             recorder=dynamodb_recorder))
+    common.set_ledger_for_tests(
+        build_ledger(load_settings(store="dynamodb", env="test"), recorder=dynamodb_recorder)
+    )
     with pytest.raises(SettingsError, match="LEDGER_AUDIT_CHECKPOINT_BUCKET"):
         checkpoint.handler({}, context)

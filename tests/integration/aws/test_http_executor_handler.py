@@ -22,28 +22,42 @@ pytestmark = pytest.mark.dynamodb
 
 
 @pytest.fixture
-def packaged(tmp_path: Path, provider: Provider, monkeypatch: pytest.MonkeyPatch,
-             dynamodb_endpoint: str, dynamodb_table_name: str) -> Path:
+def packaged(
+    tmp_path: Path,
+    provider: Provider,
+    monkeypatch: pytest.MonkeyPatch,
+    dynamodb_endpoint: str,
+    dynamodb_table_name: str,
+) -> Path:
     """A function package root holding executors.toml, and the template's environment."""
     (tmp_path / "executors.toml").write_text(
         '[[http]]\ncapability = "tasks.create"\ndelivery_mode = "provider_idempotency"\n'
         f'url = "{provider.url}/v1/{{destination}}"\n'
         'headers = { Authorization = "env:LEDGER_EXECUTOR_SECRET_1" }\n'
-        'receipt = ["/id"]\n')
+        'receipt = ["/id"]\n'
+    )
     for key, value in {
-        "LAMBDA_TASK_ROOT": str(tmp_path), "LEDGER_EXECUTORS_FILE": "executors.toml",
+        "LAMBDA_TASK_ROOT": str(tmp_path),
+        "LEDGER_EXECUTORS_FILE": "executors.toml",
         "LEDGER_EXECUTOR_SECRET_1": f"Bearer {provider.token}",
-        "LEDGER_ENV": "production", "LEDGER_AUTH_HS256_SECRET": "s" * 40,
-        "LEDGER_STORE": "dynamodb", "LEDGER_DYNAMODB_TABLE": dynamodb_table_name,
-        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint, "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+        "LEDGER_ENV": "production",
+        "LEDGER_AUTH_HS256_SECRET": "s" * 40,
+        "LEDGER_STORE": "dynamodb",
+        "LEDGER_DYNAMODB_TABLE": dynamodb_table_name,
+        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
     }.items():
         monkeypatch.setenv(key, value)
     return tmp_path
 
 
 def test_the_worker_function_executes_with_the_packaged_http_executor(
-    packaged: Path, provider: Provider, context: FakeLambdaContext, dynamodb_endpoint: str,
+    packaged: Path,
+    provider: Provider,
+    context: FakeLambdaContext,
+    dynamodb_endpoint: str,
 ) -> None:
     import boto3
 
@@ -54,21 +68,29 @@ def test_the_worker_function_executes_with_the_packaged_http_executor(
         executor = ledger.registry.get(entry.capability, entry.build_digest)
         assert isinstance(executor, HttpExecutor)
         world = ExecutionWorld(ledger.store, registry=ledger.registry)
-        world.put(DirectoryKind.EXECUTOR_BUILD,
-                  executor_build_record_id(entry.capability, entry.build_digest),
-                  delivery_mode="provider_idempotency", available=True)
+        world.put(
+            DirectoryKind.EXECUTOR_BUILD,
+            executor_build_record_id(entry.capability, entry.build_digest),
+            delivery_mode="provider_idempotency",
+            available=True,
+        )
         proposal = world.propose(capability=entry.capability, executor_build=entry.build_digest)
-        attempt_id = approve(world.ctx, token=world.present(proposal).token,
-                             provenance=world.who).attempt_id
+        attempt_id = approve(
+            world.ctx, token=world.present(proposal).token, provenance=world.who
+        ).attempt_id
 
-        streams = boto3.client("dynamodbstreams", endpoint_url=dynamodb_endpoint,
-                               region_name="us-east-1", aws_access_key_id="testing",
-                               aws_secret_access_key="testing")
+        streams = boto3.client(
+            "dynamodbstreams",
+            endpoint_url=dynamodb_endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         table = ledger.store.recorder.client.describe_table(  # type: ignore[attr-defined]
-            TableName=ledger.settings.dynamodb_table)
+            TableName=ledger.settings.dynamodb_table
+        )
         tap = StreamTap(streams, table["Table"]["LatestStreamArn"])
-        patterns = filter_patterns(load_template()["Resources"]["WorkerFunction"],
-                                   "QueuedAttempts")
+        patterns = filter_patterns(load_template()["Resources"]["WorkerFunction"], "QueuedAttempts")
         records: list[dict[str, Any]] = [r for r in tap.records() if passes(patterns, r)]
         answer = worker.handler({"Records": records + records}, context)  # and a duplicate
         assert answer == {"batchItemFailures": []}

@@ -28,14 +28,20 @@ def status_of(ledger: Ledger, attempt_id: str) -> tuple[str, int] | None:
 
 
 def test_projector_writes_the_status_view_from_real_records_and_ignores_replays(
-    ledger: Ledger, world: ExecutionWorld, stream: StreamTap,
-    projector_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    ledger: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    projector_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     attempt_id = world.approved("provider_idempotency")
     assert worker.handler({"mode": "recovery"}, context)["outcomes"] == {"succeeded": 1}
-    records = [r for r in stream.records() if passes(projector_filter, r)
-               and r["dynamodb"]["Keys"]["pk"]["S"].startswith("att_")]
+    records = [
+        r
+        for r in stream.records()
+        if passes(projector_filter, r) and r["dynamodb"]["Keys"]["pk"]["S"].startswith("att_")
+    ]
     assert len(records) >= 4  # queued, leased, dispatch started, result
     capsys.readouterr()
 
@@ -53,12 +59,18 @@ def test_projector_writes_the_status_view_from_real_records_and_ignores_replays(
 
 
 def test_projector_reports_a_record_without_keys_as_a_batch_item_failure(
-    ledger: Ledger, world: ExecutionWorld, stream: StreamTap,
-    projector_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    ledger: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    projector_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
 ) -> None:
     attempt_id = world.approved("provider_idempotency")
-    (queued,) = [r for r in stream.records() if passes(projector_filter, r)
-                 and r["dynamodb"]["Keys"]["pk"]["S"] == attempt_id]
+    (queued,) = [
+        r
+        for r in stream.records()
+        if passes(projector_filter, r) and r["dynamodb"]["Keys"]["pk"]["S"] == attempt_id
+    ]
     broken = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "42"}}
 
     response = projector.handler({"Records": [queued, broken]}, context)
@@ -68,19 +80,28 @@ def test_projector_reports_a_record_without_keys_as_a_batch_item_failure(
 
 
 def test_projector_skips_records_of_other_streams(
-    ledger: Ledger, world: ExecutionWorld, stream: StreamTap, context: FakeLambdaContext,
+    ledger: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    context: FakeLambdaContext,
 ) -> None:
     world.approved("provider_idempotency")
-    others = [r for r in stream.records()
-              if not r["dynamodb"]["Keys"]["pk"]["S"].startswith(("att_", "prop_"))]
+    others = [
+        r
+        for r in stream.records()
+        if not r["dynamodb"]["Keys"]["pk"]["S"].startswith(("att_", "prop_"))
+    ]
     assert others
 
     assert projector.handler({"Records": others}, context) == {"batchItemFailures": []}
 
 
 def test_projector_folds_proposal_records_into_the_inbox(
-    ledger: Ledger, world: ExecutionWorld, stream: StreamTap,
-    projector_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    ledger: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    projector_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
 ) -> None:
     """A decline writes no attempt: only its proposal records tell the projector."""
     from domain.services.decisions import decline

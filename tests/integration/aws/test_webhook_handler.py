@@ -70,9 +70,14 @@ def facts(world: ExecutionWorld) -> None:
 
 
 def test_a_batch_records_and_sends_each_fact_once_and_a_replay_changes_nothing(
-    hooked: Ledger, world: ExecutionWorld, stream: StreamTap, receiver: Receiver,
-    webhook_filter: list[dict[str, Any]], context: FakeLambdaContext,
-    logs: io.StringIO, capsys: pytest.CaptureFixture[str],
+    hooked: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    receiver: Receiver,
+    webhook_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+    logs: io.StringIO,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     facts(world)
     records = [r for r in stream.records() if passes(webhook_filter, r)]
@@ -98,8 +103,12 @@ def test_a_batch_records_and_sends_each_fact_once_and_a_replay_changes_nothing(
 
 
 def test_a_down_receiver_never_fails_the_batch_and_the_schedule_sends_later(
-    hooked: Ledger, world: ExecutionWorld, stream: StreamTap, receiver: Receiver,
-    webhook_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    hooked: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    receiver: Receiver,
+    webhook_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
 ) -> None:
     facts(world)
     records = [r for r in stream.records() if passes(webhook_filter, r)]
@@ -117,8 +126,12 @@ def test_a_down_receiver_never_fails_the_batch_and_the_schedule_sends_later(
 
 
 def test_a_malformed_record_is_a_batch_item_failure_and_the_rest_is_recorded(
-    hooked: Ledger, world: ExecutionWorld, stream: StreamTap, receiver: Receiver,
-    webhook_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    hooked: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    receiver: Receiver,
+    webhook_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
 ) -> None:
     facts(world)
     records = [r for r in stream.records() if passes(webhook_filter, r)]
@@ -127,14 +140,16 @@ def test_a_malformed_record_is_a_batch_item_failure_and_the_rest_is_recorded(
     malformed["dynamodb"]["Keys"] = {}
 
     response = webhooks.handler({"Records": [*records, broken, malformed]}, context)
-    assert response == {"batchItemFailures": [{"itemIdentifier": "42"},
-                                              {"itemIdentifier": "43"}]}
+    assert response == {"batchItemFailures": [{"itemIdentifier": "42"}, {"itemIdentifier": "43"}]}
     assert count(hooked, "delivered") == 2
 
 
 def test_without_subscriptions_the_function_records_nothing(
-    ledger: Ledger, world: ExecutionWorld, stream: StreamTap,
-    webhook_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    ledger: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    webhook_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
 ) -> None:
     facts(world)
     records = [r for r in stream.records() if passes(webhook_filter, r)]
@@ -144,8 +159,12 @@ def test_without_subscriptions_the_function_records_nothing(
 
 
 def test_the_scheduled_pass_records_and_sends_proposal_expired(
-    hooked: Ledger, world: ExecutionWorld, stream: StreamTap, receiver: Receiver,
-    webhook_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    hooked: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    receiver: Receiver,
+    webhook_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
 ) -> None:
     proposal_id = world.propose()
     world.present(proposal_id)
@@ -158,4 +177,7 @@ def test_the_scheduled_pass_records_and_sends_proposal_expired(
     assert webhooks.handler({"mode": "deliver"}, context)["sent"] == 0
     (body,) = receiver.bodies()
     assert (body["type"], body["proposal_id"], body["status"]) == (
-        "proposal.expired", proposal_id, "expired")
+        "proposal.expired",
+        proposal_id,
+        "expired",
+    )

@@ -38,7 +38,9 @@ def delivered(stream: StreamTap, patterns: list[dict[str, Any]]) -> list[dict[st
 
 
 def test_template_filters_select_the_work_from_real_stream_records(
-    world: ExecutionWorld, stream: StreamTap, worker_filter: list[dict[str, Any]],
+    world: ExecutionWorld,
+    stream: StreamTap,
+    worker_filter: list[dict[str, Any]],
     projector_filter: list[dict[str, Any]],
 ) -> None:
     attempt_id = world.approved("provider_idempotency")
@@ -53,8 +55,12 @@ def test_template_filters_select_the_work_from_real_stream_records(
 
 
 def test_queued_record_executes_once_despite_a_duplicate_and_a_malformed_record(
-    world: ExecutionWorld, stream: StreamTap, worker_filter: list[dict[str, Any]],
-    context: FakeLambdaContext, logs: io.StringIO, capsys: pytest.CaptureFixture[str],
+    world: ExecutionWorld,
+    stream: StreamTap,
+    worker_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+    logs: io.StringIO,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     attempt_id = world.approved("provider_idempotency")
     (queued,) = delivered(stream, worker_filter)
@@ -71,18 +77,32 @@ def test_queued_record_executes_once_despite_a_duplicate_and_a_malformed_record(
     assert metric_total(out, "RecordFailures") == 1
     assert metric_total(out, "OutcomeUnknown") == 0
     # the names the server exports to Prometheus, as EMF
-    assert metric_total(out, "ledger_worker_outcomes_total", outcome="succeeded",
-                        service=worker.SERVICE) == 1
-    assert metric_total(out, "ledger_executor_call_duration_seconds", outcome="ok",
-                        capability="fake.provider_idempotency") > 0
+    assert (
+        metric_total(
+            out, "ledger_worker_outcomes_total", outcome="succeeded", service=worker.SERVICE
+        )
+        == 1
+    )
+    assert (
+        metric_total(
+            out,
+            "ledger_executor_call_duration_seconds",
+            outcome="ok",
+            capability="fake.provider_idempotency",
+        )
+        > 0
+    )
     written = logs.getvalue()
     assert "malformed_record" in written and attempt_id in written
     assert CONTENT not in written and CONTENT not in out
 
 
 def test_record_for_an_already_terminal_attempt_changes_nothing(
-    world: ExecutionWorld, stream: StreamTap, worker_filter: list[dict[str, Any]],
-    context: FakeLambdaContext, capsys: pytest.CaptureFixture[str],
+    world: ExecutionWorld,
+    stream: StreamTap,
+    worker_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     attempt_id = world.approved("provider_idempotency")
     (queued,) = delivered(stream, worker_filter)
@@ -100,7 +120,10 @@ def test_record_for_an_already_terminal_attempt_changes_nothing(
 
 
 def test_records_that_are_not_work_are_acknowledged_without_leaking_content(
-    world: ExecutionWorld, stream: StreamTap, context: FakeLambdaContext, logs: io.StringIO,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    context: FakeLambdaContext,
+    logs: io.StringIO,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Everything the table wrote, as if the filter were missing: the handler's
@@ -118,8 +141,12 @@ def test_records_that_are_not_work_are_acknowledged_without_leaking_content(
 
 
 def test_store_failure_is_a_batch_item_failure_with_a_reason_code(
-    dynamodb_client: Any, world: ExecutionWorld, stream: StreamTap,
-    worker_filter: list[dict[str, Any]], context: FakeLambdaContext, logs: io.StringIO,
+    dynamodb_client: Any,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    worker_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+    logs: io.StringIO,
 ) -> None:
     world.approved("provider_idempotency")
     (queued,) = delivered(stream, worker_filter)
@@ -128,13 +155,16 @@ def test_store_failure_is_a_batch_item_failure_with_a_reason_code(
 
     response = worker.handler({"Records": [queued]}, context)
 
-    assert response == {"batchItemFailures": [
-        {"itemIdentifier": queued["dynamodb"]["SequenceNumber"]}]}
+    assert response == {
+        "batchItemFailures": [{"itemIdentifier": queued["dynamodb"]["SequenceNumber"]}]
+    }
     assert '"reason":"store_unavailable"' in logs.getvalue().replace(" ", "")
 
 
 def test_recovery_mode_leases_an_attempt_whose_record_was_missed(
-    world: ExecutionWorld, context: FakeLambdaContext, capsys: pytest.CaptureFixture[str],
+    world: ExecutionWorld,
+    context: FakeLambdaContext,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     attempt_id = world.approved("provider_idempotency")  # its stream record is never delivered
     world.clock.advance(30)
@@ -152,12 +182,16 @@ def test_recovery_mode_leases_an_attempt_whose_record_was_missed(
 
 
 def test_execution_switch_leaves_work_queued_until_it_is_turned_back_on(
-    ledger: Ledger, world: ExecutionWorld, stream: StreamTap,
-    worker_filter: list[dict[str, Any]], context: FakeLambdaContext,
+    ledger: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    worker_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     off = dataclasses.replace(
-        ledger, settings=ledger.settings.model_copy(update={"execution_enabled": False}))
+        ledger, settings=ledger.settings.model_copy(update={"execution_enabled": False})
+    )
     common.set_ledger_for_tests(off)
     attempt_id = world.approved("provider_idempotency")
     (queued,) = delivered(stream, worker_filter)

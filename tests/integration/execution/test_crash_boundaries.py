@@ -41,8 +41,11 @@ def crash(xworld: ExecutionWorld, attempt_id: str, boundary: str, mode: str) -> 
         xworld.swap_executor(MODES[mode], CrashAfterEffect)
         worker = xworld.worker()
     else:
-        point = {"b": CrashPoint.AFTER_LEASE, "c": CrashPoint.AFTER_DISPATCH_MARKER,
-                 "e": CrashPoint.AFTER_RESPONSE}[boundary]
+        point = {
+            "b": CrashPoint.AFTER_LEASE,
+            "c": CrashPoint.AFTER_DISPATCH_MARKER,
+            "e": CrashPoint.AFTER_RESPONSE,
+        }[boundary]
         worker = xworld.worker(CrashAt(point))
     with pytest.raises(SimulatedCrash):
         worker.process(attempt_id)

@@ -22,15 +22,24 @@ class Raising:
         raise self.error
 
 
-@pytest.mark.parametrize(("error", "status", "reason"), [
-    (ExecutorNoEffect(), "failed_safe", "provider_no_write"),
-    (ExecutorNoEffect(reason_code="provider_rejected_422"), "failed_safe",
-     "provider_rejected_422"),
-    (ExecutorNoEffect(reason_code="sk_live_secret in a reason"), "failed_safe",
-     "executor_reason_invalid"),
-    (ExecutorReceiptUnusable("response_not_json"), "outcome_unknown", "response_not_json"),
-    (ExecutorReceiptUnusable("x" * 80), "outcome_unknown", "executor_reason_invalid"),
-])
+@pytest.mark.parametrize(
+    ("error", "status", "reason"),
+    [
+        (ExecutorNoEffect(), "failed_safe", "provider_no_write"),
+        (
+            ExecutorNoEffect(reason_code="provider_rejected_422"),
+            "failed_safe",
+            "provider_rejected_422",
+        ),
+        (
+            ExecutorNoEffect(reason_code="sk_live_secret in a reason"),
+            "failed_safe",
+            "executor_reason_invalid",
+        ),
+        (ExecutorReceiptUnusable("response_not_json"), "outcome_unknown", "response_not_json"),
+        (ExecutorReceiptUnusable("x" * 80), "outcome_unknown", "executor_reason_invalid"),
+    ],
+)
 def test_the_executor_reason_is_kept_only_when_it_is_a_short_code(
     xworld: ExecutionWorld, error: Exception, status: str, reason: str
 ) -> None:

@@ -29,14 +29,27 @@ CALLS = 60
 
 
 def _request(clock: FixedClock, key: str) -> ExecutionRequest:
-    spec = parse_spec({
-        "capability": "fake.provider_idempotency", "executor_build": DIGEST,
-        "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
-        "permission": "tasks.write", "effect": "create", "destination": "tasks",
-        "content": {"simulate": "success"}, "sources": ["m:1"],
-        "expires_at": "2999-01-01T00:00:00Z"})
-    return ExecutionRequest(spec=spec, attempt_id="att_x", idempotency_key=key,
-                            deadline=clock.now() + timedelta(seconds=58))
+    spec = parse_spec(
+        {
+            "capability": "fake.provider_idempotency",
+            "executor_build": DIGEST,
+            "plugin_build": DIGEST,
+            "schema_digest": DIGEST,
+            "policy_digest": DIGEST,
+            "permission": "tasks.write",
+            "effect": "create",
+            "destination": "tasks",
+            "content": {"simulate": "success"},
+            "sources": ["m:1"],
+            "expires_at": "2999-01-01T00:00:00Z",
+        }
+    )
+    return ExecutionRequest(
+        spec=spec,
+        attempt_id="att_x",
+        idempotency_key=key,
+        deadline=clock.now() + timedelta(seconds=58),
+    )
 
 
 @pytest.fixture
@@ -54,7 +67,8 @@ def connects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_executor_calls_on_fresh_threads_share_one_connection(
-    tmp_path: Path, connects: list[str],
+    tmp_path: Path,
+    connects: list[str],
 ) -> None:
     path = str(tmp_path / "fx.db")
     ledger = FileEffectLedger(path)
@@ -125,7 +139,8 @@ def test_a_forked_child_opens_its_own_connection_even_while_a_thread_holds_the_l
     assert held.wait(30)
     try:
         child = multiprocessing.get_context("fork").Process(
-            target=_apply_in_child, args=(ledger, "idk_child"))
+            target=_apply_in_child, args=(ledger, "idk_child")
+        )
         child.start()
         child.join(60)  # a child stuck on the parent's lock would never exit
         if child.exitcode is None:

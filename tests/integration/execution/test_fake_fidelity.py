@@ -31,16 +31,30 @@ from tests.support.worlds.approval import DIGEST
 from tests.support.worlds.execution import ExecutionWorld
 
 
-def request(clock: FixedClock, simulate: str, key: str = "idk_0123456789abcdef0123",
-            **content: object) -> ExecutionRequest:
-    spec = parse_spec({
-        "capability": "fake.correlation_lookup", "executor_build": DIGEST,
-        "plugin_build": DIGEST, "schema_digest": DIGEST, "policy_digest": DIGEST,
-        "permission": "tasks.write", "effect": "create", "destination": "tasks",
-        "content": {"simulate": simulate, **content}, "sources": ["m:1"],
-        "expires_at": "2999-01-01T00:00:00Z"})
-    return ExecutionRequest(spec=spec, attempt_id="att_x", idempotency_key=key,
-                            deadline=clock.now() + timedelta(seconds=58))
+def request(
+    clock: FixedClock, simulate: str, key: str = "idk_0123456789abcdef0123", **content: object
+) -> ExecutionRequest:
+    spec = parse_spec(
+        {
+            "capability": "fake.correlation_lookup",
+            "executor_build": DIGEST,
+            "plugin_build": DIGEST,
+            "schema_digest": DIGEST,
+            "policy_digest": DIGEST,
+            "permission": "tasks.write",
+            "effect": "create",
+            "destination": "tasks",
+            "content": {"simulate": simulate, **content},
+            "sources": ["m:1"],
+            "expires_at": "2999-01-01T00:00:00Z",
+        }
+    )
+    return ExecutionRequest(
+        spec=spec,
+        attempt_id="att_x",
+        idempotency_key=key,
+        deadline=clock.now() + timedelta(seconds=58),
+    )
 
 
 def test_slow_takes_the_time_it_names_on_the_injected_clock() -> None:
@@ -70,7 +84,8 @@ def test_slow_on_a_clock_that_cannot_move_reports_a_timeout() -> None:
     ledger = EffectLedger()
     with pytest.raises(ExecutorOutcomeUncertain):
         FakeExecutor("fake.correlation_lookup", ledger, WallClock()).execute(
-            request(FixedClock(), "slow"))
+            request(FixedClock(), "slow")
+        )
     assert ledger.effect_count("idk_0123456789abcdef0123") == 1
 
 
@@ -81,8 +96,9 @@ def test_a_slow_answer_after_the_deadline_inside_the_lease_is_recorded(
     time): the answer is still recorded while the lease holds."""
     assert xworld.registry is not None
     for capability in ("fake.correlation_lookup",):
-        inner = xworld.registry.get(capability,
-                                    FakeExecutor(capability, xworld.effects).build_digest)
+        inner = xworld.registry.get(
+            capability, FakeExecutor(capability, xworld.effects).build_digest
+        )
         assert isinstance(inner, FakeExecutor)
         inner.clock = xworld.clock
     attempt_id = xworld.approved("correlation_lookup", simulate="slow")
@@ -103,8 +119,7 @@ def test_the_file_ledger_counts_effects_of_several_processes(tmp_path: Path) -> 
     path = str(tmp_path / "effects.db")
     FileEffectLedger(path)
     context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_apply_many, args=(path, f"idk_{n}", 20))
-               for n in range(4)]
+    workers = [context.Process(target=_apply_many, args=(path, f"idk_{n}", 20)) for n in range(4)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -157,7 +172,8 @@ def test_a_ledger_in_an_sqlite_file_keeps_the_fakes_effects_beside_it(tmp_path: 
     restarted = build_ledger(settings)
     assert restarted.effects is not None
     assert restarted.effects.apply("idk_kept", {"provider_id": "q"}, once=True) == {
-        "provider_id": "p"}  # still applied once: the provider remembers
+        "provider_id": "p"
+    }  # still applied once: the provider remembers
     assert restarted.effects.effect_count("idk_kept") == 1
     restarted.close()
     in_memory = build_ledger(Settings(store="sqlite", sqlite_path=":memory:"))

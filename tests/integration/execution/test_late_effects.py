@@ -62,22 +62,27 @@ class GivesUpAtOnce(ThreadedCalls):
         return super().run(call, 0.01, late)
 
 
-def lands_late(xworld: ExecutionWorld, mode: str, during: Callable[[], None],
-               settle: float) -> LandsLate:
+def lands_late(
+    xworld: ExecutionWorld, mode: str, during: Callable[[], None], settle: float
+) -> LandsLate:
     wrapped = xworld.swap_executor(MODES[mode], lambda inner: LandsLate(inner, during, settle))
     assert isinstance(wrapped, LandsLate)
     return wrapped
 
 
 def statuses_seen(xworld: ExecutionWorld, attempt_id: str) -> list[str]:
-    return [e.data().get("status") for e in xworld.store.events(attempt_id)  # type: ignore[attr-defined]
-            if "status" in e.data()]
+    return [
+        e.data().get("status")
+        for e in xworld.store.events(attempt_id)  # type: ignore[attr-defined]
+        if "status" in e.data()
+    ]
 
 
 def lease_runs_out_and_recovery_looks(xworld: ExecutionWorld) -> Callable[[], None]:
     def during() -> None:
         xworld.clock.advance(LEASE + 1)
         run_recovery(xworld.worker())
+
     return during
 
 
@@ -115,9 +120,14 @@ def test_an_effect_after_failed_safe_goes_to_the_attention_list(xworld: Executio
     assert attempt.status == "effect_after_no_effect"
     assert "EffectAfterNoEffect" in xworld.topics(attempt_id)
     # an admin settles it: the effect exists
-    settled = resolve(xworld.ctx, attempt_id=attempt_id, expected_revision=attempt.revision,
-                      outcome="effect_applied", reason="provider shows the task",
-                      resolved_by="ops")
+    settled = resolve(
+        xworld.ctx,
+        attempt_id=attempt_id,
+        expected_revision=attempt.revision,
+        outcome="effect_applied",
+        reason="provider shows the task",
+        resolved_by="ops",
+    )
     assert settled.status == "manually_resolved"
 
 
@@ -144,9 +154,14 @@ def test_operator_only_late_success_after_no_effect_resolution(xworld: Execution
         run_recovery(xworld.worker())
         unknown = xworld.attempt(attempt_id)
         assert unknown.status == "outcome_unknown"
-        resolve(xworld.ctx, attempt_id=attempt_id, expected_revision=unknown.revision,
-                outcome="no_effect", reason="nothing in the provider console",
-                resolved_by="ops")
+        resolve(
+            xworld.ctx,
+            attempt_id=attempt_id,
+            expected_revision=unknown.revision,
+            outcome="no_effect",
+            reason="nothing in the provider console",
+            resolved_by="ops",
+        )
 
     lands_late(xworld, "operator_reconciliation_only", during, 0)
     xworld.worker().process(attempt_id)
@@ -156,8 +171,9 @@ def test_operator_only_late_success_after_no_effect_resolution(xworld: Execution
     assert attempt.status == "effect_after_no_effect"
 
 
-@pytest.mark.parametrize(("settle", "final"), [(SETTLE, "succeeded"),
-                                                (0, "effect_after_no_effect")])
+@pytest.mark.parametrize(
+    ("settle", "final"), [(SETTLE, "succeeded"), (0, "effect_after_no_effect")]
+)
 def test_the_worker_gives_up_at_the_deadline_and_the_effect_lands_later(
     xworld: ExecutionWorld, settle: int, final: str
 ) -> None:

@@ -92,8 +92,13 @@ def world_on(store: LedgerStore) -> ExecutionWorld:
 def worker_on(store: LedgerStore, world: ExecutionWorld) -> Worker:
     """A worker of a restarted process on ``store``: same clock, executors and
     provider (the external system kept its state through the cut)."""
-    ctx = ServiceContext(store=store, clock=world.clock, tokens=world.tokens,
-                         permissions=world.ctx.permissions, registry=world.registry)
+    ctx = ServiceContext(
+        store=store,
+        clock=world.clock,
+        tokens=world.tokens,
+        permissions=world.ctx.permissions,
+        registry=world.registry,
+    )
     return Worker(ctx, WorkerPolicy(lease_seconds=LEASE))
 
 
@@ -110,14 +115,14 @@ def test_every_answered_commit_survives_a_power_cut_right_after_its_answer(
     capability = MODES["provider_idempotency"]
     from adapters.executors.fake import fake_build_digest
 
-    proposal_id = world.propose(capability=capability,
-                                executor_build=fake_build_digest(capability))
+    proposal_id = world.propose(capability=capability, executor_build=fake_build_digest(capability))
     assert power.cut(tmp_path).get(Proposal, proposal_id) is not None  # 201 kept
 
     token = world.present(proposal_id).token
     after_present = power.cut(tmp_path)  # 201 kept: the token still approves
-    assert approve(worker_on(after_present, world).ctx, token=token,
-                   provenance=world.who).attempt_id
+    assert approve(
+        worker_on(after_present, world).ctx, token=token, provenance=world.who
+    ).attempt_id
 
     attempt_id = approve(world.ctx, token=token, provenance=world.who).attempt_id
     kept = power.cut(tmp_path).get(ExecutionAttempt, attempt_id)  # 202 kept
@@ -137,8 +142,9 @@ def test_a_power_cut_during_the_executor_call_keeps_the_marker_and_never_redispa
     power = PowerCut(path, recorder)
     attempt_id = world.approved(mode)
     after: list[LedgerStore] = []
-    world.swap_executor(MODES[mode], lambda inner: DuringCall(
-        inner, lambda: after.append(power.cut(tmp_path))))
+    world.swap_executor(
+        MODES[mode], lambda inner: DuringCall(inner, lambda: after.append(power.cut(tmp_path)))
+    )
     world.worker().process(attempt_id)
     key = world.attempt(attempt_id).idempotency_key
     assert calls(world.effects, key) == [key]
@@ -177,7 +183,8 @@ def test_a_power_cut_after_a_lease_loses_the_lease_and_recovery_runs_it_once(
             after.append(power.cut(tmp_path))
 
     Worker(world.ctx, WorkerPolicy(lease_seconds=LEASE), crash_hook=cut_after_lease).process(
-        attempt_id)
+        attempt_id
+    )
     assert world.attempt(attempt_id).status is AttemptStatus.SUCCEEDED
     # the lease was not fsynced: the cut took it back (the tail loss is real)
     survivor = after[0]
@@ -203,8 +210,10 @@ def test_control_a_marker_that_is_not_durable_leads_to_a_blind_duplicate(
     power = PowerCut(path, recorder)
     attempt_id = world.approved("operator_reconciliation_only")  # durable
     after: list[LedgerStore] = []
-    world.swap_executor(MODES["operator_reconciliation_only"], lambda inner: DuringCall(
-        inner, lambda: after.append(power.cut(tmp_path))))
+    world.swap_executor(
+        MODES["operator_reconciliation_only"],
+        lambda inner: DuringCall(inner, lambda: after.append(power.cut(tmp_path))),
+    )
     careless = worker_on(NothingDurable(recorder), world)
     careless.process(attempt_id)
     key = world.attempt(attempt_id).idempotency_key
@@ -250,8 +259,12 @@ def test_a_lifecycle_fsyncs_only_the_commits_that_answer_or_precede_a_call(
     projector.project_attempt(attempt_id)
     step("view again")
     assert world.attempt(attempt_id).status is AttemptStatus.SUCCEEDED
-    assert steps == {"propose+present+approve": 3, "view": 0,
-                     "lease+marker+result": 2, "view again": 0}
+    assert steps == {
+        "propose+present+approve": 3,
+        "view": 0,
+        "lease+marker+result": 2,
+        "view again": 0,
+    }
     answered_or_before_a_call = 5
     assert durable.count - before <= answered_or_before_a_call
     assert written.count(False) == 1  # the lease: a commit that is not fsynced

@@ -53,8 +53,7 @@ def _recover_until_settled(db: str, effects: str, attempt_ids: list[str]) -> Non
     while time.monotonic() < give_up:
         run_recovery(worker)
         states = [ledger.store.get(ExecutionAttempt, a) for a in attempt_ids]
-        if all(s is not None and (s.is_terminal or s.status == "outcome_unknown")
-               for s in states):
+        if all(s is not None and (s.is_terminal or s.status == "outcome_unknown") for s in states):
             return
         time.sleep(0.2)  # waiting for real leases to expire, not asserting on time
     raise SystemExit(3)
@@ -77,17 +76,20 @@ def test_workers_killed_after_the_response_never_duplicate_an_effect(tmp_path: P
         victim.start()
         victim.join(60)
         assert victim.exitcode == -signal.SIGKILL
-    recovery = context.Process(target=_recover_until_settled,
-                               args=(db, effects_file, list(attempts.values())))
+    recovery = context.Process(
+        target=_recover_until_settled, args=(db, effects_file, list(attempts.values()))
+    )
     recovery.start()
     recovery.join(90)
     assert recovery.exitcode == 0
 
     ledger = build_ledger(_settings(db, effects_file))
     try:
-        expected = {"provider_idempotency": ("succeeded", 2),
-                    "correlation_lookup": ("succeeded", 1),
-                    "operator_reconciliation_only": ("outcome_unknown", 1)}
+        expected = {
+            "provider_idempotency": ("succeeded", 2),
+            "correlation_lookup": ("succeeded", 1),
+            "operator_reconciliation_only": ("outcome_unknown", 1),
+        }
         for mode, attempt_id in attempts.items():
             attempt = ledger.store.get(ExecutionAttempt, attempt_id)
             assert attempt is not None

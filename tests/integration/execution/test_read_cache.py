@@ -80,7 +80,7 @@ def test_a_revoked_grant_is_caught_at_the_dispatch_marker_when_the_cache_holds_t
     assert xworld.worker().process(attempt_id) is Outcome.FAILED_SAFE
 
     # The recheck passed on the cached grant; the marker's condition check on it failed.
-    (events, checked), = log.conflicts
+    ((events, checked),) = log.conflicts
     assert events == ["ExecutionAttempt.DispatchStarted"]
     assert (GRANT, old.version) in checked
     attempt = xworld.attempt(attempt_id)
@@ -107,7 +107,7 @@ def test_a_revoked_grant_is_caught_at_the_approval_commit_when_the_cache_holds_t
         approve(xworld.ctx, token=token, provenance=xworld.who)
 
     assert refused.value.reason == "permission_not_granted"
-    (events, checked), = log.conflicts
+    ((events, checked),) = log.conflicts
     assert events == ["Proposal.Claimed", "ExecutionAttempt.Queued"]
     assert (GRANT, old.version) in checked
     proposal = xworld.store.get(Proposal, proposal_id)
@@ -123,13 +123,15 @@ def test_a_stale_revoked_grant_in_the_cache_refuses_nothing(xworld: ExecutionWor
     assert not cached_grant(xworld).flag("granted")
     revoke_elsewhere(xworld, granted=True)  # elsewhere: this cache still says revoked
 
-    attempt_id = approve(xworld.ctx, token=xworld.present(xworld.propose()).token,
-                         provenance=xworld.who).attempt_id
+    attempt_id = approve(
+        xworld.ctx, token=xworld.present(xworld.propose()).token, provenance=xworld.who
+    ).attempt_id
     assert cached_grant(xworld).flag("granted")
     revoke_elsewhere(xworld, granted=False)
     revoke_elsewhere(xworld, granted=True)
-    xworld.ctx.cache.put(GRANT, DirectorySnapshot.of(GRANT, cached_grant(xworld).version + 1,
-                                                     {"granted": False}))
+    xworld.ctx.cache.put(
+        GRANT, DirectorySnapshot.of(GRANT, cached_grant(xworld).version + 1, {"granted": False})
+    )
     assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
     assert xworld.calls_for(attempt_id) == 1
 
@@ -193,10 +195,12 @@ def test_a_target_tracked_after_approval_is_caught_at_the_marker(
     from domain.directory import target_record_id
 
     untracked = target_record_id("task:99")
-    proposal_id = xworld.propose(capability=MODES["provider_idempotency"],
-                                 target={"id": "task:99", "base_revision": "r1"})
-    attempt_id = approve(xworld.ctx, token=xworld.present(proposal_id).token,
-                         provenance=xworld.who).attempt_id
+    proposal_id = xworld.propose(
+        capability=MODES["provider_idempotency"], target={"id": "task:99", "base_revision": "r1"}
+    )
+    attempt_id = approve(
+        xworld.ctx, token=xworld.present(proposal_id).token, provenance=xworld.who
+    ).attempt_id
     assert (untracked, 0) in (xworld.attempt(attempt_id).authorized or [])
     xworld.put(DirectoryKind.TARGET, untracked, revision="r2")  # elsewhere
     log = ConflictLog(xworld.store)
@@ -204,7 +208,7 @@ def test_a_target_tracked_after_approval_is_caught_at_the_marker(
 
     assert xworld.worker().process(attempt_id) is Outcome.FAILED_SAFE
 
-    (events, checked), = log.conflicts
+    ((events, checked),) = log.conflicts
     assert events == ["ExecutionAttempt.DispatchStarted"] and (untracked, 0) in checked
     attempt = xworld.attempt(attempt_id)
     assert attempt.result is not None and attempt.result["reason_code"] == "target_drift"

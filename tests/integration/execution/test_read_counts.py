@@ -41,9 +41,20 @@ class Counts:
 
     @property
     def reads(self) -> int:
-        return sum(n for op, n in self.ops.items()
-                   if op in ("Query", "GetItem", "BatchGetItem", "select_events", "get_lookup",
-                             "select_events_at", "select_latest_events"))
+        return sum(
+            n
+            for op, n in self.ops.items()
+            if op
+            in (
+                "Query",
+                "GetItem",
+                "BatchGetItem",
+                "select_events",
+                "get_lookup",
+                "select_events_at",
+                "select_latest_events",
+            )
+        )
 
 
 @contextmanager
@@ -56,8 +67,10 @@ def counting(xworld: ExecutionWorld) -> Iterator[Counts]:
         def seen(params: dict[str, Any], model: Any, **_: Any) -> None:
             counts.ops[model.name] += 1
             consistent = params.get("ConsistentRead") or any(
-                t.get("ConsistentRead") for t in params.get("RequestItems", {}).values()
-                if isinstance(t, dict))
+                t.get("ConsistentRead")
+                for t in params.get("RequestItems", {}).values()
+                if isinstance(t, dict)
+            )
             if model.name in ("Query", "GetItem", "BatchGetItem") and consistent:
                 counts.consistent += 1
 
@@ -76,9 +89,12 @@ def counting(xworld: ExecutionWorld) -> Iterator[Counts]:
 def lifecycle(xworld: ExecutionWorld) -> tuple[Counts, Counts]:
     """(the whole lifecycle, the worker alone)."""
     with counting(xworld) as whole:
-        token = xworld.present(xworld.propose(
-            capability=MODES[MODE], content={"title": "Buy milk", "simulate": "success"},
-        )).token
+        token = xworld.present(
+            xworld.propose(
+                capability=MODES[MODE],
+                content={"title": "Buy milk", "simulate": "success"},
+            )
+        ).token
         attempt_id = approve(xworld.ctx, token=token, provenance=xworld.who).attempt_id
     with counting(xworld) as worker:
         assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
@@ -103,10 +119,12 @@ def test_a_lifecycle_meets_the_read_targets_side_by_side_with_the_previous_reads
     xworld.ctx = replace(xworld.ctx, cache=ReadCache(0))  # the previous reads
     before, before_worker = lifecycle(xworld)
 
-    print(f"\n{type(xworld.store.recorder).__name__}: lifecycle requests "
-          f"{before.requests} -> {after.requests} ({dict(after.ops)}), reads "
-          f"{before.reads} -> {after.reads}; worker consistent reads {before_worker.consistent}"
-          f" -> {after_worker.consistent} (cold worker {cold_worker.consistent})")
+    print(
+        f"\n{type(xworld.store.recorder).__name__}: lifecycle requests "
+        f"{before.requests} -> {after.requests} ({dict(after.ops)}), reads "
+        f"{before.reads} -> {after.reads}; worker consistent reads {before_worker.consistent}"
+        f" -> {after_worker.consistent} (cold worker {cold_worker.consistent})"
+    )
     assert after_worker.consistent == 1  # the attempt stream
     assert before_worker.consistent == 8  # attempt, proposal, six directory records
     if dynamodb:
@@ -131,26 +149,36 @@ def test_a_cold_approval_reads_the_directory_records_in_two_batches(
     dynamodb = isinstance(xworld.store.recorder, DynamoDBLedgerRecorder)
 
     def cold_approval(cache: ReadCache) -> tuple[Counts, str]:
-        token = xworld.present(xworld.propose(
-            capability=MODES[MODE], content={"title": "Buy milk", "simulate": "success"},
-        )).token
+        token = xworld.present(
+            xworld.propose(
+                capability=MODES[MODE],
+                content={"title": "Buy milk", "simulate": "success"},
+            )
+        ).token
         with counting(xworld) as counts:
-            attempt_id = approve(replace(xworld.ctx, cache=cache), token=token,
-                                 provenance=xworld.who).attempt_id
+            attempt_id = approve(
+                replace(xworld.ctx, cache=cache), token=token, provenance=xworld.who
+            ).attempt_id
         return counts, attempt_id
 
     before, _ = cold_approval(ReadCache(0))  # the previous reads: a Query per record
     after, attempt_id = cold_approval(ReadCache())
-    print(f"\n{type(xworld.store.recorder).__name__}: cold approval {dict(before.ops)} -> "
-          f"{dict(after.ops)}")
+    print(
+        f"\n{type(xworld.store.recorder).__name__}: cold approval {dict(before.ops)} -> "
+        f"{dict(after.ops)}"
+    )
     queued = xworld.attempt(attempt_id)
     assert queued.authorized and len(queued.authorized) == 6
     assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
     if dynamodb:
         # the token lookup, the proposal stream, heads + versions, the claim
         assert dict(before.ops) == {"GetItem": 1, "Query": 7, "TransactWriteItems": 1}
-        assert dict(after.ops) == {"GetItem": 1, "Query": 1, "BatchGetItem": 2,
-                                   "TransactWriteItems": 1}
+        assert dict(after.ops) == {
+            "GetItem": 1,
+            "Query": 1,
+            "BatchGetItem": 2,
+            "TransactWriteItems": 1,
+        }
     elif isinstance(xworld.store.recorder, SQLiteLedgerRecorder):
         # the token lookup, the proposal stream, the six records in one SELECT
         assert after.reads == 3 < before.reads

@@ -22,19 +22,36 @@ from domain.services.read_cache import ReadCache
 from tests.support.worlds.execution import MODES, ExecutionWorld
 
 CHANGES: dict[str, tuple[DirectoryKind, str, dict[str, Any], str]] = {
-    "actor_disabled": (DirectoryKind.ACTOR, actor_record_id("alice"), {"enabled": False},
-                       "actor_disabled"),
+    "actor_disabled": (
+        DirectoryKind.ACTOR,
+        actor_record_id("alice"),
+        {"enabled": False},
+        "actor_disabled",
+    ),
     "identity_deactivated": (
-        DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib1"),
+        DirectoryKind.IDENTITY_BINDING,
+        identity_binding_record_id("ib1"),
         {"actor_id": "alice", "channel": "slack", "external_id": "U1", "active": False},
-        "identity_binding"),
+        "identity_binding",
+    ),
     "channel_deactivated": (
-        DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb1"),
-        {"conversation_key": "conv-1", "channel": "slack", "active": False}, "channel_binding"),
-    "permission_revoked": (DirectoryKind.PERMISSION_GRANT, grant_record_id("alice", "tasks.write"),
-                           {"granted": False}, "permission_not_granted"),
-    "target_moved": (DirectoryKind.TARGET, target_record_id("task:42"), {"revision": "r9"},
-                     "target_drift"),
+        DirectoryKind.CHANNEL_BINDING,
+        channel_binding_record_id("cb1"),
+        {"conversation_key": "conv-1", "channel": "slack", "active": False},
+        "channel_binding",
+    ),
+    "permission_revoked": (
+        DirectoryKind.PERMISSION_GRANT,
+        grant_record_id("alice", "tasks.write"),
+        {"granted": False},
+        "permission_not_granted",
+    ),
+    "target_moved": (
+        DirectoryKind.TARGET,
+        target_record_id("task:42"),
+        {"revision": "r9"},
+        "target_drift",
+    ),
 }
 
 
@@ -46,9 +63,12 @@ def test_authorization_change_after_approval_fails_safe_without_a_call(
     attempt_id = xworld.approved(mode)
     if change == "build_withdrawn":
         capability = MODES[mode]
-        xworld.put(DirectoryKind.EXECUTOR_BUILD,
-                   executor_build_record_id(capability, fake_build_digest(capability)),
-                   delivery_mode=mode, available=False)
+        xworld.put(
+            DirectoryKind.EXECUTOR_BUILD,
+            executor_build_record_id(capability, fake_build_digest(capability)),
+            delivery_mode=mode,
+            available=False,
+        )
         reason = "executor_build_unavailable"
     else:
         kind, record_id, values, reason = CHANGES[change]

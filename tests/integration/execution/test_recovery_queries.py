@@ -18,8 +18,9 @@ from tests.support.worlds.execution import ExecutionWorld
 @pytest.mark.dynamodb
 def test_recovery_issues_no_scan(dynamodb_recorder: DynamoDBLedgerRecorder) -> None:
     registry = StaticExecutorRegistry()
-    world = ExecutionWorld(LedgerStore(dynamodb_recorder), registry=registry,
-                           effects=register_fakes(registry))
+    world = ExecutionWorld(
+        LedgerStore(dynamodb_recorder), registry=registry, effects=register_fakes(registry)
+    )
     due = [world.approved("provider_idempotency") for _ in range(3)]
     done = world.approved("provider_idempotency")
     world.worker().process(done)

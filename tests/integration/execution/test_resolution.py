@@ -19,8 +19,9 @@ from tests.support.worlds.execution import ExecutionWorld
 
 
 def unknown_attempt(xworld: ExecutionWorld, mode: str = "operator_reconciliation_only") -> str:
-    simulate = "timeout_after_effect" if mode == "operator_reconciliation_only" else (
-        "unsafe_receipt")
+    simulate = (
+        "timeout_after_effect" if mode == "operator_reconciliation_only" else ("unsafe_receipt")
+    )
     attempt_id = xworld.approved(mode, simulate=simulate)
     xworld.worker().process(attempt_id)
     assert xworld.attempt(attempt_id).status == "outcome_unknown"
@@ -37,9 +38,14 @@ def test_concurrent_resolutions_one_wins(xworld: ExecutionWorld) -> None:
         outcome = "effect_applied" if i % 2 else "no_effect"
         barrier.wait()
         try:
-            return resolve(xworld.ctx, attempt_id=attempt_id, expected_revision=revision,
-                           outcome=outcome, reason=f"checked provider console ({i})",
-                           resolved_by=f"admin-{i}").status.value
+            return resolve(
+                xworld.ctx,
+                attempt_id=attempt_id,
+                expected_revision=revision,
+                outcome=outcome,
+                reason=f"checked provider console ({i})",
+                resolved_by=f"admin-{i}",
+            ).status.value
         except LedgerError as exc:
             return exc
 
@@ -57,8 +63,14 @@ def test_concurrent_resolutions_one_wins(xworld: ExecutionWorld) -> None:
         else:
             assert isinstance(answer, NotOutcomeUnknown)
     # a repeat returns the stored truth, whatever revision it carries
-    again = resolve(xworld.ctx, attempt_id=attempt_id, expected_revision=revision,
-                    outcome=winner["outcome"], reason="repeat", resolved_by="admin-x")
+    again = resolve(
+        xworld.ctx,
+        attempt_id=attempt_id,
+        expected_revision=revision,
+        outcome=winner["outcome"],
+        reason="repeat",
+        resolved_by="admin-x",
+    )
     assert again.resolution == winner
     assert xworld.effects.call_count() == calls_before
 
@@ -67,22 +79,39 @@ def test_resolution_needs_current_revision_and_unknown_status(xworld: ExecutionW
     attempt_id = unknown_attempt(xworld)
     revision = xworld.attempt(attempt_id).revision
     with pytest.raises(StaleRevision):
-        resolve(xworld.ctx, attempt_id=attempt_id, expected_revision=revision - 1,
-                outcome="no_effect", reason="x", resolved_by="admin")
+        resolve(
+            xworld.ctx,
+            attempt_id=attempt_id,
+            expected_revision=revision - 1,
+            outcome="no_effect",
+            reason="x",
+            resolved_by="admin",
+        )
     done = xworld.approved("provider_idempotency")
     xworld.worker().process(done)
     with pytest.raises(NotOutcomeUnknown):
-        resolve(xworld.ctx, attempt_id=done, expected_revision=xworld.attempt(done).revision,
-                outcome="no_effect", reason="x", resolved_by="admin")
+        resolve(
+            xworld.ctx,
+            attempt_id=done,
+            expected_revision=xworld.attempt(done).revision,
+            outcome="no_effect",
+            reason="x",
+            resolved_by="admin",
+        )
 
 
 @pytest.mark.parametrize("reason", ["", "x" * 501, "token=abc123", "Bearer eyJhbGciOi.x"])
 def test_resolution_rejects_unsafe_reasons(xworld: ExecutionWorld, reason: str) -> None:
     attempt_id = unknown_attempt(xworld)
     with pytest.raises(InvalidInput):
-        resolve(xworld.ctx, attempt_id=attempt_id,
-                expected_revision=xworld.attempt(attempt_id).revision,
-                outcome="no_effect", reason=reason, resolved_by="admin")
+        resolve(
+            xworld.ctx,
+            attempt_id=attempt_id,
+            expected_revision=xworld.attempt(attempt_id).revision,
+            outcome="no_effect",
+            reason=reason,
+            resolved_by="admin",
+        )
     assert xworld.attempt(attempt_id).status == "outcome_unknown"
 
 
@@ -94,8 +123,9 @@ def test_reconcile_runs_only_the_read_only_lookup(xworld: ExecutionWorld) -> Non
 
     def press(_: int) -> str:
         barrier.wait()
-        return reconcile(xworld.ctx, attempt_id=attempt_id,
-                         expected_revision=attempt.revision).status.value
+        return reconcile(
+            xworld.ctx, attempt_id=attempt_id, expected_revision=attempt.revision
+        ).status.value
 
     with ThreadPoolExecutor(6) as pool:
         answers = list(pool.map(press, range(6)))
@@ -110,5 +140,6 @@ def test_reconcile_runs_only_the_read_only_lookup(xworld: ExecutionWorld) -> Non
 def test_reconcile_without_a_reconciler_is_refused(xworld: ExecutionWorld) -> None:
     attempt_id = unknown_attempt(xworld)
     with pytest.raises(ReconcilerUnavailable):
-        reconcile(xworld.ctx, attempt_id=attempt_id,
-                  expected_revision=xworld.attempt(attempt_id).revision)
+        reconcile(
+            xworld.ctx, attempt_id=attempt_id, expected_revision=xworld.attempt(attempt_id).revision
+        )

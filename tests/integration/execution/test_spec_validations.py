@@ -29,8 +29,9 @@ def validations(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return seen
 
 
-def test_one_lifecycle_validates_its_spec_once(xworld: ExecutionWorld,
-                                               validations: list[Any]) -> None:
+def test_one_lifecycle_validates_its_spec_once(
+    xworld: ExecutionWorld, validations: list[Any]
+) -> None:
     attempt_id = xworld.approved("provider_idempotency")
     assert len(validations) == 1  # the proposal; the approval took it back by its hash
     assert xworld.worker().process(attempt_id).value == "succeeded"
@@ -38,9 +39,9 @@ def test_one_lifecycle_validates_its_spec_once(xworld: ExecutionWorld,
     assert xworld.calls_for(attempt_id) == 1
 
 
-def test_a_worker_that_never_saw_the_spec_validates_it(xworld: ExecutionWorld,
-                                                        validations: list[Any],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_never_saw_the_spec_validates_it(
+    xworld: ExecutionWorld, validations: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     attempt_id = xworld.approved("provider_idempotency")
     monkeypatch.setattr(domain.spec, "_validated", OrderedDict())  # as in another process
     assert xworld.worker().process(attempt_id).value == "succeeded"

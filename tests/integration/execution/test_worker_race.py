@@ -37,8 +37,9 @@ def test_two_workers_racing_dispatch_once(
         barrier = threading.Barrier(4)
 
         with ThreadPoolExecutor(4) as pool:
-            outcomes = list(pool.map(deliver, [(attempt_id, workers[i % 2], barrier)
-                                               for i in range(4)]))
+            outcomes = list(
+                pool.map(deliver, [(attempt_id, workers[i % 2], barrier) for i in range(4)])
+            )
         assert outcomes.count(Outcome.SUCCEEDED) == 1, outcomes
         assert xworld.topics(attempt_id).count("DispatchStarted") == 1
         assert xworld.calls_for(attempt_id) == 1
@@ -59,8 +60,10 @@ def test_late_result_of_expired_lease_never_overwrites(xworld: ExecutionWorld) -
         with ThreadPoolExecutor(1) as pool:
             rescued.append(pool.submit(run_recovery, rescuer).result())
 
-    xworld.swap_executor(MODES["provider_idempotency"],
-                         lambda inner: DuringCall(inner, lease_expires_and_recovery_runs))
+    xworld.swap_executor(
+        MODES["provider_idempotency"],
+        lambda inner: DuringCall(inner, lease_expires_and_recovery_runs),
+    )
     outcome = xworld.worker().process(attempt_id)
     assert outcome is Outcome.STALE
     attempt = xworld.attempt(attempt_id)

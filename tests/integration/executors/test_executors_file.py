@@ -26,8 +26,13 @@ def entry(**changes: str | None) -> str:
 
 
 def load(tmp_path: Path, text: str, environ: dict[str, str] | None = None, **settings: str):
-    return load_http(tmp_path, text, "unused",
-                     environ={"TASKS_TOKEN": SECRET} if environ is None else environ, **settings)
+    return load_http(
+        tmp_path,
+        text,
+        "unused",
+        environ={"TASKS_TOKEN": SECRET} if environ is None else environ,
+        **settings,
+    )
 
 
 def digest_of(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> str:
@@ -40,28 +45,61 @@ def digest_of(tmp_path: Path, text: str, environ: dict[str, str] | None = None) 
 
 BAD = [
     ("unknown key", entry(retries="3"), "[[http]] #1 (tasks.create): retries: unknown key"),
-    ("missing env variable", entry(headers='{ Authorization = "env:NOT_SET_ANYWHERE" }'),
-     "headers.Authorization: environment variable NOT_SET_ANYWHERE is not set"),
-    ("url without scheme", entry(url='"tasks.example/v1/{destination}"'),
-     "url: needs an http:// or https:// scheme"),
-    ("placeholder in the host", entry(url='"https://{destination}.example/v1"'),
-     "url: needs a fixed host"),
-    ("credentials in the url", entry(url='"https://u:p@tasks.example/v1"'),
-     "url: credentials in the URL are not allowed"),
-    ("unknown placeholder", entry(url='"https://tasks.example/v1/{content}"'),
-     "url: unknown placeholder {content}"),
-    ("a literal secret header", entry(headers='{ Authorization = "Bearer abc" }'),
-     "headers.Authorization: secret values must come from the environment"),
-    ("a header the executor sets", entry(headers='{ Host = "x" }'),
-     "headers.Host: this header is set by the executor"),
-    ("a secret-shaped receipt field", entry(receipt='["/access_token"]'),
-     "receipt pointer '/access_token' names a secret-shaped field"),
-    ("a receipt pointer that is not one", entry(receipt='["id"]'),
-     "receipt pointer 'id' must start with '/'"),
-    ("lookup missing for correlation", entry(delivery_mode='"correlation_lookup"'),
-     "lookup_url: required for delivery_mode correlation_lookup"),
-    ("lookup for another mode", entry(lookup_url='"https://t.example/{idempotency_key}"'),
-     "lookup_url: only for delivery_mode correlation_lookup"),
+    (
+        "missing env variable",
+        entry(headers='{ Authorization = "env:NOT_SET_ANYWHERE" }'),
+        "headers.Authorization: environment variable NOT_SET_ANYWHERE is not set",
+    ),
+    (
+        "url without scheme",
+        entry(url='"tasks.example/v1/{destination}"'),
+        "url: needs an http:// or https:// scheme",
+    ),
+    (
+        "placeholder in the host",
+        entry(url='"https://{destination}.example/v1"'),
+        "url: needs a fixed host",
+    ),
+    (
+        "credentials in the url",
+        entry(url='"https://u:p@tasks.example/v1"'),
+        "url: credentials in the URL are not allowed",
+    ),
+    (
+        "unknown placeholder",
+        entry(url='"https://tasks.example/v1/{content}"'),
+        "url: unknown placeholder {content}",
+    ),
+    (
+        "a literal secret header",
+        entry(headers='{ Authorization = "Bearer abc" }'),
+        "headers.Authorization: secret values must come from the environment",
+    ),
+    (
+        "a header the executor sets",
+        entry(headers='{ Host = "x" }'),
+        "headers.Host: this header is set by the executor",
+    ),
+    (
+        "a secret-shaped receipt field",
+        entry(receipt='["/access_token"]'),
+        "receipt pointer '/access_token' names a secret-shaped field",
+    ),
+    (
+        "a receipt pointer that is not one",
+        entry(receipt='["id"]'),
+        "receipt pointer 'id' must start with '/'",
+    ),
+    (
+        "lookup missing for correlation",
+        entry(delivery_mode='"correlation_lookup"'),
+        "lookup_url: required for delivery_mode correlation_lookup",
+    ),
+    (
+        "lookup for another mode",
+        entry(lookup_url='"https://t.example/{idempotency_key}"'),
+        "lookup_url: only for delivery_mode correlation_lookup",
+    ),
     ("bad delivery mode", entry(delivery_mode='"twice"'), "delivery_mode: Input should be"),
     ("bad method", entry(method='"DELETE"'), "method: Input should be"),
     ("timeout out of bounds", entry(timeout_seconds="0"), "timeout_seconds: Input should be"),
@@ -88,10 +126,14 @@ def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     from adapters.executors.loader import load_executors
     from adapters.settings import load_settings
 
-    with pytest.raises(ExecutorConfigError, match=r"^LEDGER_EXECUTORS_FILE nope.toml: cannot "
-                                                  r"read \(No such file or directory\)$"):
-        load_executors(load_settings(store="memory", executors_file=str(tmp_path / "nope.toml")),
-                       plugins=[])
+    with pytest.raises(
+        ExecutorConfigError,
+        match=r"^LEDGER_EXECUTORS_FILE nope.toml: cannot "
+        r"read \(No such file or directory\)$",
+    ):
+        load_executors(
+            load_settings(store="memory", executors_file=str(tmp_path / "nope.toml")), plugins=[]
+        )
 
 
 def test_production_needs_https_except_on_loopback_and_keeps_tls_verification(
@@ -116,9 +158,14 @@ def test_the_digest_ignores_secret_values_and_key_order_but_not_variable_names(
     assert digest_of(tmp_path, reordered) == base
     renamed = entry(headers='{ Authorization = "env:OTHER_TOKEN" }')
     assert digest_of(tmp_path, renamed, {"OTHER_TOKEN": SECRET}) != base
-    for change in ({"timeout_seconds": "11"}, {"receipt": '["/id"]'}, {"method": '"PUT"'},
-                   {"url": '"https://tasks.example/v2/{destination}"'},
-                   {"idempotency_header": '"X-Key"'}, {"settle_seconds": "5"}):
+    for change in (
+        {"timeout_seconds": "11"},
+        {"receipt": '["/id"]'},
+        {"method": '"PUT"'},
+        {"url": '"https://tasks.example/v2/{destination}"'},
+        {"idempotency_header": '"X-Key"'},
+        {"settle_seconds": "5"},
+    ):
         assert digest_of(tmp_path, entry(**change)) != base, change
 
 

@@ -36,19 +36,29 @@ def test_plugin_executors_and_reconcilers_are_registered_with_their_kind() -> No
     assert loaded.registry.reconciler("sample.write", entries["sample.write"].build_digest) is None
 
 
-@pytest.mark.parametrize(("attr", "expected"), [
-    ("raising", "executor plugin 'bad' (tests.support.plugin_samples:raising) failed: "
-                "RuntimeError: cannot reach the plugin's configuration"),
-    ("leaking", "executor plugin 'bad' (tests.support.plugin_samples:leaking) failed: "
-                "RuntimeError"),
-    ("bad_digest", "sample.write: build_digest must be sha256:<64 hex>"),
-    ("bad_mode", "sample.write: delivery_mode must be a DeliveryMode"),
-    ("lookup_without_reconciler", "sample.lookup: correlation_lookup needs a read-only "
-                                  "reconciler"),
-    ("not_iterable", "failed: TypeError"),
-    ("not_a_factory", "failed: TypeError"),
-    ("missing_attribute", "failed: AttributeError"),
-])
+@pytest.mark.parametrize(
+    ("attr", "expected"),
+    [
+        (
+            "raising",
+            "executor plugin 'bad' (tests.support.plugin_samples:raising) failed: "
+            "RuntimeError: cannot reach the plugin's configuration",
+        ),
+        (
+            "leaking",
+            "executor plugin 'bad' (tests.support.plugin_samples:leaking) failed: RuntimeError",
+        ),
+        ("bad_digest", "sample.write: build_digest must be sha256:<64 hex>"),
+        ("bad_mode", "sample.write: delivery_mode must be a DeliveryMode"),
+        (
+            "lookup_without_reconciler",
+            "sample.lookup: correlation_lookup needs a read-only reconciler",
+        ),
+        ("not_iterable", "failed: TypeError"),
+        ("not_a_factory", "failed: TypeError"),
+        ("missing_attribute", "failed: AttributeError"),
+    ],
+)
 def test_a_broken_plugin_stops_start_up_with_one_line_naming_it(attr: str, expected: str) -> None:
     with pytest.raises(ExecutorConfigError) as caught:
         load_executors(settings(), plugins=[point("good", "good"), point("bad", attr)])
@@ -61,8 +71,9 @@ def test_a_broken_plugin_stops_start_up_with_one_line_naming_it(attr: str, expec
 
 def test_a_duplicate_build_stops_start_up_and_nothing_is_half_registered() -> None:
     with pytest.raises(ExecutorConfigError) as caught:
-        load_executors(settings(), plugins=[point("first", "good"), point("again",
-                                                                          "duplicate_of_good")])
+        load_executors(
+            settings(), plugins=[point("first", "good"), point("again", "duplicate_of_good")]
+        )
     assert "executor plugin 'again'" in str(caught.value)
     assert "already registered" in str(caught.value)
 
@@ -70,13 +81,16 @@ def test_a_duplicate_build_stops_start_up_and_nothing_is_half_registered() -> No
 def test_two_identical_file_entries_are_one_build_registered_twice(tmp_path: Path) -> None:
     from tests.support.http_executors import load_http
 
-    entry = ('[[http]]\ncapability = "tasks.create"\ndelivery_mode = "provider_idempotency"\n'
-             'url = "http://127.0.0.1:9/v1/{destination}"\n')
+    entry = (
+        '[[http]]\ncapability = "tasks.create"\ndelivery_mode = "provider_idempotency"\n'
+        'url = "http://127.0.0.1:9/v1/{destination}"\n'
+    )
     with pytest.raises(ExecutorConfigError) as caught:
         load_http(tmp_path, entry + "\n" + entry, "t")
     assert str(caught.value).startswith(
         "LEDGER_EXECUTORS_FILE executors.toml: [[http]] #2 (tasks.create) registers "
-        "tasks.create sha256:")
+        "tasks.create sha256:"
+    )
     assert str(caught.value).endswith("which is already registered")
 
 
@@ -87,8 +101,7 @@ def test_build_ledger_fails_before_touching_the_store_when_a_plugin_is_broken(
     path.write_text('[[http]]\ncapability = "tasks.create"\n')
     db = tmp_path / "ledger.db"
     with pytest.raises(ExecutorConfigError, match=r"delivery_mode: Field required"):
-        build_ledger(load_settings(store="sqlite", sqlite_path=str(db),
-                                   executors_file=str(path)))
+        build_ledger(load_settings(store="sqlite", sqlite_path=str(db), executors_file=str(path)))
     assert not db.exists()
 
 
@@ -100,17 +113,25 @@ def test_the_installed_example_plugin_is_found_through_its_entry_point(
     loaded = load_executors(settings(fake_executors=False))
     entries = [e for e in loaded.registry.entries() if e.kind == "example-notes"]
     assert [(e.capability, e.delivery_mode.value) for e in entries] == [
-        ("notes.append", "provider_idempotency")]
+        ("notes.append", "provider_idempotency")
+    ]
 
 
 def _digests_in_a_new_process(extra_path: Path, env: dict[str, str]) -> str:
-    code = ("from adapters.executors.loader import load_executors;"
-            "from adapters.settings import load_settings;"
-            "r = load_executors(load_settings(store='memory')).registry;"
-            "print(sorted((e.capability, e.build_digest) for e in r.entries()))")
-    run = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
-                         text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": f"{extra_path}:{REPO_ROOT}", **env})
+    code = (
+        "from adapters.executors.loader import load_executors;"
+        "from adapters.settings import load_settings;"
+        "r = load_executors(load_settings(store='memory')).registry;"
+        "print(sorted((e.capability, e.build_digest) for e in r.entries()))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": f"{extra_path}:{REPO_ROOT}", **env},
+    )
     assert run.returncode == 0, run.stderr
     return run.stdout
 
@@ -123,12 +144,17 @@ def test_digests_are_the_same_in_every_process_and_change_with_the_configuration
 
     path = tmp_path / "executors.toml"
     path.write_text(executors_toml("http://127.0.0.1:9"))
-    env = {"LEDGER_EXECUTORS_FILE": str(path), "TASKS_TOKEN": "Bearer one",
-           "LEDGER_EXAMPLE_NOTES_FILE": str(tmp_path / "a.jsonl")}
+    env = {
+        "LEDGER_EXECUTORS_FILE": str(path),
+        "TASKS_TOKEN": "Bearer one",
+        "LEDGER_EXAMPLE_NOTES_FILE": str(tmp_path / "a.jsonl"),
+    }
     first = _digests_in_a_new_process(example_plugin_path, env)
     # another secret value and another notes path: the same builds
-    second = _digests_in_a_new_process(example_plugin_path, {
-        **env, "TASKS_TOKEN": "Bearer two", "LEDGER_EXAMPLE_NOTES_FILE": str(tmp_path / "b")})
+    second = _digests_in_a_new_process(
+        example_plugin_path,
+        {**env, "TASKS_TOKEN": "Bearer two", "LEDGER_EXAMPLE_NOTES_FILE": str(tmp_path / "b")},
+    )
     assert first == second
     assert "notes.append" in first and "tasks.create" in first
     # one changed key: a new build for that entry only
@@ -159,15 +185,25 @@ def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
     loaded = load_executors(settings(fake_executors=False))
     entry = next(e for e in loaded.registry.entries() if e.kind == "example-notes")
     # The plugin compares the deadline with the real time: the world's clock starts now.
-    world = ExecutionWorld(LedgerStore(MemoryLedgerRecorder()), registry=loaded.registry,
-                           clock=FixedClock(datetime.now(UTC).replace(microsecond=0)))
-    world.put(DirectoryKind.EXECUTOR_BUILD,
-              executor_build_record_id(entry.capability, entry.build_digest),
-              delivery_mode=entry.delivery_mode.value, available=True)
-    proposal = world.propose(capability=entry.capability, executor_build=entry.build_digest,
-                             content={"text": "Call the plumber"})
-    attempt_id = approve(world.ctx, token=world.present(proposal).token,
-                         provenance=world.who).attempt_id
+    world = ExecutionWorld(
+        LedgerStore(MemoryLedgerRecorder()),
+        registry=loaded.registry,
+        clock=FixedClock(datetime.now(UTC).replace(microsecond=0)),
+    )
+    world.put(
+        DirectoryKind.EXECUTOR_BUILD,
+        executor_build_record_id(entry.capability, entry.build_digest),
+        delivery_mode=entry.delivery_mode.value,
+        available=True,
+    )
+    proposal = world.propose(
+        capability=entry.capability,
+        executor_build=entry.build_digest,
+        content={"text": "Call the plumber"},
+    )
+    attempt_id = approve(
+        world.ctx, token=world.present(proposal).token, provenance=world.who
+    ).attempt_id
     # crash after the response: recovery retries with the same key, the plugin dedups
     with pytest.raises(SimulatedCrash):
         world.worker(CrashAt(CrashPoint.AFTER_RESPONSE)).process(attempt_id)

@@ -20,8 +20,9 @@ def http_executor(tmp_path: Path, provider: Provider) -> Iterator[Build]:
     opened: list[Any] = []
 
     def build(mode: str = "provider_idempotency", **toml: Any) -> HttpExecutor:
-        loaded = load_http(tmp_path, executors_toml(provider.url, **toml), provider.token,
-                           clock=SystemClock())
+        loaded = load_http(
+            tmp_path, executors_toml(provider.url, **toml), provider.token, clock=SystemClock()
+        )
         opened.append(loaded.registry)
         entry = next(e for e in loaded.registry.entries() if e.capability == HTTP_MODES[mode])
         found = loaded.registry.get(entry.capability, entry.build_digest)

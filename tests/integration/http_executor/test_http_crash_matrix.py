@@ -76,22 +76,29 @@ def settle(world: HttpWorld) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("boundary", ["a", "b", "c", "d", "e"])
-def test_crash_boundaries_with_the_http_executor(hworld: HttpWorld, boundary: str,
-                                                 mode: str) -> None:
+def test_crash_boundaries_with_the_http_executor(
+    hworld: HttpWorld, boundary: str, mode: str
+) -> None:
     attempt_id = hworld.approved(mode)
     if boundary == "d":
         hworld.swap(mode, CrashAfterEffect)
     if boundary != "a":
-        point = {"b": CrashPoint.AFTER_LEASE, "c": CrashPoint.AFTER_DISPATCH_MARKER,
-                 "e": CrashPoint.AFTER_RESPONSE}.get(boundary)
+        point = {
+            "b": CrashPoint.AFTER_LEASE,
+            "c": CrashPoint.AFTER_DISPATCH_MARKER,
+            "e": CrashPoint.AFTER_RESPONSE,
+        }.get(boundary)
         with pytest.raises(SimulatedCrash):
             hworld.worker(CrashAt(point) if point else None).process(attempt_id)
     settle(hworld)
 
     status, effects, requests = CRASHES[(boundary, mode)]
     attempt = hworld.attempt(attempt_id)
-    assert (attempt.status.value, hworld.effects_of(attempt_id),
-            hworld.requests_of(attempt_id)) == (status, effects, requests)
+    assert (
+        attempt.status.value,
+        hworld.effects_of(attempt_id),
+        hworld.requests_of(attempt_id),
+    ) == (status, effects, requests)
     assert max(hworld.provider.effects().values(), default=0) <= 1  # type: ignore[union-attr]
     if status == "succeeded":
         assert attempt.result is not None
@@ -99,10 +106,8 @@ def test_crash_boundaries_with_the_http_executor(hworld: HttpWorld, boundary: st
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("fault", ["reject_4xx", "error_5xx", "drop_after_effect",
-                                   "late_answer"])
-def test_provider_faults_follow_the_delivery_mode(hworld: HttpWorld, fault: str,
-                                                  mode: str) -> None:
+@pytest.mark.parametrize("fault", ["reject_4xx", "error_5xx", "drop_after_effect", "late_answer"])
+def test_provider_faults_follow_the_delivery_mode(hworld: HttpWorld, fault: str, mode: str) -> None:
     attempt_id = hworld.approved(mode, fault=fault, delay=2)
     hworld.worker().process(attempt_id)
     # A late answer is still being sent: a retry now would get 409 (ambiguous, retried later).
@@ -111,8 +116,11 @@ def test_provider_faults_follow_the_delivery_mode(hworld: HttpWorld, fault: str,
 
     status, effects, requests = FAULTS[(fault, mode)]
     attempt = hworld.attempt(attempt_id)
-    assert (attempt.status.value, hworld.effects_of(attempt_id),
-            hworld.requests_of(attempt_id)) == (status, effects, requests)
+    assert (
+        attempt.status.value,
+        hworld.effects_of(attempt_id),
+        hworld.requests_of(attempt_id),
+    ) == (status, effects, requests)
     assert max(hworld.provider.effects().values(), default=0) <= 1  # type: ignore[union-attr]
     if fault == "reject_4xx":
         assert attempt.result is not None

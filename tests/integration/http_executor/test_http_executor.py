@@ -31,11 +31,15 @@ def test_a_2xx_is_success_with_the_receipt_cut_to_the_pointers_and_a_replay_is_t
     assert provider.requests()[k] == 2
 
 
-@pytest.mark.parametrize(("fault", "effects"), [
-    ("reject_4xx", 0),
-])
-def test_a_4xx_proves_no_write(http_executor: Build, provider: Provider, fault: str,
-                               effects: int) -> None:
+@pytest.mark.parametrize(
+    ("fault", "effects"),
+    [
+        ("reject_4xx", 0),
+    ],
+)
+def test_a_4xx_proves_no_write(
+    http_executor: Build, provider: Provider, fault: str, effects: int
+) -> None:
     executor = http_executor()
     k = key()
     with pytest.raises(ExecutorNoEffect) as caught:
@@ -44,9 +48,15 @@ def test_a_4xx_proves_no_write(http_executor: Build, provider: Provider, fault: 
     assert provider.effects().get(k, 0) == effects
 
 
-@pytest.mark.parametrize(("fault", "effects"), [
-    ("error_5xx", 0), ("conflict_409", 0), ("throttle_429", 0), ("drop_after_effect", 1),
-])
+@pytest.mark.parametrize(
+    ("fault", "effects"),
+    [
+        ("error_5xx", 0),
+        ("conflict_409", 0),
+        ("throttle_429", 0),
+        ("drop_after_effect", 1),
+    ],
+)
 def test_5xx_408_409_425_429_and_a_dropped_connection_are_ambiguous(
     http_executor: Build, provider: Provider, fault: str, effects: int
 ) -> None:
@@ -57,12 +67,18 @@ def test_5xx_408_409_425_429_and_a_dropped_connection_are_ambiguous(
     assert provider.effects().get(k, 0) == effects
 
 
-def test_a_wrong_credential_is_a_4xx_no_write(http_executor: Build, provider: Provider,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_credential_is_a_4xx_no_write(
+    http_executor: Build, provider: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
     executor = http_executor()
     executor.config = type(executor.config)(
-        executor.config.entry, 1, executor.config.url, None, executor.config.receipt_keys,
-        (("Authorization", "Bearer wrong"),))
+        executor.config.entry,
+        1,
+        executor.config.url,
+        None,
+        executor.config.receipt_keys,
+        (("Authorization", "Bearer wrong"),),
+    )
     k = key()
     with pytest.raises(ExecutorNoEffect) as caught:
         executor.execute(request_for(executor, k))
@@ -70,9 +86,13 @@ def test_a_wrong_credential_is_a_4xx_no_write(http_executor: Build, provider: Pr
     assert k not in provider.effects()
 
 
-@pytest.mark.parametrize(("fault", "reason"), [
-    ("not_json", "response_not_json"), ("huge_answer", "response_too_large"),
-])
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("not_json", "response_not_json"),
+        ("huge_answer", "response_too_large"),
+    ],
+)
 def test_an_unreadable_2xx_answer_is_unusable_with_a_bounded_reason(
     http_executor: Build, provider: Provider, fault: str, reason: str
 ) -> None:
@@ -87,8 +107,9 @@ def test_an_unreadable_2xx_answer_is_unusable_with_a_bounded_reason(
         assert time.monotonic() - started < 5
 
 
-def test_a_receipt_pointer_that_does_not_resolve_is_unusable(http_executor: Build,
-                                                              provider: Provider) -> None:
+def test_a_receipt_pointer_that_does_not_resolve_is_unusable(
+    http_executor: Build, provider: Provider
+) -> None:
     executor = http_executor(receipt='["/id", "/nope"]')
     with pytest.raises(ExecutorReceiptUnusable) as caught:
         executor.execute(request_for(executor, key()))
@@ -121,14 +142,14 @@ def test_a_hung_or_trickling_provider_never_holds_the_call_past_the_deadline(
     k = key()
     started = time.monotonic()
     with pytest.raises(ExecutorOutcomeUncertain):
-        executor.execute(request_for(executor, k, seconds=1.0,
-                                     content={"fault": fault, "delay": 4}))
+        executor.execute(
+            request_for(executor, k, seconds=1.0, content={"fault": fault, "delay": 4})
+        )
     elapsed = time.monotonic() - started
     assert elapsed < 1.0 + 0.5, elapsed
 
 
-def test_a_deadline_already_passed_sends_nothing(http_executor: Build,
-                                                 provider: Provider) -> None:
+def test_a_deadline_already_passed_sends_nothing(http_executor: Build, provider: Provider) -> None:
     executor = http_executor()
     k = key()
     with pytest.raises(ExecutorOutcomeUncertain):
@@ -141,18 +162,31 @@ def test_values_are_percent_encoded_and_never_change_host_or_path_segments(
 ) -> None:
     executor = http_executor()
     executor.config = type(executor.config)(
-        executor.config.entry, 1,
+        executor.config.entry,
+        1,
         __import__("adapters.executors.http_config", fromlist=["x"]).parse_template(
             provider.url + "/v1/{destination}/{target_id}",
-            frozenset({"destination", "target_id"}), "url", production=False),
-        None, executor.config.receipt_keys, executor.config.header_values)
+            frozenset({"destination", "target_id"}),
+            "url",
+            production=False,
+        ),
+        None,
+        executor.config.receipt_keys,
+        executor.config.header_values,
+    )
     for hostile in ("../../admin", "..", "a/b?x=1#frag", "@evil.example", "%2e%2e", "é ü"):
-        executor.execute(request_for(executor, key(),
-                                     target={"id": hostile, "base_revision": "r1"}))
+        executor.execute(
+            request_for(executor, key(), target={"id": hostile, "base_revision": "r1"})
+        )
     paths = [p for p in provider._get("/_effects")["paths"] if p.startswith("/v1/tasks/")][-6:]
     assert paths == [
-        "/v1/tasks/..%2F..%2Fadmin", "/v1/tasks/%2E%2E", "/v1/tasks/a%2Fb%3Fx%3D1%23frag",
-        "/v1/tasks/%40evil.example", "/v1/tasks/%252e%252e", "/v1/tasks/%C3%A9%20%C3%BC"]
+        "/v1/tasks/..%2F..%2Fadmin",
+        "/v1/tasks/%2E%2E",
+        "/v1/tasks/a%2Fb%3Fx%3D1%23frag",
+        "/v1/tasks/%40evil.example",
+        "/v1/tasks/%252e%252e",
+        "/v1/tasks/%C3%A9%20%C3%BC",
+    ]
 
 
 def test_connections_are_reused(http_executor: Build, provider: Provider) -> None:
@@ -188,16 +222,20 @@ def test_the_reconciler_reads_by_key_only(http_executor: Build, provider: Provid
     assert provider.requests()[k] == 1  # lookups are GETs on another route, never a write
 
 
-def test_the_reconciler_says_unknown_when_the_provider_cannot_answer(http_executor: Build,
-                                                                     provider: Provider) -> None:
+def test_the_reconciler_says_unknown_when_the_provider_cannot_answer(
+    http_executor: Build, provider: Provider
+) -> None:
     from adapters.executors.http import HttpReconciler
     from adapters.executors.http_config import parse_template
 
     executor = http_executor("correlation_lookup")
     reconciler = HttpReconciler(executor)
-    reconciler.template = parse_template("http://127.0.0.1:9/{idempotency_key}",
-                                         frozenset({"idempotency_key"}), "lookup_url",
-                                         production=False)
+    reconciler.template = parse_template(
+        "http://127.0.0.1:9/{idempotency_key}",
+        frozenset({"idempotency_key"}),
+        "lookup_url",
+        production=False,
+    )
     assert reconciler.lookup(request_for(executor, key())).verdict == "unknown"
 
 
@@ -209,18 +247,25 @@ def test_the_provider_answers_422_for_another_body_and_409_while_in_flight(
     import httpx
 
     headers = {"Authorization": f"Bearer {provider.token}", "Idempotency-Key": key()}
-    slow = threading.Thread(target=httpx.post, args=(provider.url + "/v1/tasks",),
-                            kwargs={"json": {"fault": "late_answer", "delay": 1},
-                                    "headers": headers, "timeout": 10})
+    slow = threading.Thread(
+        target=httpx.post,
+        args=(provider.url + "/v1/tasks",),
+        kwargs={"json": {"fault": "late_answer", "delay": 1}, "headers": headers, "timeout": 10},
+    )
     slow.start()
     for _ in range(200):
         if provider.requests().get(headers["Idempotency-Key"]):
             break
         time.sleep(0.01)
-    during = httpx.post(provider.url + "/v1/tasks", json={"fault": "late_answer", "delay": 1},
-                        headers=headers, timeout=10)
+    during = httpx.post(
+        provider.url + "/v1/tasks",
+        json={"fault": "late_answer", "delay": 1},
+        headers=headers,
+        timeout=10,
+    )
     slow.join()
-    other = httpx.post(provider.url + "/v1/tasks", json={"title": "other"}, headers=headers,
-                       timeout=10)
+    other = httpx.post(
+        provider.url + "/v1/tasks", json={"title": "other"}, headers=headers, timeout=10
+    )
     assert (during.status_code, other.status_code) == (409, 422)
     assert provider.effects()[headers["Idempotency-Key"]] == 1

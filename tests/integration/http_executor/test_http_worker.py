@@ -19,9 +19,13 @@ from tests.support.worlds.http_executor import http_world
 pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 
 
-@pytest.mark.parametrize(("fault", "reason"), [
-    ("not_json", "response_not_json"), ("huge_answer", "response_too_large"),
-])
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("not_json", "response_not_json"),
+        ("huge_answer", "response_too_large"),
+    ],
+)
 def test_an_unreadable_success_is_outcome_unknown_and_never_retried(
     provider: Provider, tmp_path: Path, fault: str, reason: str
 ) -> None:
@@ -35,11 +39,13 @@ def test_an_unreadable_success_is_outcome_unknown_and_never_retried(
     assert (world.effects_of(attempt_id), world.requests_of(attempt_id)) == (1, 1)
 
 
-def test_a_hung_provider_never_holds_a_lease_past_its_deadline(provider: Provider,
-                                                               tmp_path: Path) -> None:
+def test_a_hung_provider_never_holds_a_lease_past_its_deadline(
+    provider: Provider, tmp_path: Path
+) -> None:
     clock = SystemClock()
-    world = http_world(LedgerStore(MemoryLedgerRecorder()), provider, tmp_path, clock=clock,
-                       timeout=60)
+    world = http_world(
+        LedgerStore(MemoryLedgerRecorder()), provider, tmp_path, clock=clock, timeout=60
+    )
     attempt_id = world.approved("provider_idempotency", fault="hang", delay=6)
     worker = Worker(world.ctx, WorkerPolicy(lease_seconds=5, deadline_margin_seconds=2))
     outcome = worker.process(attempt_id)

@@ -70,8 +70,12 @@ def test_json_is_the_production_default_and_text_the_development_one() -> None:
     assert load_settings(env="development").effective_log_format == "text"
     prod = load_settings(env="production", auth_hs256_secret="p" * 40)
     assert prod.effective_log_format == "json"
-    assert load_settings(env="production", auth_hs256_secret="p" * 40,
-                         log_format="text").effective_log_format == "text"
+    assert (
+        load_settings(
+            env="production", auth_hs256_secret="p" * 40, log_format="text"
+        ).effective_log_format
+        == "text"
+    )
 
 
 def test_configure_logging_installs_the_filter_on_the_root_handler() -> None:

@@ -58,8 +58,10 @@ def recorder_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable
     def sqlite() -> Any:
         from adapters.bootstrap import build_recorder
 
-        return build_recorder(load_settings(store="sqlite", env="test",
-                                            sqlite_path=str(tmp_path / "ledger.db")))
+        return build_recorder(
+            load_settings(store="sqlite", env="test", sqlite_path=str(tmp_path / "ledger.db"))
+        )
+
     return sqlite
 
 
@@ -78,9 +80,16 @@ def traced(recorder_factory: Callable[[], Any]) -> Iterator[tuple[Ledger, InMemo
 
         from adapters.dynamodb.backend import DynamoDBBackend
 
-        backend = DynamoDBBackend(recorder, streams_client=boto3.client(
-            "dynamodbstreams", endpoint_url=endpoint, region_name="us-east-1",
-            aws_access_key_id="testing", aws_secret_access_key="testing"))
+        backend = DynamoDBBackend(
+            recorder,
+            streams_client=boto3.client(
+                "dynamodbstreams",
+                endpoint_url=endpoint,
+                region_name="us-east-1",
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            ),
+        )
     ledger = build_ledger(settings, clock=FixedClock(), recorder=recorder, backend=backend)
     ledger.tracer = OtelTracer(provider)
     yield ledger, exporter
@@ -102,8 +111,9 @@ def tree(spans: list[ReadableSpan], root: ReadableSpan) -> str:
     def walk(span: ReadableSpan, depth: int) -> None:
         lines.append("  " * depth + span.name)
         assert span.context is not None
-        for child in sorted(children.get(span.context.span_id, []),
-                            key=lambda s: s.start_time or 0):
+        for child in sorted(
+            children.get(span.context.span_id, []), key=lambda s: s.start_time or 0
+        ):
             walk(child, depth + 1)
 
     walk(root, 0)
@@ -114,25 +124,42 @@ def test_one_lifecycle_is_one_trace(traced: tuple[Ledger, InMemorySpanExporter])
     ledger, exporter = traced
     settings = ledger.settings
     admin = {"Authorization": "Bearer " + mint_token(settings, subject="ops", role="admin")}
-    proposer = {"Authorization": "Bearer " + mint_token(settings, subject="assistant-backend",
-                                                        role="proposer")}
-    channel = {"Authorization": "Bearer " + mint_token(settings, subject="chat", role="channel",
-                                                       provenance=PROVENANCE)}
+    proposer = {
+        "Authorization": "Bearer "
+        + mint_token(settings, subject="assistant-backend", role="proposer")
+    }
+    channel = {
+        "Authorization": "Bearer "
+        + mint_token(settings, subject="chat", role="channel", provenance=PROVENANCE)
+    }
     capability = "fake.provider_idempotency"
     with TestClient(create_app(settings, ledger=ledger)) as client:
         for path, body in directory_puts():
             assert client.put(DIRECTORY + path, json=body, headers=admin).is_success
-        created = client.post(f"{API}/proposals", headers=proposer, json={
-            "actor_id": PROVENANCE.actor_id,
-            # the clock is the real time (the emulator reaps lookups whose TTL has passed)
-            "spec": spec(capability, executor_build=fake_build_digest(capability),
-                         expires_at=format_utc(ledger.clock.now() + timedelta(days=1)))})
+        created = client.post(
+            f"{API}/proposals",
+            headers=proposer,
+            json={
+                "actor_id": PROVENANCE.actor_id,
+                # the clock is the real time (the emulator reaps lookups whose TTL has passed)
+                "spec": spec(
+                    capability,
+                    executor_build=fake_build_digest(capability),
+                    expires_at=format_utc(ledger.clock.now() + timedelta(days=1)),
+                ),
+            },
+        )
         assert created.status_code == 201, created.text
         token = client.post(
-            f"{API}/proposals/{created.json()['proposal_id']}/presentations", headers=proposer,
-            json={"version": 1, "identity_binding_id": PROVENANCE.identity_binding_id,
-                  "channel_binding_id": PROVENANCE.channel_binding_id,
-                  "conversation_key": PROVENANCE.conversation_key}).json()["token"]
+            f"{API}/proposals/{created.json()['proposal_id']}/presentations",
+            headers=proposer,
+            json={
+                "version": 1,
+                "identity_binding_id": PROVENANCE.identity_binding_id,
+                "channel_binding_id": PROVENANCE.channel_binding_id,
+                "conversation_key": PROVENANCE.conversation_key,
+            },
+        ).json()["token"]
         feed = work_feed(ledger)  # what the runtime's worker listens to on this store
         exporter.clear()
         approved = client.post(f"{API}/approvals", json={"token": token}, headers=channel)
@@ -156,7 +183,8 @@ def test_one_lifecycle_is_one_trace(traced: tuple[Ledger, InMemorySpanExporter])
     spans = list(exporter.get_finished_spans())
     roots = [s for s in spans if s.parent is None]
     assert [s.name for s in roots] == ["POST /api/conversational/approvals"], [
-        s.name for s in roots]
+        s.name for s in roots
+    ]
     assert {s.context.trace_id for s in spans if s.context} == {roots[0].context.trace_id}
     drawn = tree(spans, roots[0])
     print(drawn)
@@ -172,7 +200,6 @@ def test_one_lifecycle_is_one_trace(traced: tuple[Ledger, InMemorySpanExporter])
     assert roots[0].attributes["http.route"] == f"{API}/approvals"
     assert roots[0].attributes["http.response.status_code"] == 202
     # never content, tokens or keys: every attribute value is an id, a count or a state
-    everything = repr([dict(s.attributes or {}) for s in spans]) + repr(
-        [s.events for s in spans])
+    everything = repr([dict(s.attributes or {}) for s in spans]) + repr([s.events for s in spans])
     assert token not in everything and "Buy milk" not in everything
     assert stored.idempotency_key not in everything

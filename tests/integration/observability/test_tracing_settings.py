@@ -7,22 +7,28 @@ import pytest
 from adapters.tracing import OtelTracer, exporting_configured, tracer_from_environment
 
 
-@pytest.mark.parametrize("environ", [
-    {},
-    {"OTEL_SERVICE_NAME": "ledger"},
-    {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
-    {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
-])
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"OTEL_SERVICE_NAME": "ledger"},
+        {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+        {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+    ],
+)
 def test_nothing_is_exported_unless_configured(environ: dict[str, str]) -> None:
     assert not exporting_configured(environ)
     assert tracer_from_environment(environ) is None
 
 
-@pytest.mark.parametrize("environ", [
-    {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
-    {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"},
-    {"OTEL_TRACES_EXPORTER": "console"},
-])
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+        {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"},
+        {"OTEL_TRACES_EXPORTER": "console"},
+    ],
+)
 def test_an_exporter_setting_builds_a_tracer(environ: dict[str, str]) -> None:
     assert isinstance(tracer_from_environment(environ), OtelTracer)
 

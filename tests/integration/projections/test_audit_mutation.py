@@ -74,8 +74,12 @@ def store(engine_store: LedgerStore) -> LedgerStore:
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
 def test_every_mutation_of_an_attempt_stream_is_detected(
-    pworld: ExecutionWorld, store: LedgerStore, views: ViewStore, projector: Projector,
-    mutation: str, where: str,
+    pworld: ExecutionWorld,
+    store: LedgerStore,
+    views: ViewStore,
+    projector: Projector,
+    mutation: str,
+    where: str,
 ) -> None:
     attempt_id = pworld.approved("provider_idempotency")
     pworld.worker().process(attempt_id)

@@ -28,8 +28,11 @@ from tests.support.worlds.execution import ExecutionWorld
 
 @pytest.fixture
 def ledger(store: LedgerStore, pworld: ExecutionWorld) -> Ledger:
-    return build_ledger(load_settings(store="memory", env="test"),
-                        backend=backend_for(store.recorder), clock=pworld.clock)
+    return build_ledger(
+        load_settings(store="memory", env="test"),
+        backend=backend_for(store.recorder),
+        clock=pworld.clock,
+    )
 
 
 class Interleaved:
@@ -63,6 +66,7 @@ class Interleaved:
         def compared_as_stored(records: Sequence[ViewRecord]) -> Any:  # a read too
             self.reads += 1
             return found(records)
+
         return compared_as_stored
 
 
@@ -140,8 +144,9 @@ def test_a_forged_row_of_the_same_version_is_repaired_only_with_force(
     assert ledger.views is not None
     good = ledger.views.get_view(STATUS_VIEW, attempt_id)
     assert good is not None
-    forged = ViewRecord(good.name, good.key, good.version, {"status": "forged"},
-                        good.list_pk, good.list_sk)
+    forged = ViewRecord(
+        good.name, good.key, good.version, {"status": "forged"}, good.list_pk, good.list_sk
+    )
     ledger.views.put_view(forged, force=True)
     assert rebuild(ledger, "status", force=False).written == 0
     assert ledger.views.get_view(STATUS_VIEW, attempt_id) == forged
@@ -170,6 +175,7 @@ def test_rows_never_go_back_while_rebuilds_race_live_projectors(
                 body()
             except BaseException as exc:  # reported by the test thread
                 errors.append(exc)
+
         return run
 
     def work(mine: list[str]) -> None:
@@ -189,10 +195,11 @@ def test_rows_never_go_back_while_rebuilds_race_live_projectors(
                     regressions.append((attempt_id, seen[attempt_id], row.version))
                 seen[attempt_id] = max(row.version, seen.get(attempt_id, 0))
 
-    workers = [threading.Thread(target=guarded(lambda m=attempts[i::3]: work(m)))
-               for i in range(3)]
-    others = [threading.Thread(target=guarded(rebuild_loop)),
-              threading.Thread(target=guarded(read_loop))]
+    workers = [threading.Thread(target=guarded(lambda m=attempts[i::3]: work(m))) for i in range(3)]
+    others = [
+        threading.Thread(target=guarded(rebuild_loop)),
+        threading.Thread(target=guarded(read_loop)),
+    ]
     for thread in others + workers:
         thread.start()
     for thread in workers:
@@ -203,8 +210,7 @@ def test_rows_never_go_back_while_rebuilds_race_live_projectors(
     assert errors == []
     assert regressions == []
     final = views.get_views(STATUS_VIEW, attempts)
-    assert all(final[a].version == 4 and final[a].data["status"] == "succeeded"
-               for a in attempts)
+    assert all(final[a].version == 4 and final[a].data["status"] == "succeeded" for a in attempts)
     assert rebuild(ledger, "status", write=False).changed == []
 
 
@@ -220,11 +226,10 @@ class HalfUnprocessed:
         self.batch_gets += 1
         if self.batch_gets > 1:
             return self.inner.batch_get_item(RequestItems=RequestItems)
-        (table, request), = RequestItems.items()
+        ((table, request),) = RequestItems.items()
         keys = request["Keys"]
         half = len(keys) // 2
-        answer = self.inner.batch_get_item(
-            RequestItems={table: {**request, "Keys": keys[:half]}})
+        answer = self.inner.batch_get_item(RequestItems={table: {**request, "Keys": keys[:half]}})
         answer["UnprocessedKeys"] = {table: {**request, "Keys": keys[half:]}}
         return answer
 
@@ -255,17 +260,26 @@ def test_sqlite_compares_rebuilt_rows_with_its_rows_byte_for_byte_as_stored(
     """Equal in Python is not enough (``True == 1``), nor equal once decoded: a
     row is identical only when the store holds exactly what it would write."""
     views = SQLiteViewStore(open_datastore(str(tmp_path / "views.db")))
-    row = ViewRecord(STATUS_VIEW, "att_1", 2, {"status": "queued", "n": 1, "r": {"b": 1, "a": "é"}},
-                     "status#queued", "2026-01-01T00:00:00Z#att_1")
+    row = ViewRecord(
+        STATUS_VIEW,
+        "att_1",
+        2,
+        {"status": "queued", "n": 1, "r": {"b": 1, "a": "é"}},
+        "status#queued",
+        "2026-01-01T00:00:00Z#att_1",
+    )
     assert views.replace_views([row]) == 1
     assert views.identical_views([row]) == {"att_1"}
-    for other in (replace(row, version=3), replace(row, list_sk="x"),
-                  replace(row, list_pk=None), replace(row, data={**row.data, "n": True}),
-                  replace(row, key="att_2")):
+    for other in (
+        replace(row, version=3),
+        replace(row, list_sk="x"),
+        replace(row, list_pk=None),
+        replace(row, data={**row.data, "n": True}),
+        replace(row, key="att_2"),
+    ):
         assert views.identical_views([other]) == set(), other
     with views.datastore.transaction(commit=True) as c:  # the same value, other bytes
-        c.execute("UPDATE ledger_views SET data=? WHERE key='att_1'",
-                  (json.dumps(dict(row.data)),))
+        c.execute("UPDATE ledger_views SET data=? WHERE key='att_1'", (json.dumps(dict(row.data)),))
     assert views.get_view(STATUS_VIEW, "att_1") == row
     assert views.identical_views([row]) == set()
     assert views.replace_views([row], force=True) == 1

@@ -51,13 +51,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStor
         recorder.create_table()
     else:
         recorder = MemoryLedgerRecorder()
-    heads = {h["stream"]: StreamHead(h["stream"], h["version"], h["head"])
-             for h in data["heads"]}
+    heads = {h["stream"]: StreamHead(h["stream"], h["version"], h["head"]) for h in data["heads"]}
     by_stream: dict[str, list[StoredEvent]] = {}
     for row in data["events"]:
-        by_stream.setdefault(row["stream"], []).append(StoredEvent(
-            originator_id=row["stream"], originator_version=row["version"],
-            topic=row["topic"], state=row["state"].encode("utf-8")))
+        by_stream.setdefault(row["stream"], []).append(
+            StoredEvent(
+                originator_id=row["stream"],
+                originator_version=row["version"],
+                topic=row["topic"],
+                state=row["state"].encode("utf-8"),
+            )
+        )
     for stream_id, events in by_stream.items():
         recorder.insert_events(events, heads=[heads[stream_id]])
     yield LedgerStore(recorder)
@@ -67,7 +71,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStor
 
 def test_the_fixture_covers_the_canonicalization_edges() -> None:
     states = "".join(row["state"] for row in fixture()["events"])
-    assert "\U0001F600" in states and "\ue000" in states  # UTF-16 order != code point order
+    assert "\U0001f600" in states and "\ue000" in states  # UTF-16 order != code point order
     assert "\\u0000" in states and "\\u001f" in states  # control characters, escaped
     assert str(2**53 - 1) in states
 
@@ -89,8 +93,9 @@ def test_every_stream_hashes_to_its_recorded_head(store: LedgerStore) -> None:
 def test_events_appended_today_extend_the_recorded_chains(store: LedgerStore) -> None:
     old = Digest.from_json(fixture()["digest"])
     record = actor_record_id("actor0")
-    put_record(store, SystemClock(), kind=DirectoryKind.ACTOR, record_id=record,
-               values={"enabled": False})
+    put_record(
+        store, SystemClock(), kind=DirectoryKind.ACTOR, record_id=record, values={"enabled": False}
+    )
     events, undecodable = store.audit_events(record)
     assert undecodable is None and len(events) == 2
     assert verify_chain(record, events).ok

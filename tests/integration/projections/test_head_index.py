@@ -17,7 +17,8 @@ AT = "2026-01-01T00:00:00Z"
 
 def record(store: LedgerStore, rid: str, changes: int) -> DirectoryRecord:
     found = store.get(DirectoryRecord, rid) or DirectoryRecord(
-        record_id=rid, kind="actor", values={"n": 0}, at=AT)
+        record_id=rid, kind="actor", values={"n": 0}, at=AT
+    )
     for _ in range(changes):
         found.update({"n": found.values["n"] + 1}, AT)
     store.commit(Commit(aggregates=[found]))

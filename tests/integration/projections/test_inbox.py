@@ -14,8 +14,7 @@ from projections.projector import Projector
 from tests.support.worlds.execution import ExecutionWorld
 
 
-def page_all(views: ViewStore, status: ProposalStatus, now: datetime, limit: int = 1
-             ) -> list[str]:
+def page_all(views: ViewStore, status: ProposalStatus, now: datetime, limit: int = 1) -> list[str]:
     seen: list[str] = []
     cursor = None
     while True:
@@ -27,7 +26,10 @@ def page_all(views: ViewStore, status: ProposalStatus, now: datetime, limit: int
 
 
 def test_the_inbox_lists_by_status_with_expiry_derived_from_the_clock(
-    pworld: ExecutionWorld, store: LedgerStore, views: ViewStore, projector: Projector,
+    pworld: ExecutionWorld,
+    store: LedgerStore,
+    views: ViewStore,
+    projector: Projector,
 ) -> None:
     soon, later, declined, canceled = (pworld.propose() for _ in range(4))
     pworld.present(soon, ttl_seconds=60)

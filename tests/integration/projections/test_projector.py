@@ -20,8 +20,9 @@ from projections.status import STATUS_VIEW, status_list_key, status_record
 from tests.support.worlds.execution import LEASE, MODES, CrashAt, ExecutionWorld
 
 
-def test_projecting_twice_is_idempotent(pworld: ExecutionWorld, projector: Projector,
-                                        views: ViewStore) -> None:
+def test_projecting_twice_is_idempotent(
+    pworld: ExecutionWorld, projector: Projector, views: ViewStore
+) -> None:
     attempt_id = pworld.approved("provider_idempotency")
     assert projector.project_attempt(attempt_id) is True
     assert projector.project_attempt(attempt_id) is False
@@ -55,12 +56,12 @@ def test_a_gap_heals_by_reading_the_stream(
     assert view.data["status"] == "succeeded"
 
 
-def test_status_lists_page_oldest_first(pworld: ExecutionWorld, projector: Projector,
-                                        views: ViewStore) -> None:
+def test_status_lists_page_oldest_first(
+    pworld: ExecutionWorld, projector: Projector, views: ViewStore
+) -> None:
     ids = []
     for _ in range(5):
-        ids.append(pworld.approved("operator_reconciliation_only",
-                                   simulate="timeout_after_effect"))
+        ids.append(pworld.approved("operator_reconciliation_only", simulate="timeout_after_effect"))
         pworld.clock.advance(1)
     for attempt_id in ids:
         pworld.worker().process(attempt_id)
@@ -84,8 +85,9 @@ def random_workload(world: ExecutionWorld, rng: random.Random, steps: int) -> li
         try:
             if action == "approve":
                 mode = rng.choice(sorted(MODES))
-                simulate = rng.choice(["success", "timeout_after_effect", "no_write_error",
-                                       "unsafe_receipt"])
+                simulate = rng.choice(
+                    ["success", "timeout_after_effect", "no_write_error", "unsafe_receipt"]
+                )
                 attempts.append(world.approved(mode, simulate))
             elif action == "work" and attempts:
                 world.worker().process(rng.choice(attempts))
@@ -100,10 +102,14 @@ def random_workload(world: ExecutionWorld, rng: random.Random, steps: int) -> li
             elif action == "resolve" and attempts:
                 attempt = world.attempt(rng.choice(attempts))
                 if attempt.status == "outcome_unknown":
-                    resolve(world.ctx, attempt_id=attempt.id,
-                            expected_revision=attempt.revision,
-                            outcome=rng.choice(["effect_applied", "no_effect"]),
-                            reason="checked by hand", resolved_by="admin")
+                    resolve(
+                        world.ctx,
+                        attempt_id=attempt.id,
+                        expected_revision=attempt.revision,
+                        outcome=rng.choice(["effect_applied", "no_effect"]),
+                        reason="checked by hand",
+                        resolved_by="admin",
+                    )
         except LedgerError:
             pass
     return attempts
@@ -122,8 +128,13 @@ def test_rebuilt_views_are_byte_identical_to_live_ones(
     assert len(attempts) >= 5
     # the live projector follows every stream it is told about
     projector.project_streams(attempts)
-    ledger = Ledger(settings=load_settings(store="memory"), store=store, clock=pworld.clock,
-                    views=views, backend=backend_for(store.recorder))
+    ledger = Ledger(
+        settings=load_settings(store="memory"),
+        store=store,
+        clock=pworld.clock,
+        views=views,
+        backend=backend_for(store.recorder),
+    )
     live = {a: canonical(views.get_view(STATUS_VIEW, a)) for a in attempts}
 
     for name in ("status", "due_work"):
@@ -142,8 +153,12 @@ def test_rebuilt_views_are_byte_identical_to_live_ones(
     victim = attempts[0]
     good = views.get_view(STATUS_VIEW, victim)
     assert good is not None
-    views.put_view(type(good)(good.name, good.key, good.version, {"status": "forged"},
-                              good.list_pk, good.list_sk), force=True)
+    views.put_view(
+        type(good)(
+            good.name, good.key, good.version, {"status": "forged"}, good.list_pk, good.list_sk
+        ),
+        force=True,
+    )
     report = rebuild(ledger, "status")
     assert report.changed == [victim]
     assert canonical(views.get_view(STATUS_VIEW, victim)) == live[victim]

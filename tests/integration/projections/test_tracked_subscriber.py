@@ -44,10 +44,13 @@ def ledger(store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRe
         from adapters.dynamodb.backend import DynamoDBBackend
 
         endpoint = request.getfixturevalue("dynamodb_endpoint")
-        backend = DynamoDBBackend(store.recorder,  # type: ignore[arg-type]
-                                  streams_client=streams_client(endpoint))
-    return build_ledger(load_settings(store="memory", env="test"), backend=backend,
-                        clock=pworld.clock)
+        backend = DynamoDBBackend(
+            store.recorder,  # type: ignore[arg-type]
+            streams_client=streams_client(endpoint),
+        )
+    return build_ledger(
+        load_settings(store="memory", env="test"), backend=backend, clock=pworld.clock
+    )
 
 
 def test_events_written_while_no_projector_ran_reach_the_views_and_lists(
@@ -158,8 +161,11 @@ def test_lag_counts_the_events_not_yet_applied_and_the_age_of_the_oldest(
 ) -> None:
     assert ledger.backend is not None
     attempt_id = pworld.approved("provider_idempotency")
-    later = build_ledger(ledger.settings, backend=ledger.backend,
-                         clock=FixedClock(datetime.now(UTC) + timedelta(hours=1)))
+    later = build_ledger(
+        ledger.settings,
+        backend=ledger.backend,
+        clock=FixedClock(datetime.now(UTC) + timedelta(hours=1)),
+    )
     if ledger.backend.kind != "dynamodb":  # a stream reader knows only what it has read
         lag = later.projection_lag()["status"]
         written = len(pworld.store.read_stream(attempt_id))
@@ -186,8 +192,9 @@ def test_a_position_past_the_stream_retention_is_reported_and_covered_by_a_rebui
     backend: Any = ledger.backend
     (shard,) = list_shards(backend.streams_client, backend.stream_arn())
     gone = "9" * 30  # a sequence number the stream does not hold (trimmed)
-    backend.views.put_views([], [ShardTracking(shard_tracking_name("status", shard), int(gone),
-                                               sequence_number=gone)])
+    backend.views.put_views(
+        [], [ShardTracking(shard_tracking_name("status", shard), int(gone), sequence_number=gone)]
+    )
     again = restarted(ledger)
     (run,) = subscriber_runs(again)
     runtime = Runtime(again, None, recovery_interval=3600, recovery=False, poll_seconds=0)

@@ -30,10 +30,10 @@ def world_on(ledger_store: LedgerStore, registry: Any, effects: Any) -> Executio
 
 def approve_one(world: World) -> str:
     capability = "fake.provider_idempotency"
-    proposal_id = world.propose(capability=capability,
-                                executor_build=fake_build_digest(capability))
-    return approve(world.ctx, token=world.present(proposal_id).token,
-                   provenance=world.who).attempt_id
+    proposal_id = world.propose(capability=capability, executor_build=fake_build_digest(capability))
+    return approve(
+        world.ctx, token=world.present(proposal_id).token, provenance=world.who
+    ).attempt_id
 
 
 def until(predicate: Any, seconds: float = 20.0) -> Any:
@@ -66,8 +66,9 @@ def test_runtime_executes_approved_attempts_on_the_embedded_store(tmp_path: Path
     ledger = build_ledger(settings)
     recorder = ledger.store.recorder
     assert isinstance(recorder, SQLiteLedgerRecorder)
-    runtime = Runtime(ledger, NotificationLogFeed(recorder), recovery_interval=3600,
-                      poll_seconds=0.02)
+    runtime = Runtime(
+        ledger, NotificationLogFeed(recorder), recovery_interval=3600, poll_seconds=0.02
+    )
     runtime.start()
     try:
         world = world_on(ledger.store, ledger.registry, ledger.effects)
@@ -75,8 +76,11 @@ def test_runtime_executes_approved_attempts_on_the_embedded_store(tmp_path: Path
 
         def settled() -> str | None:
             attempt = ledger.store.get(ExecutionAttempt, attempt_id)
-            return attempt.status.value if attempt and attempt.status != "queued" and (
-                attempt.status != "executing") else None
+            return (
+                attempt.status.value
+                if attempt and attempt.status != "queued" and (attempt.status != "executing")
+                else None
+            )
 
         assert until(settled) == "succeeded"
     finally:
@@ -90,9 +94,13 @@ def test_real_stream_records_drive_the_worker(
 ) -> None:
     import boto3
 
-    streams = boto3.client("dynamodbstreams", endpoint_url=dynamodb_endpoint,
-                           region_name="us-east-1", aws_access_key_id="testing",
-                           aws_secret_access_key="testing")
+    streams = boto3.client(
+        "dynamodbstreams",
+        endpoint_url=dynamodb_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     table = dynamodb_recorder.client.describe_table(TableName=dynamodb_recorder.table_name)
     feed = DynamoDBStreamFeed(streams, table["Table"]["LatestStreamArn"])
     settings = load_settings(store="memory")
@@ -111,10 +119,24 @@ def test_real_stream_records_drive_the_worker(
 
 
 def test_stream_record_parsing() -> None:
-    queued = {"eventName": "INSERT", "dynamodb": {"NewImage": {
-        "pk": {"S": "att_1"}, "topic": {"S": "domain.attempt:ExecutionAttempt.Queued"}}}}
-    result = {"eventName": "INSERT", "dynamodb": {"NewImage": {
-        "pk": {"S": "att_1"}, "topic": {"S": "domain.attempt:ExecutionAttempt.ResultRecorded"}}}}
+    queued = {
+        "eventName": "INSERT",
+        "dynamodb": {
+            "NewImage": {
+                "pk": {"S": "att_1"},
+                "topic": {"S": "domain.attempt:ExecutionAttempt.Queued"},
+            }
+        },
+    }
+    result = {
+        "eventName": "INSERT",
+        "dynamodb": {
+            "NewImage": {
+                "pk": {"S": "att_1"},
+                "topic": {"S": "domain.attempt:ExecutionAttempt.ResultRecorded"},
+            }
+        },
+    }
     modify = {"eventName": "MODIFY", "dynamodb": {"NewImage": {"pk": {"S": "due#att_1"}}}}
     assert work_from_record(queued) == "att_1"
     assert work_from_record(result) is None
@@ -127,12 +149,14 @@ def test_stream_record_parsing() -> None:
 def test_execution_switch_off_runs_only_the_projector(tmp_path: Path) -> None:
     from adapters.runtime import build_runtime
 
-    ledger = build_ledger(load_settings(store="sqlite", sqlite_path=str(tmp_path / "l.db"),
-                                        execution_enabled=False))
+    ledger = build_ledger(
+        load_settings(store="sqlite", sqlite_path=str(tmp_path / "l.db"), execution_enabled=False)
+    )
     runtime = build_runtime(ledger)
     assert runtime.feed is None and runtime.recovery is False
     assert [run.subscriber.name for run in runtime.subscribers] == ["status"]
-    on = build_runtime(build_ledger(load_settings(store="sqlite",
-                                                  sqlite_path=str(tmp_path / "m.db"))))
+    on = build_runtime(
+        build_ledger(load_settings(store="sqlite", sqlite_path=str(tmp_path / "m.db")))
+    )
     assert on.feed is not None and on.recovery is True
     ledger.close()

@@ -68,16 +68,26 @@ def facts(pworld: ExecutionWorld, count: int) -> dict[str, str]:
 
 
 def test_one_signed_delivery_per_event_and_subscription_and_none_of_another_actor(
-    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
     receiver: Receiver,
 ) -> None:
-    ledger = webhook_ledger(store, pworld, request, [
-        subscription(f"{receiver.url}/all", "all"),
-        subscription(f"{receiver.url}/alice", "alice", actor_id="alice"),
-        subscription(f"{receiver.url}/bob", "bob", actor_id="bob"),
-        subscription(f"{receiver.url}/declines", "declines",
-                     events=frozenset({NotificationType.PROPOSAL_DECLINED})),
-    ])
+    ledger = webhook_ledger(
+        store,
+        pworld,
+        request,
+        [
+            subscription(f"{receiver.url}/all", "all"),
+            subscription(f"{receiver.url}/alice", "alice", actor_id="alice"),
+            subscription(f"{receiver.url}/bob", "bob", actor_id="bob"),
+            subscription(
+                f"{receiver.url}/declines",
+                "declines",
+                events=frozenset({NotificationType.PROPOSAL_DECLINED}),
+            ),
+        ],
+    )
     expected = facts(pworld, 3)
     behind = ledger.projection_lag().get("webhook-bob")
     assert behind is None or behind.events_behind > 0
@@ -90,11 +100,12 @@ def test_one_signed_delivery_per_event_and_subscription_and_none_of_another_acto
     assert receiver.acknowledged("/all") == {i: 1 for i in expected}
     assert receiver.acknowledged("/alice") == {i: 1 for i in expected}
     assert receiver.acknowledged("/bob") == {}
-    per = [sum(receiver.acknowledged(p).values()) for p in ("/all", "/alice", "/bob",
-                                                             "/declines")]
-    print(f"webhook healthy ({backend_kind(ledger)}): {len(expected)} facts x 4 subscriptions "
-          f"(one filtered to another actor, one to declines): "
-          f"{len(receiver.entries())} requests, acknowledged per subscription: {per}")
+    per = [sum(receiver.acknowledged(p).values()) for p in ("/all", "/alice", "/bob", "/declines")]
+    print(
+        f"webhook healthy ({backend_kind(ledger)}): {len(expected)} facts x 4 subscriptions "
+        f"(one filtered to another actor, one to declines): "
+        f"{len(receiver.entries())} requests, acknowledged per subscription: {per}"
+    )
     declined = {i for i, kind in expected.items() if kind == "proposal.declined"}
     assert receiver.acknowledged("/declines") == {i: 1 for i in declined}
     assert all(e["valid"] for e in receiver.entries())
@@ -108,15 +119,24 @@ def test_one_signed_delivery_per_event_and_subscription_and_none_of_another_acto
     lag = ledger.projection_lag()  # what /readyz and the lag gauges show
     assert ledger.backend is not None
     if ledger.backend.kind != "dynamodb":  # a stream reader knows only what it has read
-        assert set(lag) == {"status", "webhook-all", "webhook-alice", "webhook-bob",
-                            "webhook-declines"}
+        assert set(lag) == {
+            "status",
+            "webhook-all",
+            "webhook-alice",
+            "webhook-bob",
+            "webhook-declines",
+        }
     assert all(found.events_behind == 0 for found in lag.values())
-    assert 'ledger_projection_events_behind{subscriber="webhook-bob"}' in (
-        ledger.metrics.render()) or ledger.backend.kind == "dynamodb"
+    assert (
+        'ledger_projection_events_behind{subscriber="webhook-bob"}' in (ledger.metrics.render())
+        or ledger.backend.kind == "dynamodb"
+    )
 
 
 def test_everything_arrives_once_after_an_outage_500s_and_timeouts(
-    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
     receiver: Receiver,
 ) -> None:
     ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
@@ -140,7 +160,8 @@ def test_everything_arrives_once_after_an_outage_500s_and_timeouts(
     assert deliverer.run_once() == 4
     failing = records(ledger, "failing")
     assert {(r.data["last_error"], r.data["response_status"]) for r in failing} == {
-        ("http_status", 500)}
+        ("http_status", 500)
+    }
 
     receiver.set_mode("stall")
     ledger.clock.advance(BACKOFF_MAX_SECONDS + 1)  # type: ignore[attr-defined]
@@ -151,17 +172,21 @@ def test_everything_arrives_once_after_an_outage_500s_and_timeouts(
     deliver_all(ledger, deliverer)
     assert receiver.acknowledged() == {i: 1 for i in expected}
     received = receiver.entries()
-    print(f"webhook outage ({backend_kind(ledger)}): {len(expected)} facts; receiver down, "
-          f"then 500, then stalled past the timeout, then healthy: {len(received)} requests "
-          f"reached it ({sum(e['status'] == 500 for e in received)} answered 500, "
-          f"{sum(e['mode'] == 'stall' for e in received)} stalled), every fact acknowledged "
-          f"exactly {set(receiver.acknowledged().values())} time(s)")
+    print(
+        f"webhook outage ({backend_kind(ledger)}): {len(expected)} facts; receiver down, "
+        f"then 500, then stalled past the timeout, then healthy: {len(received)} requests "
+        f"reached it ({sum(e['status'] == 500 for e in received)} answered 500, "
+        f"{sum(e['mode'] == 'stall' for e in received)} stalled), every fact acknowledged "
+        f"exactly {set(receiver.acknowledged().values())} time(s)"
+    )
     assert all(r.data["attempts"] == 4 for r in records(ledger, "delivered"))
     assert ledger.metrics.value("ledger_webhook_deliveries_total", outcome="failed") == 12
 
 
 def test_a_restart_loses_no_delivery_and_repeats_only_unacknowledged_ones(
-    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
     receiver: Receiver,
 ) -> None:
     ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
@@ -180,7 +205,9 @@ def test_a_restart_loses_no_delivery_and_repeats_only_unacknowledged_ones(
 
 
 def test_a_send_whose_answer_was_lost_is_repeated_and_the_next_one_waits(
-    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
     receiver: Receiver,
 ) -> None:
     """In order per attempt: an attempt's ``manually_resolved`` is not sent until
@@ -197,8 +224,14 @@ def test_a_send_whose_answer_was_lost_is_repeated_and_the_next_one_waits(
     pworld.recover_after_lease()
     attempt = pworld.attempt(attempt_id)
     assert attempt.status == "outcome_unknown"
-    resolve(pworld.ctx, attempt_id=attempt_id, expected_revision=attempt.revision,
-            outcome="effect_applied", reason="checked the provider", resolved_by="admin-1")
+    resolve(
+        pworld.ctx,
+        attempt_id=attempt_id,
+        expected_revision=attempt.revision,
+        outcome="effect_applied",
+        reason="checked the provider",
+        resolved_by="admin-1",
+    )
     drain(ledger)
     kinds = sorted(r.data["type"] for r in records(ledger, "pending"))
     assert kinds == ["attempt.manually_resolved", "attempt.outcome_unknown"]
@@ -216,7 +249,9 @@ def test_a_send_whose_answer_was_lost_is_repeated_and_the_next_one_waits(
 
 
 def test_proposal_expired_is_recorded_from_the_clock_once_and_never_after_a_decision(
-    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
     receiver: Receiver,
 ) -> None:
     """Expiry writes no event: the watch the notifier leaves on a presented
@@ -242,11 +277,14 @@ def test_proposal_expired_is_recorded_from_the_clock_once_and_never_after_a_deci
     assert (expired["proposal_id"], expired["status"]) == (lapsing, "expired")
     assert receiver.acknowledged() == {
         notification_id(NotificationType.PROPOSAL_EXPIRED, lapsing, 1): 1,
-        notification_id(NotificationType.PROPOSAL_DECLINED, decided, 1): 1}
+        notification_id(NotificationType.PROPOSAL_DECLINED, decided, 1): 1,
+    }
 
 
 def test_two_deliverers_on_one_store_send_each_delivery_once(
-    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
     receiver: Receiver,
 ) -> None:
     """Two processes (or concurrent Lambdas) deliver at once from the same listing:
@@ -276,7 +314,9 @@ def test_two_deliverers_on_one_store_send_each_delivery_once(
 
 
 def test_a_notifier_killed_after_its_write_or_failing_to_write_loses_and_doubles_nothing(
-    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest,
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
     receiver: Receiver,
 ) -> None:
     """The delivery records and the notifier's position are one write: a crash right
@@ -294,8 +334,10 @@ def test_a_notifier_killed_after_its_write_or_failing_to_write_loses_and_doubles
     runtime = Runtime(ledger, None, recovery_interval=3600, recovery=False, poll_seconds=0)
     _status, hook = subscriber_runs(ledger)
     assert hook.subscriber.name == "webhook-chat"
-    failing = SubscriberRun(replace(hook.subscriber, views=FailingWrites(ledger.views)),
-                            hook.subscription)
+    failing = SubscriberRun(
+        replace(hook.subscriber, views=FailingWrites(ledger.views)), hook.subscription
+    )
+
     def until_crash(run: SubscriberRun) -> None:
         with pytest.raises(SimulatedCrash):  # a stream reader may need a few polls
             for _ in range(50):

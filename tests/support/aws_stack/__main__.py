@@ -28,9 +28,13 @@ from contextlib import ExitStack
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.support.aws_stack",
-        description="Deploy the SAM stack into the emulator and drive one proposal end to end.")
-    parser.add_argument("--keep-build", action="store_true",
-                        help="keep the function package and the checkpoint (the path is printed)")
+        description="Deploy the SAM stack into the emulator and drive one proposal end to end.",
+    )
+    parser.add_argument(
+        "--keep-build",
+        action="store_true",
+        help="keep the function package and the checkpoint (the path is printed)",
+    )
     args = parser.parse_args(argv)
 
     from tests.support.aws_stack.run import Run

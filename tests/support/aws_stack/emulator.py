@@ -74,48 +74,64 @@ def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ledger-e2e-emulator")])
     now = dt.datetime.now(dt.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False)
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]
+            ),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     folder.mkdir()
     cert_path, key_path = folder / "server.crt", folder / "server.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     key_path.chmod(0o600)
     return cert_path, key_path
 
 
-def clean_environment(marker: str, tmpdir: Path, port: int,
-                      tls: tuple[Path, Path]) -> dict[str, str]:
+def clean_environment(
+    marker: str, tmpdir: Path, port: int, tls: tuple[Path, Path]
+) -> dict[str, str]:
     env = {name: os.environ[name] for name in KEPT if name in os.environ}
     # No virtual environment of ours on the path: the functions must run from
     # their package alone (the emulator runs them with its own interpreter).
     env["PATH"] = os.pathsep.join(
-        part for part in env.get("PATH", "/usr/bin:/bin").split(os.pathsep)
+        part
+        for part in env.get("PATH", "/usr/bin:/bin").split(os.pathsep)
         if not part.startswith(str(Path(sys.prefix)))
     )
-    env.update({
-        MARKER: marker,
-        "TMPDIR": str(tmpdir),
-        "BIND_HOST": HOST,
-        "GATEWAY_PORT": str(port),
-        "LOG_LEVEL": "WARNING",
-        # IAM on: every call a function makes is evaluated against its role.
-        "AUTH": "true",
-        # HTTPS, as on AWS: the checkpoint bucket denies every request without TLS.
-        # The functions are given a CA bundle that trusts this certificate.
-        "USE_SSL": "1",
-        "MINISTACK_SSL_CERT": str(tls[0]),
-        "MINISTACK_SSL_KEY": str(tls[1]),
-        "AWS_DEFAULT_REGION": "us-east-1",
-    })
+    env.update(
+        {
+            MARKER: marker,
+            "TMPDIR": str(tmpdir),
+            "BIND_HOST": HOST,
+            "GATEWAY_PORT": str(port),
+            "LOG_LEVEL": "WARNING",
+            # IAM on: every call a function makes is evaluated against its role.
+            "AUTH": "true",
+            # HTTPS, as on AWS: the checkpoint bucket denies every request without TLS.
+            # The functions are given a CA bundle that trusts this certificate.
+            "USE_SSL": "1",
+            "MINISTACK_SSL_CERT": str(tls[0]),
+            "MINISTACK_SSL_KEY": str(tls[1]),
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
     return env
 
 
@@ -135,8 +151,9 @@ class Emulator:
     def answers(self) -> bool:
         try:
             context = ssl.create_default_context(cafile=self.ca_file)
-            with urllib.request.urlopen(self.url + "/_ministack/health", timeout=1,
-                                        context=context) as reply:
+            with urllib.request.urlopen(
+                self.url + "/_ministack/health", timeout=1, context=context
+            ) as reply:
                 return bool(reply.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -206,12 +223,17 @@ def start(marker: str, tmpdir: Path, timeout: float = 60.0) -> Emulator:
     tls = self_signed_certificate(tmpdir / "tls")
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [binary], env=clean_environment(marker, tmpdir, port, tls), cwd=tmpdir,
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [binary],
+            env=clean_environment(marker, tmpdir, port, tls),
+            cwd=tmpdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
-    emulator = Emulator(process, f"https://{HOST}:{port}", port, marker, tmpdir, log_path,
-                        str(tls[0]))
+    emulator = Emulator(
+        process, f"https://{HOST}:{port}", port, marker, tmpdir, log_path, str(tls[0])
+    )
     deadline = time.monotonic() + timeout
     while not emulator.answers():
         if process.poll() is not None or time.monotonic() > deadline:

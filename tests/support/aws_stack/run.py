@@ -71,8 +71,10 @@ class Run:
                 step(*args)
                 self.say(f"   {step.__name__}: {time.monotonic() - begun:.1f} s")
             except Exception as exc:
-                self.say(f"   teardown step {getattr(step, '__name__', step)} failed: "
-                         f"{type(exc).__name__}: {exc}")
+                self.say(
+                    f"   teardown step {getattr(step, '__name__', step)} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                )
                 self.teardown_failures += 1
 
         self.teardown.callback(guarded)
@@ -94,8 +96,13 @@ class Run:
         with self.phases.phase("deploy the stack"):
             self.deploy(archive)
         assert self.emulator is not None
-        api = DeployedApi.open(self.emulator.url, self.resources["LedgerHttpApi"],
-                               self.emulator.port, self.emulator.ca_file, self.signing_key)
+        api = DeployedApi.open(
+            self.emulator.url,
+            self.resources["LedgerHttpApi"],
+            self.emulator.port,
+            self.emulator.ca_file,
+            self.signing_key,
+        )
         self.on_teardown(api.client.close)
         with self.phases.phase("seed the directory through the deployed API"):
             self.say(f"   {api.seed_directory(build)} directory records (admin PUTs)")
@@ -125,16 +132,22 @@ class Run:
         executors.write_text(executors_toml(self.provider.url))
         archive = st.package(self.scratch / "functions", executors)
         build = self.build_digest(executors)
-        self.say(f"   {archive.stat().st_size / 1e6:.1f} MB zip for {st.host_platform()}, "
-                 f"executor build {build[:19]}...")
+        self.say(
+            f"   {archive.stat().st_size / 1e6:.1f} MB zip for {st.host_platform()}, "
+            f"executor build {build[:19]}..."
+        )
         return archive, build
 
     def build_digest(self, executors: Path) -> str:
         """``ledger executors``: the build the directory must allow."""
-        env = {**self.cli_env(), "LEDGER_EXECUTORS_FILE": str(executors),
-               TOKEN_VARIABLE: "Bearer unused"}
-        listed = subprocess.run([self.ledger_bin, "executors"], env=env, check=True,
-                                capture_output=True, text=True).stdout
+        env = {
+            **self.cli_env(),
+            "LEDGER_EXECUTORS_FILE": str(executors),
+            TOKEN_VARIABLE: "Bearer unused",
+        }
+        listed = subprocess.run(
+            [self.ledger_bin, "executors"], env=env, check=True, capture_output=True, text=True
+        ).stdout
         for line in listed.splitlines():
             fields = line.split()
             if fields and fields[0] == "tasks.create" and fields[-1] == "http":
@@ -147,12 +160,27 @@ class Run:
         self.say(f"   ministack pid {self.emulator.process.pid} at {self.emulator.url}")
         import boto3
 
-        session = boto3.session.Session(aws_access_key_id=ROOT_KEY, aws_secret_access_key=ROOT_KEY,
-                                        region_name="us-east-1")
-        for service in ("cloudformation", "s3", "secretsmanager", "lambda", "events",
-                        "dynamodb", "logs", "cloudwatch", "iam", "sts"):
-            self.aws[service] = session.client(service, endpoint_url=self.emulator.url,
-                                               verify=self.emulator.ca_file, config=NO_RETRIES)
+        session = boto3.session.Session(
+            aws_access_key_id=ROOT_KEY, aws_secret_access_key=ROOT_KEY, region_name="us-east-1"
+        )
+        for service in (
+            "cloudformation",
+            "s3",
+            "secretsmanager",
+            "lambda",
+            "events",
+            "dynamodb",
+            "logs",
+            "cloudwatch",
+            "iam",
+            "sts",
+        ):
+            self.aws[service] = session.client(
+                service,
+                endpoint_url=self.emulator.url,
+                verify=self.emulator.ca_file,
+                config=NO_RETRIES,
+            )
 
     def deploy(self, archive: Path) -> None:
         assert self.provider is not None
@@ -160,22 +188,29 @@ class Run:
         s3.create_bucket(Bucket=CODE_BUCKET)
         s3.upload_file(str(archive), CODE_BUCKET, st.CODE_KEY)
         # What an operator does once: the executors' secret, referenced by name only.
-        self.aws["secretsmanager"].create_secret(Name=SECRET, SecretString=json.dumps(
-            {SECRET_KEY: f"Bearer {self.provider.token}"}))
+        self.aws["secretsmanager"].create_secret(
+            Name=SECRET, SecretString=json.dumps({SECRET_KEY: f"Bearer {self.provider.token}"})
+        )
         self.signing_key, public_pem = rsa_key_pair()
         parameters = {
             # One line, as the parameter's description allows: CloudFormation's
             # pattern check does not match across line breaks.
-            "Stage": "dev", "AuthRs256PublicKey": public_pem.strip().replace("\n", "\\n"),
-            "ExecutorsFile": "executors.toml", "ExecutorSecretsId": SECRET,
-            "ExecutorSecret1Key": SECRET_KEY, "RecoverySchedule": "rate(1 minute)",
+            "Stage": "dev",
+            "AuthRs256PublicKey": public_pem.strip().replace("\n", "\\n"),
+            "ExecutorsFile": "executors.toml",
+            "ExecutorSecretsId": SECRET,
+            "ExecutorSecret1Key": SECRET_KEY,
+            "RecoverySchedule": "rate(1 minute)",
         }
         template = st.translate(f"s3://{CODE_BUCKET}/{st.CODE_KEY}", parameters)
         template, routes = st.explicit_http_routes(template)
-        self.say(f"   translated: {len(template['Resources'])} resources; routes made "
-                 f"explicit for the emulator: {', '.join(routes)}")
+        self.say(
+            f"   translated: {len(template['Resources'])} resources; routes made "
+            f"explicit for the emulator: {', '.join(routes)}"
+        )
         cloudformation.create_stack(
-            StackName=STACK, TemplateBody=json.dumps(template),
+            StackName=STACK,
+            TemplateBody=json.dumps(template),
             Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items()],
             Capabilities=["CAPABILITY_IAM"],
         )
@@ -193,12 +228,19 @@ class Run:
         The functions call with sessions of their own roles, so a role that lacked
         an action the ledger uses would fail this run."""
         assert self.emulator is not None
-        code = st.refused_without_a_policy(self.aws["iam"], self.emulator.url,
-                                           self.emulator.ca_file, self.table, NO_RETRIES)
+        code = st.refused_without_a_policy(
+            self.aws["iam"], self.emulator.url, self.emulator.ca_file, self.table, NO_RETRIES
+        )
         self.say(f"   IAM is enforced: a user without a policy gets {code} on GetItem")
-        for line in st.probe_roles(self.aws["iam"], self.aws["sts"], self.emulator.url,
-                                   self.emulator.ca_file, self.table, self.resources,
-                                   NO_RETRIES):
+        for line in st.probe_roles(
+            self.aws["iam"],
+            self.aws["sts"],
+            self.emulator.url,
+            self.emulator.ca_file,
+            self.table,
+            self.resources,
+            NO_RETRIES,
+        ):
             self.say(f"   {line}")
 
     # -- waiting for the deployed functions ---------------------------------------------
@@ -210,10 +252,15 @@ class Run:
         from adapters.dynamodb.views import VIEW_PREFIX
         from projections.status import STATUS_VIEW
 
-        item = self.aws["dynamodb"].get_item(
-            TableName=self.table, ConsistentRead=True,
-            Key={"pk": {"S": f"{VIEW_PREFIX}{STATUS_VIEW}#{attempt_id}"}, "sk": {"N": "0"}},
-        ).get("Item")
+        item = (
+            self.aws["dynamodb"]
+            .get_item(
+                TableName=self.table,
+                ConsistentRead=True,
+                Key={"pk": {"S": f"{VIEW_PREFIX}{STATUS_VIEW}#{attempt_id}"}, "sk": {"N": "0"}},
+            )
+            .get("Item")
+        )
         return None if item is None else str(json.loads(item["data"]["S"]).get("status"))
 
     def await_succeeded(self, attempt_id: str, path: str, seconds: float) -> None:
@@ -237,8 +284,9 @@ class Run:
             found = self.view_status(attempt_id)
             return found if found in ("succeeded", "failed_safe", "outcome_unknown") else None
 
-        wait_until(f"the provider's effect ({path} -> worker -> http executor)", effect,
-                   seconds, self.say)
+        wait_until(
+            f"the provider's effect ({path} -> worker -> http executor)", effect, seconds, self.say
+        )
         status = wait_until("the projector's status view", settled, seconds, self.say)
         if status != "succeeded":
             raise AssertionError(f"{attempt_id} ended {status}, not succeeded")
@@ -247,8 +295,9 @@ class Run:
         """Disable the worker's stream mapping (as if its records were lost) and
         enable the recovery rule."""
         lam, events = self.aws["lambda"], self.aws["events"]
-        mappings = lam.list_event_source_mappings(
-            FunctionName=self.resources["WorkerFunction"])["EventSourceMappings"]
+        mappings = lam.list_event_source_mappings(FunctionName=self.resources["WorkerFunction"])[
+            "EventSourceMappings"
+        ]
         if len(mappings) != 1:
             raise AssertionError(f"the worker has {len(mappings)} stream mappings, not 1")
         lam.update_event_source_mapping(UUID=mappings[0]["UUID"], Enabled=False)
@@ -259,8 +308,10 @@ class Run:
         events.enable_rule(Name=rule)
         described = events.describe_rule(Name=rule)
         inputs = [t.get("Input") for t in events.list_targets_by_rule(Rule=rule)["Targets"]]
-        self.say(f"   worker stream mapping {state}; rule {rule} {described['State']}, "
-                 f"{described.get('ScheduleExpression')} -> {inputs}")
+        self.say(
+            f"   worker stream mapping {state}; rule {rule} {described['State']}, "
+            f"{described.get('ScheduleExpression')} -> {inputs}"
+        )
 
     # -- checks -------------------------------------------------------------------------
 
@@ -270,12 +321,16 @@ class Run:
             answer = api.status(attempt_id)
             if answer.get("status") != "succeeded":
                 raise AssertionError(f"{how}: the API says {answer.get('status')}")
-            self.say(f"   {how}: {attempt_id} succeeded (view and API), receipt "
-                     f"{answer.get('result', {}).get('receipt')}")
+            self.say(
+                f"   {how}: {attempt_id} succeeded (view and API), receipt "
+                f"{answer.get('result', {}).get('receipt')}"
+            )
         self.effects = self.provider.effects()
         self.requests = self.provider.requests()
-        self.say(f"   provider effects per idempotency key: {sorted(self.effects.values())}, "
-                 f"requests per key: {sorted(self.requests.values())}")
+        self.say(
+            f"   provider effects per idempotency key: {sorted(self.effects.values())}, "
+            f"requests per key: {sorted(self.requests.values())}"
+        )
         if len(self.effects) != len(self.attempts) or set(self.effects.values()) != {1}:
             raise AssertionError(f"wanted one effect per attempt, got {self.effects}")
         alarms = self.aws["cloudwatch"].describe_alarms()["MetricAlarms"]
@@ -285,14 +340,22 @@ class Run:
             raise AssertionError(f"wanted the template's alarms, none in ALARM: {states}")
         digest = self.checkpoint()
         env = self.cli_env()
-        verified = subprocess.run([self.ledger_bin, "audit", "verify", "--digest", str(digest)],
-                                  env=env, capture_output=True, text=True)
+        verified = subprocess.run(
+            [self.ledger_bin, "audit", "verify", "--digest", str(digest)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         self.say(f"   ledger audit verify: {(verified.stdout + verified.stderr).strip()}")
         if verified.returncode != 0:
             raise AssertionError("ledger audit verify failed")
         for attempt_id in self.attempts.values():
-            chain = subprocess.run([self.ledger_bin, "audit", attempt_id, "--verify"],
-                                   env=env, capture_output=True, text=True)
+            chain = subprocess.run(
+                [self.ledger_bin, "audit", attempt_id, "--verify"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if chain.returncode != 0:
                 raise AssertionError(f"ledger audit {attempt_id} --verify: {chain.stderr.strip()}")
         self.say(f"   ledger audit <attempt> --verify: {len(self.attempts)} hash chains verified")
@@ -301,8 +364,10 @@ class Run:
         """Invoke the checkpoint function as its schedule does; fetch the digest it put."""
         answer = self.aws["lambda"].invoke(
             FunctionName=self.resources["CheckpointFunction"],
-            Payload=json.dumps({"source": "aws.events", "detail-type": "Scheduled Event",
-                                "detail": {}}).encode())
+            Payload=json.dumps(
+                {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
+            ).encode(),
+        )
         payload = json.loads(answer["Payload"].read() or b"{}")
         if answer.get("FunctionError"):
             raise AssertionError(f"the checkpoint function failed: {payload}")
@@ -310,8 +375,7 @@ class Run:
         body = self.aws["s3"].get_object(Bucket=bucket, Key=payload["key"])["Body"].read()
         path = self.scratch / "checkpoint.json"
         path.write_bytes(body)
-        self.say(f"   checkpoint s3://{bucket}/{payload['key']}: "
-                 f"{payload['stream_count']} streams")
+        self.say(f"   checkpoint s3://{bucket}/{payload['key']}: {payload['stream_count']} streams")
         return path
 
     # -- helpers ------------------------------------------------------------------------
@@ -322,11 +386,20 @@ class Run:
 
     def cli_env(self) -> dict[str, str]:
         """The ``ledger`` command against the deployed table (nothing else of ours)."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("LEDGER_", "AWS_")) or k == emu.MARKER}
-        env.update({"LEDGER_STORE": "dynamodb", "LEDGER_DYNAMODB_TABLE": self.table or "unused",
-                    "AWS_ACCESS_KEY_ID": ROOT_KEY, "AWS_SECRET_ACCESS_KEY": ROOT_KEY,
-                    "AWS_DEFAULT_REGION": "us-east-1"})
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("LEDGER_", "AWS_")) or k == emu.MARKER
+        }
+        env.update(
+            {
+                "LEDGER_STORE": "dynamodb",
+                "LEDGER_DYNAMODB_TABLE": self.table or "unused",
+                "AWS_ACCESS_KEY_ID": ROOT_KEY,
+                "AWS_SECRET_ACCESS_KEY": ROOT_KEY,
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }
+        )
         if self.emulator is not None:
             env["AWS_ENDPOINT_URL"] = self.emulator.url
             env["AWS_CA_BUNDLE"] = self.emulator.ca_file
@@ -338,8 +411,9 @@ class Run:
         if logs is not None:
             try:
                 for group in logs.describe_log_groups()["logGroups"]:
-                    events = logs.filter_log_events(
-                        logGroupName=group["logGroupName"], limit=200)["events"]
+                    events = logs.filter_log_events(logGroupName=group["logGroupName"], limit=200)[
+                        "events"
+                    ]
                     for event in events[-15:]:
                         print(f"  {group['logGroupName']}: {event['message'][:300].strip()}")
             except Exception as exc:  # diagnosis must not hide the failure
@@ -367,8 +441,10 @@ class Run:
     def stop_emulator(self) -> None:
         assert self.emulator is not None
         killed = self.emulator.stop()
-        self.say(f"   emulator stopped, and {len(killed)} processes of its functions "
-                 f"killed by pid: {sorted(killed)}")
+        self.say(
+            f"   emulator stopped, and {len(killed)} processes of its functions "
+            f"killed by pid: {sorted(killed)}"
+        )
 
     def prove_nothing_left(self) -> None:
         self.leftovers = emu.marked_processes(self.marker)
@@ -380,6 +456,8 @@ class Run:
         self.torn_down_cleanly = not self.leftovers and not self.teardown_failures
 
     def summary(self) -> str:
-        return (f"attempts: {self.attempts}\n"
-                f"provider effects per key: {self.effects}\n"
-                f"provider requests per key: {self.requests}")
+        return (
+            f"attempts: {self.attempts}\n"
+            f"provider effects per key: {self.effects}\n"
+            f"provider requests per key: {self.requests}"
+        )

@@ -27,8 +27,14 @@ from tests.support.ministack import REPO_ROOT
 from tests.support.sam_template import NoManagedPolicies, load_template
 
 CODE_KEY = "ledger-functions.zip"
-TERMINAL = {"CREATE_COMPLETE", "CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED",
-            "DELETE_COMPLETE", "DELETE_FAILED"}
+TERMINAL = {
+    "CREATE_COMPLETE",
+    "CREATE_FAILED",
+    "ROLLBACK_COMPLETE",
+    "ROLLBACK_FAILED",
+    "DELETE_COMPLETE",
+    "DELETE_FAILED",
+}
 
 
 class DeployFailed(RuntimeError):
@@ -51,8 +57,12 @@ def emulator_python(ministack: str) -> str:
     """The Python version the emulator runs the functions with: its own interpreter's."""
     first = Path(ministack).read_text(errors="replace").splitlines()[0]
     interpreter = first.removeprefix("#!").split()[0] if first.startswith("#!") else sys.executable
-    found = subprocess.run([interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                           check=True, capture_output=True, text=True)
+    found = subprocess.run(
+        [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return found.stdout.strip()
 
 
@@ -62,9 +72,11 @@ def check_runtime_python() -> None:
 
     wanted, emulated = runtime_python(load_template()), emulator_python(find_executable())
     if wanted != emulated:
-        raise AssertionError(f"the template's runtime is Python {wanted} but the emulator "
-                             f"runs functions with Python {emulated}: recreate "
-                             f".venv-ministack with Python {wanted}")
+        raise AssertionError(
+            f"the template's runtime is Python {wanted} but the emulator "
+            f"runs functions with Python {emulated}: recreate "
+            f".venv-ministack with Python {wanted}"
+        )
 
 
 def refused_without_a_policy(iam: Any, url: str, ca_file: str, table: str, config: Any) -> str:
@@ -76,9 +88,14 @@ def refused_without_a_policy(iam: Any, url: str, ca_file: str, table: str, confi
     iam.create_user(UserName="e2e-no-policy")
     keys = iam.create_access_key(UserName="e2e-no-policy")["AccessKey"]
     stranger = boto3.client(
-        "dynamodb", endpoint_url=url, verify=ca_file, region_name="us-east-1",
-        aws_access_key_id=keys["AccessKeyId"], aws_secret_access_key=keys["SecretAccessKey"],
-        config=config)
+        "dynamodb",
+        endpoint_url=url,
+        verify=ca_file,
+        region_name="us-east-1",
+        aws_access_key_id=keys["AccessKeyId"],
+        aws_secret_access_key=keys["SecretAccessKey"],
+        config=config,
+    )
     try:
         stranger.get_item(TableName=table, Key={"pk": {"S": "x"}, "sk": {"N": "0"}})
     except ClientError as exc:
@@ -95,19 +112,33 @@ KEY = {"pk": {"S": "att_e2e"}, "sk": {"N": "0"}}
 ROLE_PROBES: dict[str, tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {
     "WorkerRole": (("get_item", {"Key": KEY}), ("scan", {})),
     "ProjectorRole": (
-        ("query", {"KeyConditionExpression": "pk = :pk",
-                   "ExpressionAttributeValues": {":pk": {"S": "att_e2e"}}}),
-        ("get_item", {"Key": KEY})),
+        (
+            "query",
+            {
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": "att_e2e"}},
+            },
+        ),
+        ("get_item", {"Key": KEY}),
+    ),
     "ApiRole": (("get_item", {"Key": KEY}), ("scan", {})),
     "CheckpointRole": (
-        ("query", {"IndexName": "list", "KeyConditionExpression": "list_pk = :pk",
-                   "ExpressionAttributeValues": {":pk": {"S": "heads#0"}}}),
-        ("get_item", {"Key": KEY})),
+        (
+            "query",
+            {
+                "IndexName": "list",
+                "KeyConditionExpression": "list_pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": "heads#0"}},
+            },
+        ),
+        ("get_item", {"Key": KEY}),
+    ),
 }
 
 
-def probe_roles(iam: Any, sts: Any, url: str, ca_file: str, table: str,
-                roles: Mapping[str, str], config: Any) -> list[str]:
+def probe_roles(
+    iam: Any, sts: Any, url: str, ca_file: str, table: str, roles: Mapping[str, str], config: Any
+) -> list[str]:
     """Assume each deployed role (the emulator lets the account root assume a role
     trusted by a service) and check that it may make its granted read and is
     refused the other. Returns one line per role."""
@@ -119,10 +150,15 @@ def probe_roles(iam: Any, sts: Any, url: str, ca_file: str, table: str,
         arn = iam.get_role(RoleName=roles[logical])["Role"]["Arn"]
         credentials = sts.assume_role(RoleArn=arn, RoleSessionName="e2e-probe")["Credentials"]
         client = boto3.client(
-            "dynamodb", endpoint_url=url, verify=ca_file, region_name="us-east-1",
+            "dynamodb",
+            endpoint_url=url,
+            verify=ca_file,
+            region_name="us-east-1",
             aws_access_key_id=credentials["AccessKeyId"],
             aws_secret_access_key=credentials["SecretAccessKey"],
-            aws_session_token=credentials["SessionToken"], config=config)
+            aws_session_token=credentials["SessionToken"],
+            config=config,
+        )
         getattr(client, granted[0])(TableName=table, **granted[1])
         try:
             getattr(client, refused[0])(TableName=table, **refused[1])
@@ -138,10 +174,21 @@ def probe_roles(iam: Any, sts: Any, url: str, ca_file: str, table: str,
 def package(build_dir: Path, executors_file: Path) -> Path:
     """``make -C infra/lambda package`` into ``build_dir``, zipped; the zip's path."""
     built = subprocess.run(
-        ["make", "--no-print-directory", "-s", "-C", str(REPO_ROOT / "infra" / "lambda"),
-         "package", f"ARTIFACTS_DIR={build_dir}", f"PLATFORM={host_platform()}",
-         f"PYTHON={sys.executable}", f"EXECUTORS_FILE={executors_file}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            "make",
+            "--no-print-directory",
+            "-s",
+            "-C",
+            str(REPO_ROOT / "infra" / "lambda"),
+            "package",
+            f"ARTIFACTS_DIR={build_dir}",
+            f"PLATFORM={host_platform()}",
+            f"PYTHON={sys.executable}",
+            f"EXECUTORS_FILE={executors_file}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     if built.returncode != 0:
         raise RuntimeError(f"packaging the functions failed:\n{built.stderr[-2000:]}")
@@ -189,7 +236,8 @@ def explicit_http_routes(template: Mapping[str, Any]) -> tuple[dict[str, Any], l
                 resources[logical + "Integration"] = {
                     "Type": "AWS::ApiGatewayV2::Integration",
                     "Properties": {
-                        "ApiId": {"Ref": name}, "IntegrationType": "AWS_PROXY",
+                        "ApiId": {"Ref": name},
+                        "IntegrationType": "AWS_PROXY",
                         "IntegrationUri": integration["uri"],
                         "PayloadFormatVersion": integration.get("payloadFormatVersion", "2.0"),
                     },
@@ -197,7 +245,8 @@ def explicit_http_routes(template: Mapping[str, Any]) -> tuple[dict[str, Any], l
                 resources[logical] = {
                     "Type": "AWS::ApiGatewayV2::Route",
                     "Properties": {
-                        "ApiId": {"Ref": name}, "RouteKey": route_key,
+                        "ApiId": {"Ref": name},
+                        "RouteKey": route_key,
                         "Target": {"Fn::Sub": f"integrations/${{{logical}Integration}}"},
                     },
                 }
@@ -205,8 +254,9 @@ def explicit_http_routes(template: Mapping[str, Any]) -> tuple[dict[str, Any], l
     return out, added
 
 
-def wait_for_stack(cloudformation: Any, name: str, wanted: str, seconds: float,
-                   progress: Callable[[str], None]) -> None:
+def wait_for_stack(
+    cloudformation: Any, name: str, wanted: str, seconds: float, progress: Callable[[str], None]
+) -> None:
     """Poll the stack until it is ``wanted``; any other final state fails with the
     first failed resource and its reason."""
     deadline = time.monotonic() + seconds
@@ -234,8 +284,11 @@ def wait_for_stack(cloudformation: Any, name: str, wanted: str, seconds: float,
 
 def failed_resources(cloudformation: Any, name: str) -> str:
     events = cloudformation.describe_stack_events(StackName=name)["StackEvents"]
-    failed = [f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason', '')}"
-              for e in events if str(e.get("ResourceStatus", "")).endswith("_FAILED")]
+    failed = [
+        f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason', '')}"
+        for e in events
+        if str(e.get("ResourceStatus", "")).endswith("_FAILED")
+    ]
     return "; ".join(failed[:5]) or "no resource reported a failure"
 
 

@@ -36,8 +36,13 @@ class Phases:
         return "\n".join(lines)
 
 
-def wait_until(what: str, probe: Callable[[], T | None], seconds: float,
-               say: Callable[[str], None], every: float = 0.25) -> T:
+def wait_until(
+    what: str,
+    probe: Callable[[], T | None],
+    seconds: float,
+    say: Callable[[str], None],
+    every: float = 0.25,
+) -> T:
     """Poll ``probe`` until it returns something; fail naming ``what`` at the deadline.
 
     Nothing is retried: ``probe`` only looks, and an exception from it ends the wait.

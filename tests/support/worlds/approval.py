@@ -115,21 +115,47 @@ class World:
         )
         self.put(DirectoryKind.ACTOR, actor_record_id("alice"), enabled=True)
         self.put(DirectoryKind.ACTOR, actor_record_id("bob"), enabled=True)
-        self.put(DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib1"),
-                 actor_id="alice", channel="slack", external_id="U1", active=True)
-        self.put(DirectoryKind.IDENTITY_BINDING, identity_binding_record_id("ib-bob"),
-                 actor_id="bob", channel="slack", external_id="U2", active=True)
-        self.put(DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb1"),
-                 conversation_key="conv-1", channel="slack", active=True)
-        self.put(DirectoryKind.CHANNEL_BINDING, channel_binding_record_id("cb2"),
-                 conversation_key="conv-2", channel="slack", active=True)
+        self.put(
+            DirectoryKind.IDENTITY_BINDING,
+            identity_binding_record_id("ib1"),
+            actor_id="alice",
+            channel="slack",
+            external_id="U1",
+            active=True,
+        )
+        self.put(
+            DirectoryKind.IDENTITY_BINDING,
+            identity_binding_record_id("ib-bob"),
+            actor_id="bob",
+            channel="slack",
+            external_id="U2",
+            active=True,
+        )
+        self.put(
+            DirectoryKind.CHANNEL_BINDING,
+            channel_binding_record_id("cb1"),
+            conversation_key="conv-1",
+            channel="slack",
+            active=True,
+        )
+        self.put(
+            DirectoryKind.CHANNEL_BINDING,
+            channel_binding_record_id("cb2"),
+            conversation_key="conv-2",
+            channel="slack",
+            active=True,
+        )
         for actor in ("alice", "bob"):
-            self.put(DirectoryKind.PERMISSION_GRANT, grant_record_id(actor, "tasks.write"),
-                     granted=True)
+            self.put(
+                DirectoryKind.PERMISSION_GRANT, grant_record_id(actor, "tasks.write"), granted=True
+            )
         for capability, mode in FAKE_CAPABILITIES.items():
-            self.put(DirectoryKind.EXECUTOR_BUILD,
-                     executor_build_record_id(capability, fake_build_digest(capability)),
-                     delivery_mode=mode.value, available=True)
+            self.put(
+                DirectoryKind.EXECUTOR_BUILD,
+                executor_build_record_id(capability, fake_build_digest(capability)),
+                delivery_mode=mode.value,
+                available=True,
+            )
         self.put(DirectoryKind.TARGET, target_record_id("task:42"), revision="r7")
 
     def put(self, kind: DirectoryKind, record_id: str, **values: Any) -> None:
@@ -151,8 +177,7 @@ class World:
         return sum(e.calls for e in self.executors)
 
 
-def check_approval_invariants(store: LedgerStore, proposal_ids: list[str],
-                              now: datetime) -> None:
+def check_approval_invariants(store: LedgerStore, proposal_ids: list[str], now: datetime) -> None:
     """I1-I3 read from the raw store for the given proposals."""
     for proposal_id in proposal_ids:
         proposal = store.get(Proposal, proposal_id)
@@ -161,7 +186,8 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str],
             attempt_id = derive_attempt_id(proposal_id, number, record["payload_hash"])
             stored = store.read_stream(attempt_id)
             consumed = [
-                pid for pid, p in proposal.presentations.items()
+                pid
+                for pid, p in proposal.presentations.items()
                 if p["version"] == number and p["status"] == PresentationStatus.CONSUMED.value
             ]
             if record["status"] == ProposalStatus.CLAIMED.value:

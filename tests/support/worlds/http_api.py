@@ -40,7 +40,7 @@ def flat_routes(app: FastAPI) -> Iterator[tuple[str, str, Any]]:
     """
     for route in app.routes:
         contexts = getattr(route, "effective_route_contexts", None)
-        for item in (contexts() if contexts is not None else [route]):
+        for item in contexts() if contexts is not None else [route]:
             for method in sorted(getattr(item, "methods", None) or ()):
                 if method != "HEAD":
                     yield method, item.path, item
@@ -80,8 +80,9 @@ class HttpWorld:
         return self.client.post(f"{API}/approvals", json={"token": token}, headers=headers)
 
     def revision(self, attempt_id: str) -> int:
-        view = self.client.get(f"{API}/execution-attempts/{attempt_id}",
-                               headers=self.headers("admin"))
+        view = self.client.get(
+            f"{API}/execution-attempts/{attempt_id}", headers=self.headers("admin")
+        )
         revision: int = view.json()["revision"]
         return revision
 
@@ -100,20 +101,30 @@ def build_world(client: TestClient, ledger: Ledger, bearer: Callable[..., Header
         return attempt_id
 
     world.queued = approved()
-    world.reconcilable = approved(capability="fake.correlation_lookup",
-                                  executor_build=fake_build_digest("fake.correlation_lookup"),
-                                  content={"simulate": "unsafe_receipt"})
-    world.resolvable = approved(capability="fake.operator_only",
-                                executor_build=fake_build_digest("fake.operator_only"),
-                                content={"simulate": "timeout_after_effect"})
+    world.reconcilable = approved(
+        capability="fake.correlation_lookup",
+        executor_build=fake_build_digest("fake.correlation_lookup"),
+        content={"simulate": "unsafe_receipt"},
+    )
+    world.resolvable = approved(
+        capability="fake.operator_only",
+        executor_build=fake_build_digest("fake.operator_only"),
+        content={"simulate": "timeout_after_effect"},
+    )
     for attempt_id in (world.reconcilable, world.resolvable):
         assert run_worker(ledger, attempt_id) == "outcome_unknown"
     world.token = propose_and_present(client, bearer)
-    created = client.post(f"{API}/proposals", headers=world.headers("proposer"),
-                          json={"actor_id": "alice", "spec": _spec()})
+    created = client.post(
+        f"{API}/proposals",
+        headers=world.headers("proposer"),
+        json={"actor_id": "alice", "spec": _spec()},
+    )
     world.proposal_id = created.json()["proposal_id"]
-    another = client.post(f"{API}/proposals", headers=world.headers("proposer"),
-                          json={"actor_id": "alice", "spec": _spec()})
+    another = client.post(
+        f"{API}/proposals",
+        headers=world.headers("proposer"),
+        json={"actor_id": "alice", "spec": _spec()},
+    )
     world.cancelable = another.json()["proposal_id"]
     world.decline_token = propose_and_present(client, bearer)
     return world

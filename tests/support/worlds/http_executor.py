@@ -32,15 +32,20 @@ class HttpWorld(ExecutionWorld):
             executor = self.loaded.registry.get(entry.capability, entry.build_digest)
             assert isinstance(executor, HttpExecutor)
             self.builds[entry.delivery_mode.value] = executor
-            self.put(DirectoryKind.EXECUTOR_BUILD,
-                     executor_build_record_id(entry.capability, entry.build_digest),
-                     delivery_mode=entry.delivery_mode.value, available=True)
+            self.put(
+                DirectoryKind.EXECUTOR_BUILD,
+                executor_build_record_id(entry.capability, entry.build_digest),
+                delivery_mode=entry.delivery_mode.value,
+                available=True,
+            )
 
     def approved(self, mode: str, simulate: str = "success", **content: Any) -> str:
         executor = self.builds[mode]
-        proposal_id = self.propose(capability=executor.capability,
-                                   executor_build=executor.build_digest,
-                                   content={"title": "Buy milk", **content})
+        proposal_id = self.propose(
+            capability=executor.capability,
+            executor_build=executor.build_digest,
+            content={"title": "Buy milk", **content},
+        )
         token = self.present(proposal_id).token
         return approve(self.ctx, token=token, provenance=self.who).attempt_id
 
@@ -59,11 +64,12 @@ class HttpWorld(ExecutionWorld):
         return self.provider.requests().get(self.attempt(attempt_id).idempotency_key, 0)
 
 
-def http_world(store: LedgerStore, provider: Provider, tmp_path: Path, *,
-               clock: Any = None, timeout: float = 5) -> HttpWorld:
+def http_world(
+    store: LedgerStore, provider: Provider, tmp_path: Path, *, clock: Any = None, timeout: float = 5
+) -> HttpWorld:
     clock = clock or FixedClock()
-    loaded = load_http(tmp_path, executors_toml(provider.url, timeout=timeout), provider.token,
-                       clock=clock)
+    loaded = load_http(
+        tmp_path, executors_toml(provider.url, timeout=timeout), provider.token, clock=clock
+    )
     assert {e.capability for e in loaded.registry.entries()} == set(HTTP_MODES.values())
-    return HttpWorld(store, clock=clock, registry=loaded.registry, provider=provider,
-                     loaded=loaded)
+    return HttpWorld(store, clock=clock, registry=loaded.registry, provider=provider, loaded=loaded)
