@@ -1,24 +1,50 @@
 # Thin wrappers: the real logic lives in the code. Two set-up commands on a
 # fresh machine: `make run` and `make test`.
 PYTHON ?= python3
-VENV := .venv
+# VENV and PYTHON may be given on the command line: `.ci/run` runs the fast
+# suite on other interpreters as `make test-fast VENV=.venv-py3.12 PYTHON=...`.
+VENV ?= .venv
 BIN := $(VENV)/bin
 MINISTACK_VENV := .venv-ministack
 MINISTACK_VERSION := 1.5.33
-STAMP := $(VENV)/.installed
+# Two stamps: `make run` needs the runtime dependencies only (RUN_STAMP);
+# the test, lint and bench targets add the dev and aws extras (DEV_STAMP).
+RUN_STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
 PYTEST_ARGS ?= -n auto
+comma := ,
 
-.PHONY: install run test test-fast test-containers emulator-image e2e-aws lint bench chaos clean help
+.PHONY: install install-run run test test-fast test-containers emulator-image e2e-aws lint bench chaos clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,aws]"
-	touch $(STAMP)
+# A virtual environment is installed whole or not at all. When venv or pip fails
+# (a missing wheel, no network, a full disk) or the install is interrupted, the
+# environment is removed and no stamp is written, so the next make starts afresh
+# instead of trusting half an install. A venv cannot be built elsewhere and moved
+# into place: its scripts name their interpreter by absolute path. A venv with
+# no stamp at all is such a leftover (of an older Makefile, or a kill -9), so it
+# is made anew too.
+#   $(1): what pip installs; $(2): the stamps written once it has; $(3): what it is.
+define install_venv
+	@echo "installing the ledger with $(3) into $(VENV) ($(PYTHON))"
+	@removed() { rm -rf $(VENV); echo "make: installing $(3) into $(VENV) failed; $(VENV) was removed, so the next make starts afresh" >&2; exit 1; }; \
+	trap removed INT TERM HUP; \
+	if [ ! -f $(RUN_STAMP) ]; then rm -rf $(VENV); fi; \
+	{ test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } \
+	  && $(BIN)/python -m pip install --quiet --upgrade pip \
+	  && $(BIN)/python -m pip install --quiet -e "$(1)" \
+	  || removed; \
+	touch $(2)
+endef
+
+$(RUN_STAMP): pyproject.toml
+	$(call install_venv,.,$(RUN_STAMP),its runtime dependencies)
+
+$(DEV_STAMP): pyproject.toml
+	$(call install_venv,.[dev$(comma)aws],$(RUN_STAMP) $(DEV_STAMP),the dev and aws extras)
 
 # ministack pins its own botocore, so it lives in its own virtual environment.
 $(MINISTACK):
@@ -26,18 +52,20 @@ $(MINISTACK):
 	test -x $(MINISTACK_VENV)/bin/python || $(PYTHON) -m venv $(MINISTACK_VENV)
 	$(MINISTACK_VENV)/bin/python -m pip install --quiet ministack==$(MINISTACK_VERSION)
 
-install: $(STAMP) ## create .venv and install the ledger with its dev extras
+install: $(DEV_STAMP) ## create .venv and install the ledger with its dev and aws extras (what tests and lint need)
 
-run: $(STAMP) ## run the ledger (API, worker, recovery) on the embedded store
+install-run: $(RUN_STAMP) ## create .venv and install the ledger with its runtime dependencies only
+
+run: $(RUN_STAMP) ## run the ledger (API, worker, recovery) on the embedded store
 	$(BIN)/ledger serve
 
-lint: $(STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/ and api/), import-linter
+lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/ and api/), import-linter
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy domain projections adapters api
 	$(BIN)/lint-imports
 
-test: $(STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite
+test: $(DEV_STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite
 	$(BIN)/pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-containers CONTAINERS_OPTIONAL=1
 
@@ -46,7 +74,7 @@ test: $(STAMP) $(MINISTACK) lint ## install, start what tests need, run the whol
 # one line says why they were skipped. Then no emulator container may be left.
 # The socket check first keeps a machine without Docker from paying for the probe.
 EMULATOR_PROBE := $(BIN)/python -m tests.support.emulator_container
-test-containers: $(STAMP) ## the DynamoDB suite on the emulator in a container (needs Docker)
+test-containers: $(DEV_STAMP) ## the DynamoDB suite on the emulator in a container (needs Docker)
 	@if [ -z "$$DOCKER_HOST" ] && [ ! -S /var/run/docker.sock ]; then \
 	  echo "SKIPPED: the DynamoDB suite on containers: no Docker engine (no DOCKER_HOST, no /var/run/docker.sock)"; \
 	  [ -n "$(CONTAINERS_OPTIONAL)" ]; exit $$?; \
@@ -71,15 +99,15 @@ emulator-image: ## build the emulator's image locally (root, Docker; no image re
 # the worker with the http executor, the projector, the recovery schedule, the
 # audit checkpoint. Needs the package registry for the functions' wheels.
 # See docs/aws-emulator.md.
-e2e-aws: $(STAMP) $(MINISTACK) ## deploy the SAM stack into the emulator and drive it end to end
+e2e-aws: $(DEV_STAMP) $(MINISTACK) ## deploy the SAM stack into the emulator and drive it end to end
 	$(BIN)/python -m tests.support.aws_stack
 
-test-fast: $(STAMP) $(MINISTACK) ## the inner loop: every test not marked slow, in parallel
+test-fast: $(DEV_STAMP) $(MINISTACK) ## the inner loop: every test not marked slow, in parallel
 	$(BIN)/pytest -n auto -m "not slow"
 
 # Arguments of one script in the same loop: bench_application also records the
 # profile that says where a lifecycle's time goes.
-bench: $(STAMP) $(MINISTACK) ## run the benchmarks and write bench/results/
+bench: $(DEV_STAMP) $(MINISTACK) ## run the benchmarks and write bench/results/
 	@for script in bench/bench_*.py; do \
 	  case $$script in bench/bench_application.py) args=--profile;; *) args=;; esac; \
 	  echo "== $$script $$args"; $(BIN)/python $$script $$args || exit 1; \
@@ -93,7 +121,7 @@ CHAOS_DYNAMODB ?= 50
 LOAD_PROPOSALS ?= 100
 CHAOS_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-chaos: $(STAMP) $(MINISTACK) ## randomized schedules checking I1-I9 (SEED=<n> replays one)
+chaos: $(DEV_STAMP) $(MINISTACK) ## randomized schedules checking I1-I9 (SEED=<n> replays one)
 ifdef SEED
 	PYTHONHASHSEED=0 $(BIN)/python -m tests.chaos --seed $(SEED) --store $(or $(STORE),mixed) --trace
 else
