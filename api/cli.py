@@ -32,6 +32,31 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from api.version import package_version
+
+        typer.echo(f"ledger {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the installed version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Event-sourced execution ledger: approved external actions, executed at most once."""
+
+
 app.add_typer(dynamodb_app, name="dynamodb")
 app.add_typer(projections_app, name="projections")
 app.add_typer(executors_app, name="executors")

@@ -35,6 +35,7 @@ from api.http.routers import (
     proposals,
     webhooks,
 )
+from api.version import package_version
 
 API_PREFIX = "/api/conversational"
 
@@ -59,7 +60,7 @@ def create_app(
     app = FastAPI(
         title="Execution ledger",
         summary="Approved external actions, executed at most once, audited by construction.",
-        version="0.1.0",
+        version=package_version(),
         docs_url="/docs",
         openapi_url="/openapi.json",
         redoc_url=None,
