@@ -56,8 +56,9 @@ install: $(DEV_STAMP) ## create .venv and install the ledger with its dev and aw
 
 install-run: $(RUN_STAMP) ## create .venv and install the ledger with its runtime dependencies only
 
-run: $(RUN_STAMP) ## run the ledger (API, worker, recovery) on the embedded store
-	$(BIN)/ledger serve
+PORT ?= 8000
+run: $(RUN_STAMP) ## run the ledger (API, worker, recovery) on the embedded store (PORT=8000)
+	$(BIN)/ledger serve --port $(PORT)
 
 lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/ and api/), import-linter
 	$(BIN)/ruff check .
