@@ -131,5 +131,5 @@ else
 	$(BIN)/python -m tests.hardening.load --proposals $(LOAD_PROPOSALS)
 endif
 
-clean: ## remove virtual environments and local state
-	rm -rf $(VENV) $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache
+clean: ## remove the virtual environments (the other Pythons' too) and local state
+	rm -rf $(VENV) .venv-py3.* $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache
