@@ -10,6 +10,10 @@ failed_safe | manually_resolved(no_effect) -> effect_after_no_effect
                                               (a success observed afterwards)
 ```
 
+A provider's "nothing was written" is proof of no effect only on the first
+dispatch: a re-send's refusal speaks for that request alone, while the earlier
+dispatch whose answer was lost may have landed (``no_write_is_proof``).
+
 A lookup's "not applied" is proof only once no call of the dispatching
 generation can still be in flight: the dispatch marker records the call's
 deadline and the executor build's settle window after it (``settles_at``);
@@ -162,6 +166,14 @@ class ExecutionAttempt(LedgerAggregate):
     def dispatched(self) -> bool:
         """True once any generation has marked dispatch: an effect may exist."""
         return self.dispatch_started_at is not None
+
+    @property
+    def no_write_is_proof(self) -> bool:
+        """Whether a provider's "this request wrote nothing" proves the attempt had no
+        effect: only for its first dispatch. A re-send's refusal (a 401 after a
+        credential rotation, a 422 for a reused key) says nothing of what an
+        earlier dispatch, whose answer was lost, did."""
+        return self.dispatch_count <= 1
 
     def lease_expired(self, now: datetime) -> bool:
         return self.lease_expires_at is not None and is_past(self.lease_expires_at, now)
@@ -350,6 +362,8 @@ class ExecutionAttempt(LedgerAggregate):
         without_marker_ok = status is AttemptStatus.FAILED_SAFE and not self.dispatched
         if self.dispatched_generation != generation and not without_marker_ok:
             raise IllegalTransition("A result needs this generation's dispatch marker.")
+        if status is AttemptStatus.FAILED_SAFE and not self.no_write_is_proof:
+            raise IllegalTransition("A re-send's refusal is no proof of no effect.")
         self._record(
             now,
             status.value,

@@ -180,7 +180,8 @@ class Forbidden(LedgerError):
 
 
 class ExecutorNoEffect(LedgerError):
-    """The provider proved that nothing was written (safe to call it failed_safe).
+    """The provider proved that this request wrote nothing (failed_safe on an attempt's
+    first dispatch; on a re-send it proves nothing of the earlier dispatches).
 
     ``reason_code`` is a bounded, content-free code kept on the attempt
     (``provider_no_write`` when the executor names none).
@@ -192,6 +193,16 @@ class ExecutorNoEffect(LedgerError):
     def __init__(self, detail: str | None = None, *, reason_code: str = "provider_no_write"):
         super().__init__(detail)
         self.reason_code = reason_code
+
+
+class ExecutorKeyReused(ExecutorNoEffect):
+    """The provider refused the request because its idempotency key was used before
+    (the http executor: a 422). That request wrote nothing; on a re-send it is
+    evidence that an earlier dispatch landed, never a proof of no effect. Its code
+    is its parent's: it never reaches a caller, and maps the same way if it did.
+    """
+
+    default_detail = "The provider reported that the idempotency key was already used."
 
 
 class ExecutorOutcomeUncertain(LedgerError):

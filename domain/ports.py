@@ -72,6 +72,12 @@ class Executor(Protocol):
     wire) declares that window as an optional ``settle_seconds: float``
     attribute (read with ``getattr``, default 0.0): a read-only lookup's "not
     applied" is trusted only once the deadline plus that window has passed.
+
+    The contract on answers: raise ``ExecutorNoEffect`` only when the provider
+    proved that this request wrote nothing, and ``ExecutorKeyReused`` when it
+    refused the request because the idempotency key was used before. Either
+    proves no effect only on an attempt's first dispatch; on a re-send the
+    earlier dispatch may have landed, and the answer is ambiguous.
     """
 
     capability: str

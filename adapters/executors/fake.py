@@ -2,8 +2,10 @@
 
 Behaviour is chosen by the spec's ``content["simulate"]``: ``success`` (default),
 ``no_write_error``, ``timeout_before_effect``, ``timeout_after_effect``,
-``unsafe_receipt``, ``slow`` and ``lookup_unknown`` (succeeds, but the
-reconciler cannot tell). ``slow`` takes the time it names
+``unsafe_receipt``, ``slow``, ``lookup_unknown`` (succeeds, but the
+reconciler cannot tell), ``resend_rejected`` and ``resend_key_reused`` (applies,
+the answer is lost, and a later call with the key is refused: a rotated
+credential's 401, a reused key's 422). ``slow`` takes the time it names
 (``content["slow_seconds"]``, default: until one second past the deadline) on
 the injected clock, never in real time, then applies the effect and answers; on
 a clock that cannot be moved (the system clock) it applies the effect and
@@ -31,7 +33,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 from adapters.executors.registry import StaticExecutorRegistry
 from domain.directory import DeliveryMode
-from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain
+from domain.errors import ExecutorKeyReused, ExecutorNoEffect, ExecutorOutcomeUncertain
 from domain.ports import Clock, ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 from domain.spec import sha256_tag
 
@@ -45,6 +47,11 @@ FAKE_CAPABILITIES: dict[str, DeliveryMode] = {
 # without bound; counts of calls stay exact.
 MAX_RECORDS = 100_000
 MAX_SLOW_SECONDS = 86_400
+# A later call with a key that has an effect is refused: (error, reason code).
+RESEND_REFUSALS: dict[str, tuple[type[ExecutorNoEffect], str]] = {
+    "resend_rejected": (ExecutorNoEffect, "provider_rejected_401"),
+    "resend_key_reused": (ExecutorKeyReused, "provider_rejected_422"),
+}
 # The page cache of the file-backed ledger's connection, in KiB.
 CACHE_KIB = 256
 
@@ -320,6 +327,9 @@ class FakeExecutor:
         mode = _simulate(request)
         took_time = mode == "slow" and self._take_time(request)
         idempotent = self.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY
+        if mode in RESEND_REFUSALS and self.ledger.first(key) is not None:
+            error, reason_code = RESEND_REFUSALS[mode]
+            raise error(reason_code=reason_code)  # this request writes nothing
         if idempotent:
             previous = self.ledger.first(key)
             if previous is not None:
@@ -330,7 +340,8 @@ class FakeExecutor:
             raise ExecutorOutcomeUncertain()
         # The provider dedups by key at the moment it applies (a late call too).
         receipt = self.ledger.apply(key, self._receipt(request), once=idempotent)
-        if mode == "timeout_after_effect" or (mode == "slow" and not took_time):
+        lost = mode == "timeout_after_effect" or mode in RESEND_REFUSALS
+        if lost or (mode == "slow" and not took_time):
             raise ExecutorOutcomeUncertain()
         if mode == "unsafe_receipt":
             return ExecutionReceipt({**receipt, "api_secret": "sk_live_canary_do_not_store"})

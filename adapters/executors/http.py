@@ -10,9 +10,11 @@ operation gets only the time that is left. Answers are read up to a bound, so
 a huge answer is never held whole.
 
 Classification: 2xx is success and the receipt is cut to the configured JSON
-pointers; 4xx other than 408, 409, 425 and 429 proves no write (failed_safe);
-everything else (timeout, reset, 5xx, 3xx, 408/409/425/429) is ambiguous and
-follows the delivery mode.
+pointers; 4xx other than 408, 409, 425 and 429 proves that this request wrote
+nothing (``ExecutorNoEffect``: failed_safe on the first dispatch only), a 422
+being the provider's "key already used" (``ExecutorKeyReused``: on a re-send,
+evidence of an earlier effect); everything else (timeout, reset, 5xx, 3xx,
+408/409/425/429) is ambiguous and follows the delivery mode.
 """
 
 from __future__ import annotations
@@ -32,11 +34,17 @@ import httpx
 from adapters.executors.digest import build_digest, code_identity
 from adapters.executors.http_config import HttpConfigError, HttpExecutorConfig, UrlTemplate
 from domain.canonical import canonical_json
-from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain, ExecutorReceiptUnusable
+from domain.errors import (
+    ExecutorKeyReused,
+    ExecutorNoEffect,
+    ExecutorOutcomeUncertain,
+    ExecutorReceiptUnusable,
+)
 from domain.ports import Clock, ExecutionReceipt, ExecutionRequest, ReconcileAnswer
 
 KIND = "http"
 AMBIGUOUS_4XX = frozenset({408, 409, 425, 429})
+KEY_REUSED = 422  # the IETF Idempotency-Key draft: the key was used with another request
 MIN_SECONDS = 0.05  # less time than this left: do not start a request at all
 USER_AGENT = "execution-ledger-http-executor"
 
@@ -279,6 +287,8 @@ class HttpExecutor:
                     return ExecutionReceipt(cut_receipt(raw, keys))
         except httpx.HTTPError:
             raise ExecutorOutcomeUncertain() from None
+        if status == KEY_REUSED:
+            raise ExecutorKeyReused(reason_code=f"provider_rejected_{status}")
         if 400 <= status < 500 and status not in AMBIGUOUS_4XX:
             raise ExecutorNoEffect(reason_code=f"provider_rejected_{status}")
         raise ExecutorOutcomeUncertain()

@@ -17,6 +17,7 @@ from domain.attempt import AttemptStatus, ExecutionAttempt
 from domain.directory import DeliveryMode
 from domain.errors import (
     ConcurrencyConflict,
+    ExecutorKeyReused,
     ExecutorNoEffect,
     ExecutorReceiptUnusable,
     IllegalTransition,
@@ -114,22 +115,42 @@ class Answer:
     receipt: dict[str, Any] | None = None
 
 
-def judge_call(call: Callable[[], ExecutionReceipt], mode: DeliveryMode) -> Answer | None:
+def judge_call(call: Callable[[], ExecutionReceipt], attempt: ExecutionAttempt) -> Answer | None:
     """Run the call and judge its answer; None when it is ambiguous and the delivery
-    mode leaves it to recovery (a retry with the same key, or a lookup)."""
+    mode leaves it to recovery (a retry with the same key, or a lookup).
+
+    ``attempt`` is the attempt with this call's dispatch marker: a "nothing was
+    written" answer proves no effect only on its first dispatch.
+    """
+    mode = attempt.delivery_mode
     try:
         answer = call()
     except ExecutorNoEffect as no_effect:
-        return Answer(AttemptStatus.FAILED_SAFE, bounded(no_effect.reason_code))
+        if attempt.no_write_is_proof:
+            return Answer(AttemptStatus.FAILED_SAFE, bounded(no_effect.reason_code))
+        if isinstance(no_effect, ExecutorKeyReused):
+            # Evidence that an earlier dispatch landed: a lookup may confirm it; a
+            # re-send would only be refused again.
+            return uncertain(mode, "resend_key_reused", retry=False)
+        # A refusal of this request alone (a rotated credential, a rule changed).
+        return uncertain(mode, "resend_refused")
     except ExecutorReceiptUnusable as unusable:
         # Applied by the provider's word, but nothing safe to store: a human decides.
         return Answer(AttemptStatus.OUTCOME_UNKNOWN, bounded(unusable.reason_code))
     except Exception:  # timeout, lost response, deadline, provider error: uncertain
-        if mode is not DeliveryMode.OPERATOR_RECONCILIATION_ONLY:
-            # Recovery retries with the same key, or looks it up, after the lease.
-            return None
-        return Answer(AttemptStatus.OUTCOME_UNKNOWN, "executor_outcome_uncertain")
+        return uncertain(mode, "executor_outcome_uncertain")
     receipt = validate_receipt(answer.data)
     if receipt is None:
         return Answer(AttemptStatus.OUTCOME_UNKNOWN, "unsafe_receipt")
     return Answer(AttemptStatus.SUCCEEDED, receipt=receipt)
+
+
+def uncertain(mode: DeliveryMode, reason: str, *, retry: bool = True) -> Answer | None:
+    """The delivery mode's rule for an outcome nobody can tell: recovery retries with
+    the same key (``retry``, within the dispatch budget) or looks it up after the
+    lease (None); otherwise a human decides."""
+    if mode is DeliveryMode.CORRELATION_LOOKUP:
+        return None
+    if mode is DeliveryMode.PROVIDER_IDEMPOTENCY and retry:
+        return None
+    return Answer(AttemptStatus.OUTCOME_UNKNOWN, reason)

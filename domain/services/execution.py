@@ -187,9 +187,7 @@ class Worker:
             idempotency_key=attempt.idempotency_key,
             deadline=deadline,
         )
-        answer = judge_call(
-            lambda: self._call(checked.executor, request, generation), attempt.delivery_mode
-        )
+        answer = judge_call(lambda: self._call(checked.executor, request, generation), attempt)
         if answer is None:
             return Outcome.PENDING
         self.crash_hook(CrashPoint.AFTER_RESPONSE, attempt.id)

@@ -4,6 +4,7 @@ python -m tests.chaos --schedules 10000 --jobs 2     # memory + SQLite, mixed
 python -m tests.chaos --seed 1234 --trace            # replay one schedule
 python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
 python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
+python -m tests.chaos --schedules 300 --plant resend-no-write-proof   # likewise
 """
 
 from __future__ import annotations
@@ -36,15 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     parser.add_argument(
         "--plant",
-        choices=("old-lookup-rule",),
+        choices=("old-lookup-rule", "resend-no-write-proof"),
         help="re-introduce a known bug (the run must then find violations): "
-        "old-lookup-rule trusts a lookup's 'not applied' at lease expiry",
+        "old-lookup-rule trusts a lookup's 'not applied' at lease expiry; "
+        "resend-no-write-proof takes a re-send's refusal for a proof of no effect",
     )
     args = parser.parse_args(argv)
     if args.plant == "old-lookup-rule":
         from tests.chaos.late import plant_old_lookup_rule
 
         plant_old_lookup_rule()
+    elif args.plant == "resend-no-write-proof":
+        from tests.chaos.late import plant_resend_no_write_proof
+
+        plant_resend_no_write_proof()
 
     if args.store == "dynamodb":
         return _dynamodb(args)
@@ -131,6 +137,8 @@ def _report_many(
         "client:",
         "overrun:",
         "landing:",
+        "credential:",
+        "resend:",
         "final:",
         "refused:",
     ):

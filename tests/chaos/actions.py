@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from adapters.executors.fake import fake_build_digest
+from adapters.executors.fake import EffectLedger, fake_build_digest
 from adapters.store import LedgerStore
 from domain.attempt import ExecutionAttempt
 from domain.directory import DirectoryRecord, target_record_id
@@ -61,6 +61,9 @@ class Actions:
     deliveries: list[str]
     projection_hints: list[str]
     actors: list[Actor]
+    effects: EffectLedger
+    admin_saw: dict[str, int]
+    credential_rotated: bool
 
     def count(self, name: str) -> None:
         raise NotImplementedError
@@ -84,6 +87,7 @@ class Actions:
             (20 if overrunning else 5, "recover", self.do_recover),
             (7, "clock", self.do_clock),
             (2, "directory", self.do_directory),
+            (4 if self.credential_rotated else 1, "credentials", self.do_credentials),
             (have_attempts, "reconcile", self.do_reconcile),
             (have_attempts, "resolve", self.do_resolve),
             (3 if self.projection_hints else 0, "project", self.do_project),
@@ -259,6 +263,13 @@ class Actions:
         put_record(self.chaos, self.clock, kind=kind, record_id=record_id, values=values)
         return f"{record_id} {values}"
 
+    def do_credentials(self) -> str | None:
+        """The provider's credential is rotated (it refuses every request with a 401,
+        writing nothing), or the ledger is given the new one."""
+        self.credential_rotated = not self.credential_rotated
+        self.count("credential:rotated" if self.credential_rotated else "credential:restored")
+        return "rotated: the provider answers 401" if self.credential_rotated else "restored"
+
     def pick_attempt(self) -> ExecutionAttempt | None:
         if not self.attempts:
             return None
@@ -281,6 +292,10 @@ class Actions:
             return "no attempt"
         revision = attempt.revision - (1 if self.rng.random() < 0.2 else 0)
         outcome = self.rng.choice(("effect_applied", "no_effect"))
+        if outcome == "no_effect":
+            # What "checked the provider console" showed (the verdict may still be wrong).
+            seen = self.effects.effect_count(attempt.idempotency_key)
+            self.admin_saw[attempt.id] = max(self.admin_saw.get(attempt.id, 0), seen)
         settled = resolve(
             self.ctx,
             attempt_id=attempt.id,

@@ -70,6 +70,7 @@ class Actor:
         self.error: BaseException | None = None
         self.parked_at: str = "start"
         self.attempt: str | None = None  # the attempt whose executor call it made last
+        self.late_key: str | None = None  # a key its call landed past the deadline for
         self._thread = threading.Thread(
             target=self._run, name=f"actor-{number}-{name}", daemon=True
         )

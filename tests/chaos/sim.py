@@ -6,7 +6,9 @@ lossy, duplicating, reordering stream, recovery ticks, clock jumps past lease
 expiry, crashes at the five boundaries (and at any commit), ambiguous commits
 (applied, then reported as failed), admin reconcile / resolve, directory
 changes and the projector, and executor calls that outlive their deadline
-(the worker waits on, or gives up and the provider lands the effect later).
+(the worker waits on, or gives up and the provider lands the effect later),
+and a provider that refuses every request while its credential is rotated, or
+refuses a re-send after an earlier dispatch landed (a 401, a reused key's 422).
 Every action is an actor on its own thread, but only one runs at a time
 (``tests.chaos.interleave``): at every commit, read, executor call and worker
 crash point an actor may park while others start or resume, so the races the
@@ -14,9 +16,10 @@ real system's processes can have are schedules here, and the same seed always
 gives the same run.
 
 After every step the oracle checks I1-I9 on the raw store, and that no
-attempt is ``failed_safe`` while the fake provider holds an effect for its
-key; at the end the fake effect ledger is checked and recovery must settle
-every attempt.
+attempt is settled as "no effect" (``failed_safe``, or resolved ``no_effect``
+without the admin having seen it) while the fake provider holds an effect for
+its key, unless it was flagged ``effect_after_no_effect``; at the end the
+fake effect ledger is checked and recovery must settle every attempt.
 """
 
 from __future__ import annotations
@@ -135,6 +138,10 @@ class Simulation(Actions, LateEffects):
         self.returned: dict[str, int | None] = {}  # attempt -> generation whose call answered
         self.landings: list[Landing] = []  # abandoned calls the provider may still land
         self.overdue: list[Landing] = []  # ... past their settle window
+        self.admin_saw: dict[str, int] = {}  # effects seen before resolving no_effect
+        self.unseen: set[str] = set()  # keys with an effect no answer will ever report
+        self.reporting: set[str] = set()  # keys whose landed call is still answering
+        self.credential_rotated = False  # the provider refuses every request (401)
         self.counts: dict[str, int] = {}
 
     # -- randomness --------------------------------------------------------
@@ -155,6 +162,8 @@ class Simulation(Actions, LateEffects):
 
     def arm(self, on: bool) -> None:
         self.armed = on
+        if not on:
+            self.credential_rotated = False  # the ledger is given the new credential
         if self.on_arm is not None:
             self.on_arm(on)
 
@@ -276,6 +285,11 @@ class Simulation(Actions, LateEffects):
         actor.join()
         self.actors.remove(actor)
         error, name = actor.error, actor.name
+        if actor.late_key is not None and error is not None:
+            # A call landed late, then the worker crashed or the store failed before
+            # its answer was written: nobody can learn of that effect any more.
+            self.count("landing:answer_lost")
+            self.unseen.add(actor.late_key)
         if error is None:
             if actor.result:
                 self.trace.append(f"  #{actor.number} -> {actor.result}")
@@ -416,6 +430,7 @@ class Simulation(Actions, LateEffects):
                 expect(calls <= 1, f"{attempt_id}: {calls} calls in {summary.mode.value}")
             self.projector.project_attempt(attempt_id)
             self.count(f"final:{summary.status}")
+        self.check_no_late_effect_lost()
         self.oracle.check_views(self.attempts, exact=True)
 
     def digest(self) -> str:

@@ -140,3 +140,23 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
     seed = first_seed_caught("was only observed, not flagged")
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
+
+
+def test_the_oracle_catches_a_refused_re_send_recorded_as_no_effect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 26.1's planted bug: with the old rule back (a re-send's "nothing was
+    written" proves no effect), a re-send refused after an earlier dispatch landed (a
+    rotated credential's 401, a reused key's 422) is recorded failed_safe. The model
+    of the stream finds it; with that check off, so does the check of the provider's
+    effects after every step. The same seeds pass with the rule in place."""
+    from domain.attempt import ExecutionAttempt
+    from tests.support import stream_checks
+
+    monkeypatch.setattr(ExecutionAttempt, "no_write_is_proof", property(lambda self: True))
+    by_model = first_seed_caught("failed_safe from a re-send's refusal")
+    monkeypatch.setattr(stream_checks, "check_no_write_proof", lambda *args: None)
+    by_effect = first_seed_caught("failed_safe while the provider holds an effect for its key")
+    monkeypatch.undo()
+    assert run_schedule(by_model, "memory").ok
+    assert run_schedule(by_effect, "memory").ok

@@ -55,6 +55,8 @@ SIMULATE = ("success",) * 5 + (
     "unsafe_receipt",
     "slow",
     "lookup_unknown",
+    "resend_rejected",
+    "resend_key_reused",
 )
 # (kind, record id, good values, ways it can be wrong)
 DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any], tuple[dict[str, Any], ...]], ...] = (
@@ -153,6 +155,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "directory": frozenset({"concurrency_conflict", "store_unavailable"}),
     "project": frozenset({"store_unavailable"}),
     "clock": frozenset(),
+    "credentials": frozenset(),
     "land": frozenset({"store_unavailable"}),
 }
 WORKER_ACTIONS = ("deliver", "recover")

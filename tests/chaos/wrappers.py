@@ -3,8 +3,8 @@
 ``ChaosStore`` parks the running actor before commits and reads, injects
 ambiguous commits (applied, then reported as failed), crashes around commits,
 and tells the simulation about every successful commit. ``ChaosExecutor``
-checks every call (I4-I6), may park, and may crash after the provider
-applied the effect (boundary d).
+checks every call (I4-I6), may park, may crash after the provider applied
+the effect (boundary d), and answers a 401 while the credential is rotated.
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ from adapters.executors.fake import FakeExecutor
 from adapters.store import LedgerStore
 from domain.attempt import ExecutionAttempt
 from domain.directory import DeliveryMode
-from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain, StoreUnavailable
+from domain.errors import (
+    ExecutorKeyReused,
+    ExecutorNoEffect,
+    ExecutorOutcomeUncertain,
+    StoreUnavailable,
+)
 from domain.ports import Commit, DuePage, ExecutionReceipt, ExecutionRequest
 from domain.proposal import Proposal
 from domain.services.execution import SimulatedCrash
@@ -122,7 +127,7 @@ class ChaosExecutor:
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         sim = self.sim
-        generation = check_call(sim, request)
+        generation, dispatch = check_call(sim, request)
         if sim.baton.holder is not None:
             sim.baton.holder.attempt = request.attempt_id
         sim.calls.setdefault(request.idempotency_key, []).append(request.attempt_id)
@@ -134,26 +139,45 @@ class ChaosExecutor:
         error: Exception | None = None
         receipt: ExecutionReceipt | None = None
         try:
+            if sim.credential_rotated:
+                # The provider no longer takes our credential: this request writes nothing.
+                raise ExecutorNoEffect(reason_code="provider_rejected_401")
             receipt = self.inner.execute(request)
         except Exception as exc:  # the worker sees it; the simulation only looks
             error = exc
+        if isinstance(error, ExecutorNoEffect) and dispatch > 1:
+            landed = sim.effects.effect_count(request.idempotency_key) > 0
+            sim.count("resend:refused_after_effect" if landed else "resend:refused")
         if sim.roll(sim.profile.crash_rate):
             sim.count("crash:after_effect")
             sim.note("crash (d): the provider answered, the worker died")
             sim.forget_answer()
             raise SimulatedCrash("after effect")
         sim.yield_point("executor_after")
-        definite = (
-            error is None
-            or isinstance(error, ExecutorNoEffect)
-            or self.delivery_mode is DeliveryMode.OPERATOR_RECONCILIATION_ONLY
-        )
-        if definite:
+        if self.definite(error, dispatch):
             sim.returned[request.attempt_id] = generation
         if error is not None:
             raise error
         assert receipt is not None
         return receipt
+
+    def definite(self, error: Exception | None, dispatch: int) -> bool:
+        """Whether the worker must record a result for this answer under its lease.
+
+        A "nothing was written" answer is a result on the first dispatch; on a re-send
+        a provider-idempotent attempt records one only for a reused key (evidence of
+        the earlier effect), and otherwise leaves it to recovery (issue 26.1).
+        """
+        if error is None or self.delivery_mode is DeliveryMode.OPERATOR_RECONCILIATION_ONLY:
+            return True
+        if not isinstance(error, ExecutorNoEffect):
+            return False
+        if dispatch == 1:
+            return True
+        return (
+            isinstance(error, ExecutorKeyReused)
+            and self.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY
+        )
 
     def _overrun(self, request: ExecutionRequest, generation: int | None) -> ExecutionReceipt:
         sim = self.sim
@@ -176,11 +200,18 @@ class ChaosExecutor:
             sim.count("landing:never")
             raise ExecutorOutcomeUncertain()  # it never reached the provider
         sim.count("landing:late")
-        return self.inner.execute(request)  # lands now; the worker may only observe it
+        # Lands now; the worker may only observe it.
+        landed: ExecutionReceipt = sim.watch_landing(
+            request, lambda: self.inner.execute(request), observed=True
+        )
+        if actor is not None:
+            actor.late_key = request.idempotency_key  # its answer is on the way
+        return landed
 
 
-def check_call(sim: Simulation, request: ExecutionRequest) -> int | None:
-    """I4, I5 and I6 at the moment the executor is called; returns the generation."""
+def check_call(sim: Simulation, request: ExecutionRequest) -> tuple[int | None, int]:
+    """I4, I5 and I6 at the moment the executor is called; returns the generation and
+    the number of this dispatch (1 for the attempt's first)."""
     expect(
         sim.current_action() in WORKER_ACTIONS, f"executor called from {sim.current_action()} (I6)"
     )
@@ -199,6 +230,7 @@ def check_call(sim: Simulation, request: ExecutionRequest) -> int | None:
     )
     marked = False
     generation: int | None = None
+    dispatches = 0
     for event in sim.store.events(attempt.id):
         data = event.data()  # type: ignore[attr-defined]
         if event_type(event) == "Leased":  # type: ignore[arg-type]
@@ -206,6 +238,7 @@ def check_call(sim: Simulation, request: ExecutionRequest) -> int | None:
             deadline -= timedelta(seconds=POLICY.deadline_margin_seconds)
             generation = data["generation"] if deadline == request.deadline else None
         elif event_type(event) == "DispatchStarted":  # type: ignore[arg-type]
+            dispatches += 1
             marked = marked or data["generation"] == generation
     expect(marked, f"{attempt.id}: executor called without its generation's marker (I5)")
-    return generation
+    return generation, dispatches

@@ -8,7 +8,8 @@ Run it as a real process: ``python -m tests.support.provider --port N``.
   effect); the same key with a different body gets 422; a request while another
   with the same key is in flight gets 409. No key: 400.
 - ``GET /v1/by-key/<key>``: 200 with the stored answer, or 404 (no effect).
-- ``GET /_effects``: the per-key effect and request counters, for tests.
+- ``GET /_effects``: the per-key effect, request and unauthorized-write counters,
+  for tests.
 - ``GET /_health``.
 - When ``--token-env NAME`` is given, every ``/v1`` request needs
   ``Authorization: Bearer <value of NAME>`` (401 otherwise, no effect).
@@ -22,8 +23,12 @@ the connection without an answer), ``late_answer`` (apply, then answer after
 ``hang`` (no effect, answer nothing for ``"delay"`` seconds), ``trickle`` (apply,
 send the headers, then the body one byte at a time over ``"delay"`` seconds),
 ``echo_auth`` (apply, answer with the request's Authorization value as
-``status``). A fault fires for the first ``"fault_times"`` requests of its key
-(default 1); later requests with that key are served normally.
+``status``), ``drop_then_reject`` (apply, close the connection without an
+answer; from then on every write with that key is refused with
+``"reject_status"``, default 401: a credential rotated or a key the provider
+will not accept again, 422 answering as for a reused key). A fault fires for
+the first ``"fault_times"`` requests of its key (default 1); later requests
+with that key are served normally.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 from urllib.parse import unquote
 
 MAX_BODY = 1024 * 1024
+REFUSALS = {401: "unauthorized", 422: "idempotency_key_reused_with_another_body"}
 
 
 class ProviderState:
@@ -53,7 +59,9 @@ class ProviderState:
         self.in_flight: set[str] = set()
         self.effects: dict[str, int] = {}
         self.requests: dict[str, int] = {}
+        self.unauthorized: dict[str, int] = {}  # writes refused for their credential, by key
         self.faults_fired: dict[str, int] = {}
+        self.refusals: dict[str, int] = {}  # key -> the status every later write gets
         self.lookups = 0
         self.next_id = 0
         self.connections: set[tuple[str, int]] = set()
@@ -94,6 +102,7 @@ class Handler(BaseHTTPRequestHandler):
                     {
                         "effects": state.effects,
                         "requests": state.requests,
+                        "unauthorized": state.unauthorized,
                         "lookups": state.lookups,
                         "paths": state.paths,
                         "connections": len(state.connections),
@@ -137,10 +146,13 @@ class Handler(BaseHTTPRequestHandler):
         if not self.path.startswith("/v1/"):
             self._send(404, {"error": "no_route"})
             return
+        key = self.headers.get("Idempotency-Key")
         if not self._authorized():
+            if key:
+                with state.lock:
+                    state.unauthorized[key] = state.unauthorized.get(key, 0) + 1
             self._send(401, {"error": "unauthorized"})
             return
-        key = self.headers.get("Idempotency-Key")
         if not key:
             self._send(400, {"error": "idempotency_key_missing"})
             return
@@ -153,13 +165,19 @@ class Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests[key] = state.requests.get(key, 0) + 1
             stored = state.answers.get(key)
-            if key in state.in_flight:
+            refusal = state.refusals.get(key)
+            if refusal is not None:
+                verdict = "refused"
+            elif key in state.in_flight:
                 verdict = "in_flight"
             elif stored is not None:
                 verdict = "stored"
             else:
                 verdict = "new"
                 state.in_flight.add(key)
+        if refusal is not None:
+            self._send(refusal, {"error": REFUSALS.get(refusal, "rejected")})
+            return
         if verdict == "in_flight":
             self._send(409, {"error": "request_in_progress"})
             return
@@ -219,7 +237,9 @@ class Handler(BaseHTTPRequestHandler):
             }
             encoded = json.dumps(answer).encode()
             state.answers[key] = (201, encoded, fingerprint)
-        if fault == "drop_after_effect":
+            if fault == "drop_then_reject":
+                state.refusals[key] = int(body.get("reject_status", 401))
+        if fault in ("drop_after_effect", "drop_then_reject"):
             self._drop()
         elif fault == "late_answer":
             time.sleep(delay)

@@ -42,6 +42,11 @@ class Provider:
         found: dict[str, int] = self._get("/_effects")["requests"]
         return found
 
+    def unauthorized(self) -> dict[str, int]:
+        """Writes refused for their credential (401), per idempotency key."""
+        found: dict[str, int] = self._get("/_effects")["unauthorized"]
+        return found
+
     def wait_idle(self, key: str, seconds: float = 30) -> None:
         """Wait until no request with ``key`` is still being answered (a late answer)."""
         deadline = time.monotonic() + seconds

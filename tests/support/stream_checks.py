@@ -238,6 +238,8 @@ def _check_result(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime
             generation in s.dispatched_generations or (new == "failed_safe" and not dispatched),
             f"{where}: result without this generation's dispatch marker",
         )
+        if new == "failed_safe" and dispatched:
+            check_no_write_proof(where, s, generation)
     elif source == "worker":
         if generation is None:
             expect(s.status == "queued", f"{where}: lease-less worker result from {s.status}")
@@ -269,3 +271,13 @@ def _check_result(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime
             )
     else:
         raise Violation(f"{where}: unknown result source {source}")
+
+
+def check_no_write_proof(where: str, s: AttemptSummary, generation: int) -> None:
+    """An executor's "nothing was written" proves no effect only on the attempt's first
+    dispatch: a re-send's refusal says nothing of the dispatch whose answer was lost."""
+    expect(
+        s.dispatched_generations == [generation],
+        f"{where}: failed_safe from a re-send's refusal (dispatch "
+        f"{len(s.dispatched_generations)}): an earlier dispatch may have landed",
+    )

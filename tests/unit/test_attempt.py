@@ -335,6 +335,31 @@ def test_provider_idempotency_attempt_is_re_leased_after_dispatch_expiry(
     assert attempt.dispatch_count == 2
 
 
+def test_a_no_write_is_proof_of_no_effect_on_the_first_dispatch_only(replay: Replay) -> None:
+    first, _ = dispatched(replay, DeliveryMode.PROVIDER_IDEMPOTENCY)
+    assert first.no_write_is_proof
+    attempt, _, second = _re_leased(replay)
+    attempt.mark_dispatch(generation=second, now=AFTER_EXPIRY)
+
+    assert attempt.dispatch_count == 2
+    assert not attempt.no_write_is_proof
+    error = refused(
+        attempt,
+        lambda: attempt.record_result(
+            generation=second, status=AttemptStatus.FAILED_SAFE, now=AFTER_EXPIRY
+        ),
+    )
+    assert isinstance(error, IllegalTransition)
+    attempt.record_result(
+        generation=second,
+        status=AttemptStatus.OUTCOME_UNKNOWN,
+        now=AFTER_EXPIRY,
+        reason_code="resend_key_reused",
+    )
+    assert attempt.status is AttemptStatus.OUTCOME_UNKNOWN
+    assert replay.rebuild(attempt).no_write_is_proof is False  # counted from the stored markers
+
+
 @pytest.mark.parametrize(
     "mode", [DeliveryMode.CORRELATION_LOOKUP, DeliveryMode.OPERATOR_RECONCILIATION_ONLY]
 )

@@ -125,3 +125,50 @@ def test_provider_faults_follow_the_delivery_mode(hworld: HttpWorld, fault: str,
     if fault == "reject_4xx":
         assert attempt.result is not None
         assert attempt.result["reason_code"] == "provider_rejected_400"
+
+
+# After an earlier dispatch landed (the provider applied the effect and dropped the
+# connection), the provider refuses every later write with the key with this status:
+# (status, reason, effects, write requests) per refusal and mode, with a budget of
+# three dispatches. Never failed_safe: a refusal speaks for that request alone.
+REFUSED_RESEND = {
+    (401, "provider_idempotency"): ("outcome_unknown", "dispatch_limit", 1, 3),
+    (422, "provider_idempotency"): ("outcome_unknown", "resend_key_reused", 1, 2),
+    (400, "provider_idempotency"): ("outcome_unknown", "dispatch_limit", 1, 3),
+    **{
+        (status, "correlation_lookup"): ("succeeded", None, 1, 1)  # looked up, no re-send
+        for status in (401, 422, 400)
+    },
+    **{
+        (status, "operator_reconciliation_only"): (
+            "outcome_unknown",
+            "executor_outcome_uncertain",
+            1,
+            1,
+        )
+        for status in (401, 422, 400)
+    },
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("refusal", [401, 422, 400])
+def test_a_refused_re_send_after_a_landed_dispatch_is_never_failed_safe(
+    hworld: HttpWorld, refusal: int, mode: str
+) -> None:
+    attempt_id = hworld.approved(mode, fault="drop_then_reject", reject_status=refusal)
+    worker = hworld.worker(max_dispatches=3)
+    worker.process(attempt_id)
+    for _ in range(5):
+        hworld.recover_after_lease(worker)
+
+    status, reason, effects, requests = REFUSED_RESEND[(refusal, mode)]
+    attempt = hworld.attempt(attempt_id)
+    assert attempt.result is not None
+    assert (
+        attempt.status.value,
+        attempt.result.get("reason_code"),
+        hworld.effects_of(attempt_id),
+        hworld.requests_of(attempt_id),
+    ) == (status, reason, effects, requests)
+    assert max(hworld.provider.effects().values(), default=0) <= 1  # type: ignore[union-attr]

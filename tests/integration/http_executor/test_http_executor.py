@@ -8,7 +8,12 @@ import time
 
 import pytest
 
-from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain, ExecutorReceiptUnusable
+from domain.errors import (
+    ExecutorKeyReused,
+    ExecutorNoEffect,
+    ExecutorOutcomeUncertain,
+    ExecutorReceiptUnusable,
+)
 from tests.support.http_executors import Build, request_for
 from tests.support.provider_fixtures import Provider
 
@@ -46,6 +51,30 @@ def test_a_4xx_proves_no_write(
         executor.execute(request_for(executor, k, content={"fault": fault}))
     assert caught.value.reason_code == "provider_rejected_400"
     assert provider.effects().get(k, 0) == effects
+
+
+def test_a_422_is_the_providers_key_already_used_and_other_4xx_are_plain_no_writes(
+    http_executor: Build, provider: Provider
+) -> None:
+    """The classes the worker tells apart on a re-send: a 422 (the IETF draft's "key
+    reused with another request") is ExecutorKeyReused, a 400 or 401 is not."""
+    executor = http_executor()
+    k = key()
+    executor.execute(request_for(executor, k, content={"title": "Buy milk"}))
+    with pytest.raises(ExecutorKeyReused) as caught:
+        executor.execute(request_for(executor, k, content={"title": "Buy bread"}))
+    assert caught.value.reason_code == "provider_rejected_422"
+    assert provider.effects()[k] == 1
+    for status in (400, 401):
+        refused = key()
+        content = {"fault": "drop_then_reject", "reject_status": status}
+        with pytest.raises(ExecutorOutcomeUncertain):  # applied, answer lost
+            executor.execute(request_for(executor, refused, content=content))
+        with pytest.raises(ExecutorNoEffect) as plain:
+            executor.execute(request_for(executor, refused, content=content))
+        assert not isinstance(plain.value, ExecutorKeyReused)
+        assert plain.value.reason_code == f"provider_rejected_{status}"
+        assert (provider.effects()[refused], provider.requests()[refused]) == (1, 2)
 
 
 @pytest.mark.parametrize(
