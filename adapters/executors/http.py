@@ -51,7 +51,7 @@ def http_code_identity() -> str:
 
 
 def make_client(*, verify: bool = True) -> httpx.Client:
-    """A pooled client (connections are reused) whose sockets honour the thread's deadline.
+    """A client that reuses its connections and whose sockets honour the thread's deadline.
 
     No redirects are followed, no proxy or netrc is read from the environment,
     and the transport never retries.

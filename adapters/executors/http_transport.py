@@ -160,7 +160,7 @@ class _Body(httpx.SyncByteStream):
 
 
 class DeadlineTransport(httpx.BaseTransport):
-    """A pooled HTTP/1.1 transport (connections are reused, never retried) whose
+    """An HTTP/1.1 transport with a connection pool (connections reused, never retried) whose
     sockets end by the deadline of :func:`until`.
 
     No proxy and no environment setting is read: the transport connects to the
