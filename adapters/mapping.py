@@ -15,12 +15,18 @@ A canonical state found in a row it does not describe (another stream, version
 or type: moved there by someone with write access) is read as that row's event
 and hashed from its fields, as an event in the library's form would be; a state
 that starts like a canonical body but is not one does not decode.
+
+Both forms are turned into events by the library (``Mapper.to_domain_event``
+over :class:`LedgerTranscoder`), so an event class that changes its fields
+declares ``class_version`` and ``upcast_v1_v2`` (and so on) as the library
+documents, and its older events, canonical or not, are upcast when read. An
+upcast event keeps the bytes it was written with, and so its hash.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
 from typing import Any, TypeGuard
 
 from eventsourcing.persistence import (
@@ -28,10 +34,12 @@ from eventsourcing.persistence import (
     DecimalAsStr,
     JSONTranscoder,
     Mapper,
+    MapperDeserialisationError,
     StoredEvent,
+    Transcoder,
     UUIDAsHex,
 )
-from eventsourcing.utils import get_topic, resolve_topic
+from eventsourcing.utils import get_topic
 
 from domain.base import LedgerEvent
 from domain.spec import parse_utc
@@ -40,23 +48,29 @@ CANONICAL_PREFIX = b'{"data":'
 """Every canonical body starts so (its keys sorted); a library state never does."""
 BODY_KEYS = frozenset({"data", "stream", "timestamp", "type", "version"})
 HEADER_KEYS = frozenset({"originator_id", "originator_version", "timestamp"})
-_decode = json.JSONDecoder().decode
-_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-"""(value, end) of the JSON value at an index: the decoder's C scanner, without
-the two whitespace matches around it that ``decode`` adds."""
+_decoder = json.JSONDecoder()
+_decode = _decoder.decode
+_raw_decode = _decoder.raw_decode
+"""(value, end) of the JSON document a string starts with: ``decode`` without
+the whitespace matches around it (a canonical body has none)."""
 
 
 class StateMismatch(ValueError):
     """A canonical stored state that does not describe the row it is stored in."""
 
 
-def make_library_mapper() -> Mapper[str]:
-    """The eventsourcing mapper events were stored with before (read path for them)."""
+def make_library_transcoder() -> JSONTranscoder:
+    """The library's JSON transcoder with the transcodings events were stored with."""
     transcoder = JSONTranscoder()
     transcoder.register(UUIDAsHex())
     transcoder.register(DecimalAsStr())
     transcoder.register(DatetimeAsISO())
-    return Mapper(transcoder=transcoder)
+    return transcoder
+
+
+def make_library_mapper() -> Mapper[str]:
+    """The eventsourcing mapper events were stored with before (read path for them)."""
+    return Mapper(transcoder=make_library_transcoder())
 
 
 def _is_event_body(body: Any) -> TypeGuard[dict[str, Any]]:
@@ -71,12 +85,53 @@ def _is_event_body(body: Any) -> TypeGuard[dict[str, Any]]:
     )
 
 
+class LedgerTranscoder(Transcoder):
+    """Decodes a canonical body into the state of its event (its data and its
+    time), and a state in the library's form through the library's transcoder.
+
+    The body's claims (its stream, version and type) are not part of the
+    event's state, and the library builds the event from the state alone: each
+    decode leaves the claims of its body (None for the library's form) in
+    ``decoded.claims``, a per-thread slot that :class:`LedgerMapper` reads
+    right after, in the same call.
+    """
+
+    def __init__(self, library: JSONTranscoder) -> None:
+        self.library = library
+        self.decoded = threading.local()
+
+    def encode(self, obj: Any) -> bytes:
+        return self.library.encode(obj)
+
+    def decode(self, data: bytes) -> Any:
+        state = data if type(data) is bytes else bytes(data)
+        if not state.startswith(CANONICAL_PREFIX):
+            self.decoded.claims = None
+            return self.library.decode(state)
+        body = _decode(state.decode("utf-8"))
+        if not _is_event_body(body):
+            raise StateMismatch("the stored state is not an event body")
+        self.decoded.claims = (body["stream"], body["version"], body["type"])
+        event_state: dict[str, Any] = body["data"]
+        event_state["timestamp"] = parse_utc(body["timestamp"])
+        return event_state
+
+
 class LedgerMapper(Mapper[str]):
-    """Writes canonical bodies; reads canonical bodies and the library's form."""
+    """Writes canonical bodies; reads canonical bodies and the library's form.
+
+    Reading goes through the library's own construction of events
+    (``Mapper.to_domain_event``), so the upcasting of events whose class has a
+    higher ``class_version`` (``upcast_v1_v2``...) applies to both forms.
+    """
+
+    transcoder: LedgerTranscoder
 
     def __init__(self) -> None:
         self.library = make_library_mapper()
-        super().__init__(transcoder=self.library.transcoder)
+        library_transcoder = self.library.transcoder
+        assert isinstance(library_transcoder, JSONTranscoder)
+        super().__init__(transcoder=LedgerTranscoder(library_transcoder))
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         if (
@@ -93,28 +148,29 @@ class LedgerMapper(Mapper[str]):
         )
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        state = bytes(stored_event.state)
-        if not state.startswith(CANONICAL_PREFIX):
-            return self.library.to_domain_event(stored_event)
-        cls = resolve_topic(stored_event.topic)
-        body = _decode(state.decode("utf-8"))
-        if not _is_event_body(body) or not issubclass(cls, LedgerEvent):
+        try:
+            event = super().to_domain_event(stored_event)
+        except MapperDeserialisationError as exc:
+            if isinstance(exc.__cause__, StateMismatch):
+                raise StateMismatch(
+                    f"the stored state of {stored_event.originator_id} version "
+                    f"{stored_event.originator_version} is not an event body"
+                ) from None
+            raise
+        claims = self.transcoder.decoded.claims
+        if claims is None:  # the library's form
+            return event
+        if not isinstance(event, LedgerEvent):
             raise StateMismatch(
                 f"the stored state of {stored_event.originator_id} version "
-                f"{stored_event.originator_version} is not an event body"
+                f"{stored_event.originator_version} names no ledger event"
             )
-        event_state: dict[str, Any] = body["data"]
-        event_state["timestamp"] = parse_utc(body["timestamp"])
-        event_state["originator_id"] = stored_event.originator_id
-        event_state["originator_version"] = stored_event.originator_version
-        event = object.__new__(cls)
-        object.__setattr__(event, "__dict__", event_state)
-        if (
-            body["stream"] == stored_event.originator_id
-            and body["version"] == stored_event.originator_version
-            and body["type"] == cls.__qualname__
+        if claims == (
+            stored_event.originator_id,
+            stored_event.originator_version,
+            type(event).__qualname__,
         ):
-            event.adopt_canonical_bytes(state)
+            event.adopt_canonical_bytes(bytes(stored_event.state))
         # Otherwise the state was moved to another row (a reordering, an
         # insertion): the event is the row's, and its hash is computed from its
         # fields as for any event, so the audit can tell what was moved where.
@@ -134,7 +190,7 @@ def canonical_body(stored_event: StoredEvent, event_type: str) -> dict[str, Any]
         return None
     try:
         text = state.decode("utf-8")
-        body, end = _scan(text, 0)  # one scan: a canonical body has no whitespace
+        body, end = _raw_decode(text)  # a canonical body has no whitespace
         if (
             end != len(text)
             or not _is_event_body(body)

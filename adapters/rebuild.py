@@ -88,16 +88,13 @@ def rebuild(
     force: bool = True,
     progress: Callable[[int], None] | None = None,
     batch: int | None = None,
-    from_stored: bool = True,
 ) -> RebuildReport:
     """Fold every attempt stream into ``view``; compare with the live rows; write
     the differing ones, ``batch`` attempts per read and per write.
 
     ``force`` also replaces a differing row of the same version (repairs a
     forged row); with or without it, a stored row newer than the fold is kept
-    (the live projector wrote it meanwhile). ``from_stored=False`` folds every
-    status row through the aggregate and compares decoded rows, as the batched
-    rebuild did first (kept for bench/bench_rebuild.py to measure against)."""
+    (the live projector wrote it meanwhile)."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")
     assert ledger.backend is not None
@@ -105,14 +102,12 @@ def rebuild(
     live_due = _all_due(ledger) if view == "due_work" else {}
     for streams in ledger.backend.attempt_streams(batch or ledger.backend.rebuild_batch):
         if view == "status":
-            rows = _status_rows(ledger, streams, from_stored=from_stored)
-            differing = _status_batch(
-                ledger, rows, write=write, force=force, report=report, compare_stored=from_stored
-            )
+            rows = _status_rows(ledger, streams)
+            differing = _status_batch(ledger, rows, write=write, force=force, report=report)
             folded = len(rows)
         else:
             attempts = [
-                a for a in (_fold(ledger, events) for _, events in streams) if a is not None
+                a for a in (fold_attempt(ledger, events) for _, events in streams) if a is not None
             ]
             differing = _due_batch(ledger, attempts, live_due, write=write, report=report)
             folded = len(attempts)
@@ -124,7 +119,8 @@ def rebuild(
     return report
 
 
-def _fold(ledger: Ledger, events: Sequence[StoredEvent]) -> ExecutionAttempt | None:
+def fold_attempt(ledger: Ledger, events: Sequence[StoredEvent]) -> ExecutionAttempt | None:
+    """The attempt the stored events of one stream fold into (None: not an attempt)."""
     aggregate: Any = None
     for stored in events:
         event: Any = ledger.store.mapper.to_domain_event(stored)
@@ -133,18 +129,15 @@ def _fold(ledger: Ledger, events: Sequence[StoredEvent]) -> ExecutionAttempt | N
 
 
 def _status_rows(
-    ledger: Ledger,
-    streams: Sequence[tuple[str, Sequence[StoredEvent]]],
-    *,
-    from_stored: bool = True,
+    ledger: Ledger, streams: Sequence[tuple[str, Sequence[StoredEvent]]]
 ) -> list[ViewRecord]:
     """The status row of every attempt stream: straight from the stored data
     where the fold knows every event, else through the aggregate."""
     rows: list[ViewRecord] = []
     for stream_id, events in streams:
-        row = fold_stored_status(stream_id, events) if from_stored else None
+        row = fold_stored_status(stream_id, events)
         if row is None:
-            attempt = _fold(ledger, events)
+            attempt = fold_attempt(ledger, events)
             if attempt is None:
                 continue
             row = status_record(attempt)
@@ -178,10 +171,9 @@ def _status_batch(
     write: bool,
     force: bool,
     report: RebuildReport,
-    compare_stored: bool = True,
 ) -> list[str]:
     assert ledger.views is not None
-    identical_views = getattr(ledger.views, "identical_views", None) if compare_stored else None
+    identical_views = getattr(ledger.views, "identical_views", None)
     if identical_views is not None:  # the store compares with its rows as stored
         identical: set[str] = identical_views(rebuilt)
         differing = [r for r in rebuilt if r.key not in identical]
@@ -242,49 +234,6 @@ def _write_due(ledger: Ledger, attempts: list[ExecutionAttempt]) -> int:
             except ConcurrencyConflict:
                 continue
         return written
-
-
-def rebuild_per_row(
-    ledger: Ledger,
-    view: str,
-    *,
-    write: bool = True,
-    force: bool = True,
-    progress: Callable[[int], None] | None = None,
-) -> RebuildReport:
-    """The rebuild as it was before batching: per attempt, one read of its stream,
-    one of its row and one commit. Kept runnable only so bench/bench_rebuild.py
-    measures the batched :func:`rebuild` against it in the same run; its
-    ``force`` replaces a row whatever its version, so it is not for use beside
-    a live projector."""
-    if view not in VIEWS:
-        raise ValueError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")
-    report = RebuildReport(view)
-    live_due = _all_due(ledger) if view == "due_work" else {}
-    for attempt_id in attempt_ids(ledger):
-        attempt = ledger.store.get(ExecutionAttempt, attempt_id)
-        if attempt is None:
-            continue
-        report.total += 1
-        if view == "status":
-            assert ledger.views is not None
-            rebuilt = status_record(attempt)
-            live = ledger.views.get_view(rebuilt.name, rebuilt.key)
-            same = canonical(live) == canonical(rebuilt)
-            if write and not same:
-                ledger.views.put_view(rebuilt, force=force)
-        else:
-            due = DueWork(attempt_id, attempt.next_action_at())
-            same = _millis(due.next_action_at) == _millis(live_due.get(attempt_id))
-            if write and not same:
-                ledger.store.commit(Commit(due=[due]))
-        if same:
-            report.identical += 1
-        else:
-            report.changed.append(attempt_id)
-        if progress is not None:
-            progress(1)
-    return report
 
 
 def _all_due(ledger: Ledger) -> dict[str, datetime]:

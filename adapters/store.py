@@ -67,15 +67,10 @@ class LedgerStore:
         recorder: LedgerRecorder,
         mapper: Mapper[str] | None = None,
         max_event_bytes: int = MAX_EVENT_BYTES,
-        *,
-        head_index: bool = True,
     ) -> None:
         self.recorder = recorder
         self.mapper = mapper or make_mapper()
         self.max_event_bytes = max_event_bytes
-        # Off only to measure what the head index costs (bench/bench_digest.py):
-        # a ledger without it cannot take a digest of the streams it writes.
-        self.head_index = head_index
 
     # -- reads ---------------------------------------------------------------
 
@@ -210,7 +205,7 @@ class LedgerStore:
             events = aggregate.collect_events()
             for domain_event in events:
                 stored.append(self.mapper.to_stored_event(domain_event))
-            if events and self.head_index:
+            if events:
                 # The head index moves in the same atomic write as the events.
                 heads.append(StreamHead(aggregate.id, aggregate.version, aggregate.chain_head))
         for event in stored:

@@ -8,37 +8,30 @@ other functions; nothing happens at import time.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from mangum import Mangum
 
-from adapters.aws_lambda.common import get_ledger, set_ledger_for_tests
+from adapters.aws_lambda.common import BuiltOnce, get_ledger
 from api.http.app import create_app
 
-__all__ = ["handler", "reset_for_tests", "set_ledger_for_tests"]
+__all__ = ["handler"]
 
-_lock = threading.Lock()
-_adapter: Mangum | None = None
+
+def app_from_environment() -> Mangum:
+    """The Mangum adapter around the app, on the execution environment's ledger."""
+    ledger = get_ledger()
+    # lifespan off: the ledger lives as long as the execution environment.
+    return Mangum(create_app(ledger.settings, ledger=ledger), lifespan="off")
+
+
+environment_app: BuiltOnce[Mangum] = BuiltOnce(app_from_environment)
+"""The app of this execution environment, built on the first invocation."""
 
 
 def get_adapter() -> Mangum:
     """The Mangum adapter around the app, built once per execution environment."""
-    global _adapter
-    with _lock:
-        if _adapter is None:
-            ledger = get_ledger()
-            # lifespan off: the ledger lives as long as the execution environment.
-            _adapter = Mangum(create_app(ledger.settings, ledger=ledger), lifespan="off")
-        return _adapter
-
-
-def reset_for_tests() -> None:
-    """Forget the built app (and the injected ledger)."""
-    global _adapter
-    with _lock:
-        _adapter = None
-    set_ledger_for_tests(None)
+    return environment_app.get()
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -26,7 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, CapacityMeter, Emulator, Lifecycle, Report, Usage, parse_args
+from harness import (
+    ROOT,
+    CapacityMeter,
+    Emulator,
+    Lifecycle,
+    Report,
+    Usage,
+    WithoutHeadIndex,
+    parse_args,
+)
 
 from adapters.audit.digests import digest_text, verify_ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
@@ -46,7 +55,7 @@ BATCH = 500  # records per commit while populating (one SQLite transaction)
 def sqlite_store(path: Path, *, head_index: bool = True) -> LedgerStore:
     recorder = SQLiteLedgerRecorder(open_datastore(str(path)))
     recorder.create_table()
-    return LedgerStore(recorder, head_index=head_index)
+    return LedgerStore(recorder if head_index else WithoutHeadIndex(recorder))
 
 
 def populate(store: LedgerStore, streams: int) -> None:
@@ -168,7 +177,8 @@ def dynamodb_commit_cost(attempts: int) -> list[list[Any]]:
         meter = CapacityMeter(client)
         for head_index in (False, True):
             table = emulator.table(client, prefix=f"digest{int(head_index)}")
-            store = LedgerStore(DynamoDBLedgerRecorder(table, client), head_index=head_index)
+            recorder = DynamoDBLedgerRecorder(table, client)
+            store = LedgerStore(recorder if head_index else WithoutHeadIndex(recorder))
             life = Lifecycle(store)
             worker = life.worker()
             total = Usage()

@@ -1,5 +1,5 @@
 """Projection rebuild speed: the batched ``adapters.rebuild.rebuild(ledger, "status")``
-beside the per-row rebuild it replaced (``rebuild_per_row``, still runnable) and a
+beside the rebuilds it replaced (``bench/rebuild_before.py``) and a
 plain read of the same streams, in one run: SQLite on disk, SQLite on a RAM file
 system, and ministack.
 
@@ -42,12 +42,13 @@ from harness import (
     Usage,
     markdown_table,
 )
+from rebuild_before import rebuild_per_row, rebuild_through_aggregate
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.dynamodb import items as it
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.mapping import canonical_body
-from adapters.rebuild import attempt_ids, fold_stored_status, rebuild, rebuild_per_row
+from adapters.rebuild import attempt_ids, fold_stored_status, rebuild
 from adapters.settings import load_settings
 from adapters.sqlite.backend import SQLiteBackend
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
@@ -173,28 +174,28 @@ def measure(
     )
     run(
         "before: per-row rebuild, views empty",
-        lambda: rebuild_per_row(ledgers["before"], "status"),
+        lambda: rebuild_per_row(ledgers["before"]),
         lambda r: expect((r.total, r.identical), (len(ids), 0)),
         before_each=empty,
     )
     run(
         "before: per-row rebuild again (every row identical)",
-        lambda: rebuild_per_row(ledgers["before"], "status"),
+        lambda: rebuild_per_row(ledgers["before"]),
         lambda r: expect(r.identical, len(ids)),
     )
-    for label, from_stored in (
-        ("batched rebuild folded through the aggregate (main)", False),
-        ("after: batched rebuild folded from the stored data", True),
+    for label, rebuilt in (
+        ("batched rebuild folded through the aggregate (main)", rebuild_through_aggregate),
+        ("after: batched rebuild folded from the stored data", lambda led: rebuild(led, "status")),
     ):
         run(
             f"{label}, views empty (writes every row)",
-            lambda f=from_stored: rebuild(ledger, "status", from_stored=f),
+            lambda r=rebuilt: r(ledger),
             lambda r: expect((r.total, r.identical, r.written), (len(ids), 0, len(ids))),
             before_each=empty,
         )
         run(
             f"{label}, again (every row identical)",
-            lambda f=from_stored: rebuild(ledger, "status", from_stored=f),
+            lambda r=rebuilt: r(ledger),
             lambda r: expect((r.identical, r.written), (len(ids), 0)),
         )
     base = float(rows[0][4].replace(",", ""))
@@ -292,7 +293,7 @@ def profile(folder: Path, source: Path, repeat: int) -> None:
         ("whole batched rebuild, every row identical", lambda: rebuild(ledger, "status")),
         (
             "whole batched rebuild through the aggregate (main), every row identical",
-            lambda: rebuild(ledger, "status", from_stored=False),
+            lambda: rebuild_through_aggregate(ledger),
         ),
     ]
     timed = [(label, *best_of(repeat, operation)) for label, operation in phases]

@@ -4,7 +4,7 @@ after per-thread connections, and the statements one lifecycle makes
 
 "before" is the library's connection pool with a ``BEGIN``/``ROLLBACK``
 around every read and one ``SELECT`` per version check
-(``open_datastore(pooled=True)``); "after" is the default.
+(``sqlite_before.py``); "after" is the default.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import ROOT, Lifecycle, run_threads, sqlite_store
+from sqlite_before import PooledDatastore, PooledRecorder
 
 from adapters.sqlite.datastore import LedgerDatastore
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
@@ -65,7 +66,7 @@ class StatementCounter:
             connection._sqlite_conn.set_trace_callback(trace)
             return connection
 
-        if datastore.pooled:
+        if isinstance(datastore, PooledDatastore):
             create = datastore.pool._create_connection
             datastore.pool._create_connection = lambda: traced(create())  # type: ignore[method-assign]
         else:
@@ -76,10 +77,11 @@ class StatementCounter:
 def statements_per_lifecycle(path: str, pooled: bool, lifecycles: int = 5) -> dict[str, float]:
     """The statements one lifecycle makes, on a datastore traced from its first connection."""
     sqlite_store(path).recorder.close()  # the tables
-    datastore = open_datastore(path, pooled=pooled)
+    datastore = PooledDatastore(path) if pooled else open_datastore(path)
     counter = StatementCounter()
     counter.attach(datastore)
-    life = Lifecycle(LedgerStore(SQLiteLedgerRecorder(datastore)))
+    recorder = PooledRecorder(datastore) if pooled else SQLiteLedgerRecorder(datastore)
+    life = Lifecycle(LedgerStore(recorder))
     worker = life.worker()
     life.run(0, worker)
     counter.counts.clear()

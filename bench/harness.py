@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from sqlite_before import pooled_recorder  # noqa: E402
+
 from adapters.dynamodb.client import make_client  # noqa: E402
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder  # noqa: E402
 from adapters.dynamodb.schema import create_table  # noqa: E402
@@ -447,10 +449,25 @@ class CapacityMeter:
 
 def sqlite_store(path: str, *, pooled: bool = False) -> LedgerStore:
     """``pooled``: the library's connection pool and a transaction per read (the path
-    before per-thread connections), for side-by-side measurements."""
-    recorder = SQLiteLedgerRecorder(open_datastore(path, pooled=pooled))
+    before per-thread connections, ``sqlite_before.py``), for side-by-side measurements."""
+    recorder = pooled_recorder(path) if pooled else SQLiteLedgerRecorder(open_datastore(path))
     recorder.create_table()
     return LedgerStore(recorder)
+
+
+class WithoutHeadIndex:
+    """A recorder whose writes leave the head index out (what a commit cost before
+    the head index, for side-by-side measurements; the head of each stream is
+    still computed, one SHA-256 of bytes already encoded)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def insert_events(self, stored_events: Sequence[Any], **kwargs: Any) -> Any:
+        return self.inner.insert_events(stored_events, **{**kwargs, "heads": ()})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 def dynamodb_store(client: Any, table: str) -> LedgerStore:

@@ -10,18 +10,14 @@ integrity rests on the bucket's retention (docs/audit.md).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from adapters.audit.digests import digest_text, take_digest
-from adapters.aws_lambda.common import get_ledger
+from adapters.aws_lambda.common import BuiltOnce, get_ledger
 from adapters.settings import SettingsError
 
 PREFIX = "digests/"
-
-_lock = threading.Lock()
-_s3: Any = None
 
 
 def checkpoint_key(created_at: str) -> str:
@@ -31,21 +27,20 @@ def checkpoint_key(created_at: str) -> str:
     return f"{PREFIX}{day}/digest-{stamp}.json"
 
 
+def s3_from_environment() -> Any:
+    """An S3 client from the function's environment (its role and region)."""
+    import boto3
+
+    return boto3.client("s3")
+
+
+environment_s3: BuiltOnce[Any] = BuiltOnce(s3_from_environment)
+"""The S3 client of this execution environment, made on first use."""
+
+
 def s3_client() -> Any:
     """One S3 client per execution environment, made on first use."""
-    global _s3
-    with _lock:
-        if _s3 is None:
-            import boto3
-
-            _s3 = boto3.client("s3")
-        return _s3
-
-
-def set_s3_client_for_tests(client: Any) -> None:
-    global _s3
-    with _lock:
-        _s3 = client
+    return environment_s3.get()
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""What the Lambda handlers share: the cached ledger, redacted logging, the
-stream batch processor and safe record keys.
+"""What the Lambda handlers share: the ledger of the execution environment,
+redacted logging, the stream batch processing and safe record keys.
 
 Nothing here does work at import time. The ledger (and with it the settings)
-is built on the first invocation by :func:`get_ledger`; a bad setting fails
-that invocation with one clear ``SettingsError`` line. Tests inject a wired
-ledger with :func:`set_ledger_for_tests`.
+is built on the first invocation by :func:`get_ledger`, from
+``environment_ledger``, which builds it once per execution environment; a bad
+setting fails that invocation with one clear ``SettingsError`` line.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
@@ -70,8 +70,23 @@ def make_logger(service: str) -> Logger:
 
 # -- the ledger, built once per execution environment -----------------------------
 
-_lock = threading.Lock()
-_ledger: Ledger | None = None
+T = TypeVar("T")
+
+
+class BuiltOnce(Generic[T]):
+    """A value made on first use and kept for the execution environment: the
+    cold start builds it, warm invocations reuse it."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self._built: list[T] = []
+
+    def get(self) -> T:
+        with self._lock:
+            if not self._built:
+                self._built.append(self._build())
+            return self._built[0]
 
 
 def load_lambda_settings() -> Any:
@@ -95,24 +110,24 @@ def load_lambda_settings() -> Any:
     return settings
 
 
+def ledger_from_environment() -> Ledger:
+    """A ledger wired from the function's environment (its LEDGER_* settings)."""
+    # build_ledger makes a DynamoDB client and nothing else: no table, no queue,
+    # no request is sent until a use case needs one.
+    ledger = build_ledger(load_lambda_settings())
+    # Spans only when OTEL_* configures an exporter (e.g. a collector layer).
+    ledger.tracer = tracer_from_environment()
+    return ledger
+
+
+environment_ledger: BuiltOnce[Ledger] = BuiltOnce(ledger_from_environment)
+"""Where every handler's ledger comes from; another ``BuiltOnce`` here wires
+the handlers to another ledger (an embedding, a test)."""
+
+
 def get_ledger() -> Ledger:
     """The ledger of this execution environment, built on first use (cold start)."""
-    global _ledger
-    with _lock:
-        if _ledger is None:
-            # build_ledger makes a DynamoDB client and nothing else: no table,
-            # no queue, no request is sent until a use case needs one.
-            _ledger = build_ledger(load_lambda_settings())
-            # Spans only when OTEL_* configures an exporter (e.g. a collector layer).
-            _ledger.tracer = tracer_from_environment()
-        return _ledger
-
-
-def set_ledger_for_tests(ledger: Ledger | None) -> None:
-    """Use ``ledger`` instead of one built from the environment (None resets)."""
-    global _ledger
-    with _lock:
-        _ledger = ledger
+    return environment_ledger.get()
 
 
 # -- stream records ----------------------------------------------------------------
@@ -158,25 +173,45 @@ def record_keys(record: Any) -> dict[str, str]:
     return keys
 
 
-class StreamBatchProcessor(BatchProcessor):
-    """Powertools' DynamoDB Streams processor that reports every failure as a
-    batch item failure, never as an exception.
+UNNAMED = ""
+"""The identifier a failed record without a sequence number is reported by:
+Lambda takes an empty one as a failure of the whole batch."""
 
-    A failed record is reported by its sequence number and Lambda retries from
-    it. A record without a sequence number (not from a stream) is reported with
-    an empty identifier, which Lambda treats as a failure of the whole batch:
-    the safe answer when the record cannot be named.
+
+def process_stream_batch(
+    event: Mapping[str, Any], context: Any, handle: Callable[[DynamoDBRecord], str]
+) -> dict[str, Any]:
+    """Powertools' partial batch response for a DynamoDB Streams batch: ``handle``
+    runs once per record, and a record it raises for is reported as a batch item
+    failure by its sequence number, so Lambda retries from it.
+
+    A record without a sequence number (not from a stream) cannot be named: it
+    is reported with an empty identifier, which Lambda treats as a failure of
+    the whole batch, the safe answer when the record cannot be named.
+    Powertools' own report would name it None, or fail on a record with no
+    ``dynamodb`` part, so such a record's failure is kept aside and added here.
     """
+    unnamed: list[BaseException] = []
 
-    def __init__(self) -> None:
-        super().__init__(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
+    def each(record: DynamoDBRecord) -> str:
+        try:
+            return handle(record)
+        except Exception as exc:
+            if "sequence_number" in record_keys(record.raw_event):
+                raise
+            unnamed.append(exc)
+            return "failed_unnamed"
 
-    def _collect_dynamodb_failures(self) -> list[dict[str, str]]:
-        failures: list[dict[str, str]] = []
-        for message in self.fail_messages:
-            raw = getattr(message, "raw_event", None)
-            failures.append({"itemIdentifier": record_keys(raw).get("sequence_number", "")})
-        return failures
+    processor = BatchProcessor(
+        event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
+    )
+    response = process_partial_response(
+        event=dict(event), record_handler=each, processor=processor, context=context
+    )
+    failures = [dict(failure) for failure in response.get("batchItemFailures", [])]
+    if unnamed:
+        failures.append({"itemIdentifier": UNNAMED})
+    return {**response, "batchItemFailures": failures}
 
 
 def each_stream_once(
@@ -219,7 +254,4 @@ def each_stream_once(
         done.add(stream_id)
         return applied
 
-    response = process_partial_response(
-        event=dict(event), record_handler=handle, processor=StreamBatchProcessor(), context=context
-    )
-    return dict(response), done, total
+    return process_stream_batch(event, context, handle), done, total

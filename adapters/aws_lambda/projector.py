@@ -25,11 +25,10 @@ from adapters.aws_lambda.common import (
     emf_forwarder,
     get_ledger,
     make_logger,
-    set_ledger_for_tests,
 )
 from adapters.aws_lambda.records import stream_id_from_record
 
-__all__ = ["handler", "set_ledger_for_tests", "stream_id_from_record"]
+__all__ = ["handler", "stream_id_from_record"]
 
 SERVICE = "ledger-projector"
 

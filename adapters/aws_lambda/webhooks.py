@@ -33,11 +33,10 @@ from adapters.aws_lambda.common import (
     get_ledger,
     make_logger,
     reason_code,
-    set_ledger_for_tests,
 )
 from adapters.bootstrap import Ledger
 
-__all__ = ["DELIVER_MODE", "handler", "set_ledger_for_tests"]
+__all__ = ["DELIVER_MODE", "handler"]
 
 SERVICE = "ledger-webhooks"
 DELIVER_MODE = "deliver"

@@ -29,19 +29,17 @@ from typing import Any, cast
 
 from aws_lambda_powertools import Metrics, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from adapters.aws_lambda.common import (
     NAMESPACE,
     RecordFailed,
-    StreamBatchProcessor,
     emf_forwarder,
     get_ledger,
     make_logger,
+    process_stream_batch,
     reason_code,
     record_keys,
-    set_ledger_for_tests,
 )
 from adapters.bootstrap import Ledger
 from adapters.streams import MalformedRecord, work_from_record
@@ -50,7 +48,7 @@ from domain.ports import Commit, EventStore
 from domain.services.execution import Outcome, Worker
 from domain.services.recovery import run_recovery
 
-__all__ = ["handler", "set_ledger_for_tests"]
+__all__ = ["handler"]
 
 SERVICE = "ledger-worker"
 RECOVERY_MODE = "recovery"
@@ -156,10 +154,7 @@ def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
         )
         return outcome.value
 
-    processor = StreamBatchProcessor()
-    response = process_partial_response(
-        event=dict(event), record_handler=handle, processor=processor, context=context
-    )
+    response = process_stream_batch(event, context, handle)
     failed = len(response.get("batchItemFailures", []))
     _emit_outcomes(ledger, outcomes, store.conflicts)
     metrics.add_metric(name="RecordFailures", unit=MetricUnit.Count, value=failed)
@@ -176,7 +171,7 @@ def _process_stream(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             "execution_enabled": enabled,
         },
     )
-    return dict(response)
+    return response
 
 
 def recovery_lag_seconds(ledger: Ledger) -> float:

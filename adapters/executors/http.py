@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import json
 import logging
-import ssl
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import httpcore
 import httpx
 
 from adapters.executors.digest import build_digest, code_identity
 from adapters.executors.http_config import HttpConfigError, HttpExecutorConfig, UrlTemplate
+from adapters.executors.http_transport import DeadlineTransport
+from adapters.executors.http_transport import until as _until
 from domain.canonical import canonical_json
 from domain.errors import (
     ExecutorKeyReused,
@@ -48,91 +45,21 @@ KEY_REUSED = 422  # the IETF Idempotency-Key draft: the key was used with anothe
 MIN_SECONDS = 0.05  # less time than this left: do not start a request at all
 USER_AGENT = "execution-ledger-http-executor"
 
-_deadline = threading.local()
-
 
 def http_code_identity() -> str:
     """The code identity of the http executor: its own source files."""
-    return code_identity("adapters.executors.http", "adapters.executors.http_config")
+    return code_identity(
+        "adapters.executors.http",
+        "adapters.executors.http_config",
+        "adapters.executors.http_transport",
+    )
 
 
-# -- an absolute deadline on every socket operation -------------------------------
-
-
-def _left(default: float | None) -> float | None:
-    end: float | None = getattr(_deadline, "end", None)
-    if end is None:
-        return default
-    left = end - time.monotonic()
-    return left if default is None else min(default, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        left = _left(timeout)
-        if left is not None and left <= 0:
-            raise httpcore.ReadTimeout("deadline reached")
-        return self._inner.read(max_bytes, left)
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        left = _left(timeout)
-        if left is not None and left <= 0:
-            raise httpcore.WriteTimeout("deadline reached")
-        self._inner.write(buffer, left)
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        left = _left(timeout)
-        if left is not None and left <= 0:
-            raise httpcore.ConnectTimeout("deadline reached")
-        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore.NetworkBackend):
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
-        self._inner = inner
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.NetworkStream:
-        left = _left(timeout)
-        if left is not None and left <= 0:
-            raise httpcore.ConnectTimeout("deadline reached")
-        return _DeadlineStream(
-            self._inner.connect_tcp(host, port, left, local_address, socket_options)
-        )
-
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Any = None
-    ) -> httpcore.NetworkStream:
-        return _DeadlineStream(
-            self._inner.connect_unix_socket(path, _left(timeout), socket_options)
-        )
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
+# -- the client ----------------------------------------------------------------------
 
 
 def make_client(*, verify: bool = True) -> httpx.Client:
-    """A pooled client (connections are reused) whose sockets honour the thread's deadline.
+    """A client that reuses its connections and whose sockets honour the thread's deadline.
 
     No redirects are followed, no proxy or netrc is read from the environment,
     and the transport never retries.
@@ -141,27 +68,12 @@ def make_client(*, verify: bool = True) -> httpx.Client:
     # URLs and provider data stay out of the logs (I10), whatever the root level.
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    transport = httpx.HTTPTransport(verify=verify, retries=0, trust_env=False)
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if pool is None or backend is None:  # pragma: no cover - a unit test pins the layout
-        raise RuntimeError("httpx transport layout changed: cannot enforce deadlines")
-    pool._network_backend = _DeadlineBackend(backend)
     return httpx.Client(
-        transport=transport,
+        transport=DeadlineTransport(verify=verify),
         follow_redirects=False,
         trust_env=False,
         headers={"User-Agent": USER_AGENT},
     )
-
-
-@contextmanager
-def _until(end: float) -> Iterator[None]:
-    _deadline.end = end
-    try:
-        yield
-    finally:
-        _deadline.end = None
 
 
 # -- reading answers ----------------------------------------------------------------

@@ -85,23 +85,17 @@ def persistence_error(exc: sqlite3.Error) -> PersistenceError:
 
 
 class LedgerDatastore(SQLiteDatastore):
-    """The library's datastore with per-thread connections (see the module doc).
-
-    ``pooled=True`` keeps the library's pool and a transaction around every
-    read: the path before this change, kept so benchmarks can measure both.
-    """
+    """The library's datastore with per-thread connections (see the module doc)."""
 
     def __init__(
         self,
         db_name: str,
         *,
         lock_timeout: int = 10,
-        pooled: bool = False,
         synchronous: str | None = None,
     ) -> None:
         super().__init__(db_name, lock_timeout=lock_timeout, originator_id_type="text")
         self.db_name = db_name
-        self.pooled = pooled
         # ``PRAGMA synchronous`` of every new connection (None: SQLite's default).
         self.synchronous = synchronous
         self.lock_timeout = lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
@@ -180,17 +174,13 @@ class LedgerDatastore(SQLiteDatastore):
 
     def own_connection(self) -> SQLiteConnection | None:
         """This thread's own connection (opened if needed), or None where
-        connections are shared (the library's pool, an in-memory database)."""
-        if self.pooled or self.memory:
+        connections are shared (an in-memory database)."""
+        if self.memory:
             return None
         return self._thread_connection()
 
     @contextmanager
     def get_connection(self, *, commit: bool) -> Iterator[SQLiteConnection]:
-        if self.pooled:
-            with super().get_connection(commit=commit) as pooled:
-                yield pooled
-            return
         connection = self._thread_connection()
         if commit or self.memory:
             with self._write_lock:
@@ -223,11 +213,6 @@ class LedgerDatastore(SQLiteDatastore):
 
     def read(self, statement: str, params: Any = ()) -> list[sqlite3.Row]:
         """The rows of one ``SELECT``: its own snapshot, no transaction around it."""
-        if self.pooled:
-            with self.transaction(commit=False) as c:
-                c.execute(statement, params)
-                rows: list[sqlite3.Row] = c.fetchall()
-                return rows
         with self.get_connection(commit=False) as connection:
             try:
                 cursor = connection.cursor().sqlite_cursor
@@ -265,8 +250,3 @@ def read(datastore: SQLiteDatastore, statement: str, params: Any = ()) -> list[s
         c.execute(statement, params)
         rows: list[sqlite3.Row] = c.fetchall()
         return rows
-
-
-def is_pooled(datastore: SQLiteDatastore) -> bool:
-    """Whether reads and connections take the library's path (the one before)."""
-    return not isinstance(datastore, LedgerDatastore) or datastore.pooled

@@ -18,48 +18,14 @@ commit of a lifecycle and why it is or is not durable.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool
+from eventsourcing.sqlite import SQLiteConnection
 
 Synchronous = Literal["OFF", "NORMAL", "FULL"]
 DEFAULT_SYNCHRONOUS: Synchronous = "NORMAL"
-
-
-class LedgerConnectionPool(SQLiteConnectionPool):
-    """The library's pool, with every new connection set to ``synchronous``."""
-
-    def __init__(self, *, synchronous: Synchronous = DEFAULT_SYNCHRONOUS, **kwargs: object) -> None:
-        self.synchronous: Synchronous = synchronous
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-
-    def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        connection.cursor().execute(f"PRAGMA synchronous={self.synchronous}")
-        return connection
-
-
-class DurableCommits:
-    """Counts durable commits and runs test-time hooks after each one.
-
-    ``after`` callbacks run once the durable commit has returned (its fsync
-    done), in the committing thread: a test reads the WAL's size there to
-    know which prefix of the file a power cut cannot take away.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.count = 0
-        self.after: list[Callable[[], None]] = []
-
-    def done(self) -> None:
-        with self._lock:
-            self.count += 1
-        for hook in list(self.after):
-            hook()
 
 
 @contextmanager

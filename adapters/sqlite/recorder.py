@@ -22,11 +22,9 @@ from adapters.recorder import (
     check_due_page,
     due_sort_key,
 )
-from adapters.sqlite.datastore import ImmediateTransaction, LedgerDatastore, is_pooled, read
+from adapters.sqlite.datastore import ImmediateTransaction, LedgerDatastore, read
 from adapters.sqlite.durability import (
     DEFAULT_SYNCHRONOUS,
-    DurableCommits,
-    LedgerConnectionPool,
     Synchronous,
     synchronous_for,
 )
@@ -40,25 +38,14 @@ def open_datastore(
     path: str,
     *,
     lock_timeout: int = 10,
-    pooled: bool = False,
     synchronous: Synchronous = DEFAULT_SYNCHRONOUS,
 ) -> LedgerDatastore:
     """A datastore for a file path (or ``:memory:``) with text stream ids.
 
     Connections run with ``synchronous`` (NORMAL: only durable commits fsync,
     see ``adapters/sqlite/durability.py``; FULL: every commit does).
-    ``pooled=True`` is the path before per-thread connections (benchmarks only).
-
     """
-    datastore = LedgerDatastore(
-        path, lock_timeout=lock_timeout, pooled=pooled, synchronous=synchronous
-    )
-    if pooled:  # the library's pool, its connections set to the same level
-        datastore.pool.close()
-        datastore.pool = LedgerConnectionPool(
-            db_name=path, lock_timeout=lock_timeout, synchronous=synchronous
-        )
-    return datastore
+    return LedgerDatastore(path, lock_timeout=lock_timeout, synchronous=synchronous)
 
 
 _CHECKS_PER_SELECT = 100
@@ -78,7 +65,6 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         # The level every connection of the datastore runs with (SQLite's own
         # default, FULL, for a datastore not opened by ``open_datastore``).
         self.synchronous: Synchronous = getattr(datastore, "synchronous", None) or "FULL"
-        self.durable_commits = DurableCommits()
         t = self.events_table_name
         self._version_exists = f"SELECT 1 FROM {t} WHERE originator_id=? AND originator_version=?"
         self._select_events = (
@@ -105,10 +91,7 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     ) -> Sequence[int] | None:
         durable = bool(kwargs.get("durable", True))
         with self._write_transaction(durable=durable) as c:
-            result = self._insert_events(c, stored_events, **kwargs)
-        if durable:
-            self.durable_commits.done()
-        return result
+            return self._insert_events(c, stored_events, **kwargs)
 
     @contextmanager
     def _write_transaction(self, *, durable: bool = False) -> Iterator[SQLiteCursor]:
@@ -182,12 +165,6 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         One ``SELECT`` for all of them (an ``OR`` of primary-key lookups, which
         SQLite answers with one index search each) instead of one per stream.
         """
-        if is_pooled(self.datastore):  # the path before: one statement per check
-            for stream_id, version in taken:
-                c.execute(self._version_exists, (stream_id, version))
-                if c.fetchone() is not None:
-                    raise StreamConflictError(stream_id)
-            return
         found: set[tuple[str, int]] = set()
         for start in range(0, len(taken), _CHECKS_PER_SELECT):  # SQLite's expression depth
             chunk = taken[start : start + _CHECKS_PER_SELECT]
@@ -239,8 +216,6 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         of primary-key lookups, per hundred slots), where the default reads one
         slot per statement: a cold worker's recheck reads every directory record
         its attempt's approval authorized. Absent slots are left out."""
-        if is_pooled(self.datastore):  # the path before: one statement per slot
-            return super().select_events_at(keys)
 
         def slots(chunk: list[tuple[str, int]]) -> tuple[str, list[Any]]:
             where = " OR ".join(["(originator_id=? AND originator_version=?)"] * len(chunk))
@@ -257,8 +232,6 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         (SQLite takes a bare column's value from the row that gives ``MAX``), where
         the default reads one stream per statement: a cold approval reads every
         directory record it lacks. Streams without events are left out."""
-        if is_pooled(self.datastore):  # the path before: one statement per stream
-            return super().select_latest_events(stream_ids)
 
         def newest(chunk: list[str]) -> tuple[str, list[Any]]:
             return (

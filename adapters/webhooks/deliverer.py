@@ -61,7 +61,7 @@ class Transport(Protocol):
 
 
 class HttpxTransport:
-    """One pooled httpx client; no redirects, no proxies from the environment."""
+    """One httpx client reusing its connections; no redirects, no proxies from the environment."""
 
     def __init__(self) -> None:
         import httpx

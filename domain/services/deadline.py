@@ -165,7 +165,7 @@ os.register_at_fork(after_in_child=_forget_shared_in_child)
 
 
 class ThreadedCalls:
-    """Runs each call on a pooled thread and stops waiting at the deadline."""
+    """Runs each call on a thread of the shared pool and stops waiting at the deadline."""
 
     def __init__(self, threads: CallThreads | None = None) -> None:
         self._threads = threads

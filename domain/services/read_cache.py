@@ -15,8 +15,8 @@ Entries are immutable (a directory snapshot is a frozen mapping; a proposal
 is the tuple of its frozen events, folded into a new aggregate on every read),
 the number of entries is bounded (least recently used out), a missing record
 is never cached, and a newer version is never replaced by an older one.
-``ReadCache(0)`` caches nothing: the reads of the previous code, kept so that
-benchmarks can measure both in one run.
+``ReadCache(0)`` caches nothing (``LEDGER_READ_CACHE_ENTRIES=0``): every read
+goes to the store, as before the cache (benchmarks measure both in one run).
 """
 
 from __future__ import annotations

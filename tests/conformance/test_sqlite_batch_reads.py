@@ -36,11 +36,10 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return reads
 
 
-@pytest.mark.parametrize("pooled", [False, True])
 def test_slots_are_read_in_one_select_per_hundred_and_absent_ones_left_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "l.db"), pooled=pooled))
+    recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "l.db")))
     recorder.create_table()
     names = [f"actor:{n}" for n in range(3)]
     for name in names:
@@ -57,16 +56,14 @@ def test_slots_are_read_in_one_select_per_hundred_and_absent_ones_left_out(
     assert sorted(set(map(key, found))) == sorted(wanted)
     one_by_one = {key(e): e for e in LedgerRecorder.select_events_at(recorder, asked)}
     assert {key(e): e for e in found} == one_by_one
-    # 153 distinct slots: two SELECTs; the pooled datastore keeps the path before
-    assert len(reads) == (len(asked) if pooled else 2)
+    assert len(reads) == 2  # 153 distinct slots: two SELECTs
     recorder.close()
 
 
-@pytest.mark.parametrize("pooled", [False, True])
 def test_the_newest_event_of_each_stream_in_one_select_per_hundred_streams(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "l.db"), pooled=pooled))
+    recorder = SQLiteLedgerRecorder(open_datastore(str(tmp_path / "l.db")))
     recorder.create_table()
     names = [f"actor:{n}" for n in range(150)]
     for n, name in enumerate(names):  # streams of different lengths: 1..7 events
@@ -83,6 +80,5 @@ def test_the_newest_event_of_each_stream_in_one_select_per_hundred_streams(
     }
     one_by_one = LedgerRecorder.select_latest_events(recorder, asked)
     assert newest == {str(e.originator_id): e for e in one_by_one}
-    # 151 distinct streams: two SELECTs; the pooled datastore keeps the path before
-    assert len(reads) == (151 if pooled else 2)
+    assert len(reads) == 2  # 151 distinct streams: two SELECTs
     recorder.close()

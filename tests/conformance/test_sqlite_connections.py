@@ -16,12 +16,13 @@ from eventsourcing.persistence import StoredEvent
 from adapters.sqlite.datastore import LedgerDatastore
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from tests.conformance.backends import new_stream_id
+from tests.support.stores import DurableCountingRecorder
 
 JOIN_SECONDS = 30  # a deadlock shows as a thread still alive after this
 
 
-def _recorder(path: str, *, pooled: bool = False) -> SQLiteLedgerRecorder:
-    recorder = SQLiteLedgerRecorder(open_datastore(path, pooled=pooled))
+def _recorder(path: str) -> SQLiteLedgerRecorder:
+    recorder = SQLiteLedgerRecorder(open_datastore(path))
     recorder.create_table()
     return recorder
 
@@ -136,11 +137,8 @@ def test_an_in_memory_store_is_one_database_for_every_thread() -> None:
     recorder.close()
 
 
-@pytest.mark.parametrize("pooled", [False, True], ids=["per-thread", "pooled"])
-def test_a_commit_of_many_streams_names_the_stream_already_written(
-    tmp_path: Path, pooled: bool
-) -> None:
-    recorder = _recorder(str(tmp_path / "ledger.db"), pooled=pooled)
+def test_a_commit_of_many_streams_names_the_stream_already_written(tmp_path: Path) -> None:
+    recorder = _recorder(str(tmp_path / "ledger.db"))
     streams = [new_stream_id() for _ in range(250)]  # over one SELECT's worth of checks
     recorder.insert_events([StoredEvent(streams[200], 1, "topic", b"{}")])
     from adapters.recorder import StreamConflictError
@@ -262,7 +260,8 @@ def test_each_commit_runs_at_its_own_level_set_outside_the_write_lock(tmp_path: 
     store's NORMAL; a connection keeps the level set last, so a run of durable
     commits sets it once, and it is set before the write lock is taken (the
     lock is held for the transaction's own statements only)."""
-    recorder = _recorder(str(tmp_path / "ledger.db"))
+    recorder = DurableCountingRecorder(open_datastore(str(tmp_path / "ledger.db")))
+    recorder.create_table()
     datastore = recorder.datastore
     assert isinstance(datastore, LedgerDatastore)
     stream = new_stream_id()
@@ -291,5 +290,5 @@ def test_each_commit_runs_at_its_own_level_set_outside_the_write_lock(tmp_path: 
     recorder.insert_events([StoredEvent(stream, 5, "topic", b"{}")], durable=True)
     assert pragmas() == [("PRAGMA synchronous=FULL", False)]
     assert level_at_write == [1]  # NORMAL
-    assert recorder.durable_commits.count == 4
+    assert recorder.durable_count == 4
     recorder.close()

@@ -232,13 +232,13 @@ def test_every_audit_command_has_help(args: list[str]) -> None:
 
 
 def test_reindex_adds_streams_written_before_the_index(tmp_path: Path) -> None:
-    from adapters.store import LedgerStore
     from domain.directory import DirectoryRecord
     from domain.ports import Commit
+    from tests.support.stores import store_before_head_index
 
     db = str(tmp_path / "ledger.db")
     ledger = build_ledger(load_settings(store="sqlite", sqlite_path=db))
-    legacy = LedgerStore(ledger.store.recorder, head_index=False)
+    legacy = store_before_head_index(ledger.store.recorder)
     legacy.commit(
         Commit(
             aggregates=[

@@ -591,7 +591,8 @@ def run_everything(
 def lambda_outputs(ledger: Ledger, attempt_id: str) -> list[str]:
     """The worker Lambda on canary-laden stream records: its answers and its stdout."""
     pytest.importorskip("aws_lambda_powertools")
-    from adapters.aws_lambda import common, worker
+    from adapters.aws_lambda import worker
+    from tests.support.aws_lambda import use_ledger
 
     state = json.dumps({"content": CANARIES["stream_record"]}).encode()
     image = {
@@ -628,15 +629,12 @@ def lambda_outputs(ledger: Ledger, attempt_id: str) -> list[str]:
         def get_remaining_time_in_millis(self) -> int:
             return 900_000
 
-    common.set_ledger_for_tests(ledger)
     out = io.StringIO()
-    try:
-        with redirect_stdout(out):
-            answers = [
-                worker.handler({"Records": records}, Context()),
-                worker.handler({"mode": "recovery"}, Context()),
-            ]
-    finally:
-        common.set_ledger_for_tests(None)
+    with pytest.MonkeyPatch.context() as monkeypatch, redirect_stdout(out):
+        use_ledger(monkeypatch, ledger)
+        answers = [
+            worker.handler({"Records": records}, Context()),
+            worker.handler({"mode": "recovery"}, Context()),
+        ]
     assert answers[0].get("batchItemFailures"), answers[0]  # the malformed record failed
     return [json.dumps(answers), out.getvalue()]

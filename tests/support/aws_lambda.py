@@ -1,5 +1,6 @@
-"""Lambda handlers in-process: a fake Lambda context, a ledger wired on a recorder,
-the table's DynamoDB Streams records shaped as Lambda delivers them, EMF metrics."""
+"""Lambda handlers in-process: a fake Lambda context, a ledger wired on a recorder
+(and the handlers pointed at it), the table's DynamoDB Streams records shaped as
+Lambda delivers them, EMF metrics."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import pytest
+
+from adapters.aws_lambda import common
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import load_settings
 from tests.support.clocks import FixedClock
@@ -36,6 +40,29 @@ def wire(recorder: Any, clock: FixedClock | None = None, **settings: Any) -> Led
         clock=clock or FixedClock(),
         recorder=recorder,
     )
+
+
+def use_ledger(monkeypatch: pytest.MonkeyPatch, ledger: Ledger | None = None) -> None:
+    """For this test the Lambda handlers use ``ledger``; without one, they build
+    their own from the environment on first use, as at a cold start."""
+    build = common.ledger_from_environment if ledger is None else (lambda: ledger)
+    monkeypatch.setattr(common, "environment_ledger", common.BuiltOnce(build))
+
+
+def fresh_api_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For this test the API function builds its app again (on the handlers' ledger)."""
+    from api import aws_lambda as api_lambda
+
+    monkeypatch.setattr(
+        api_lambda, "environment_app", common.BuiltOnce(api_lambda.app_from_environment)
+    )
+
+
+def use_s3(monkeypatch: pytest.MonkeyPatch, client: Any) -> None:
+    """For this test the checkpoint function writes through ``client``."""
+    from adapters.aws_lambda import checkpoint
+
+    monkeypatch.setattr(checkpoint, "environment_s3", common.BuiltOnce(lambda: client))
 
 
 def _plain(value: Any) -> Any:

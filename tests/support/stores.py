@@ -3,14 +3,59 @@ SQLite and DynamoDB (the emulator; marked ``dynamodb``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from adapters.memory.recorder import MemoryLedgerRecorder
+from adapters.recorder import LedgerRecorder
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.store import LedgerStore
+
+
+class WithoutHeadIndex:
+    """A recorder whose writes leave the head index out: what a ledger wrote
+    before the head index existed."""
+
+    def __init__(self, inner: LedgerRecorder) -> None:
+        self.inner = inner
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
+        return self.inner.insert_events(stored_events, **{**kwargs, "heads": ()})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class DurableCountingRecorder(SQLiteLedgerRecorder):
+    """The SQLite recorder, counting its durable commits and running the ``after``
+    hooks once each has returned (its fsync done), in the committing thread: a
+    test reads the WAL's size there to know which prefix of the file a power cut
+    cannot take away."""
+
+    def __init__(self, datastore: Any, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        self.durable_count = 0
+        self.after: list[Callable[[], None]] = []
+        self._counting = threading.Lock()
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
+        result = super().insert_events(stored_events, **kwargs)
+        if kwargs.get("durable", True):
+            with self._counting:
+                self.durable_count += 1
+            for hook in list(self.after):
+                hook()
+        return result
+
+
+def store_before_head_index(recorder: LedgerRecorder) -> LedgerStore:
+    """A store on ``recorder`` that writes as the ledger did before the head index."""
+    return LedgerStore(cast(LedgerRecorder, WithoutHeadIndex(recorder)))
 
 
 def _opened(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStore]:

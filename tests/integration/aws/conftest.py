@@ -9,23 +9,21 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.aws_lambda import common, projector, worker
+from adapters.aws_lambda import projector, worker
 from adapters.bootstrap import Ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
-from tests.support.aws_lambda import FakeLambdaContext, StreamTap, wire
+from tests.support.aws_lambda import FakeLambdaContext, StreamTap, use_ledger, wire
 from tests.support.clocks import FixedClock
 from tests.support.worlds.execution import ExecutionWorld
 
 
 @pytest.fixture(autouse=True)
-def _hermetic(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No LEDGER_* variable leaks in, and no injected ledger leaks out."""
+def _hermetic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No LEDGER_* variable leaks in, and no ledger built in another test either."""
     for name in list(os.environ):
         if name.startswith("LEDGER_"):
             monkeypatch.delenv(name)
-    common.set_ledger_for_tests(None)
-    yield
-    common.set_ledger_for_tests(None)
+    use_ledger(monkeypatch)
 
 
 @pytest.fixture
@@ -34,10 +32,10 @@ def context() -> FakeLambdaContext:
 
 
 @pytest.fixture
-def ledger(dynamodb_recorder: DynamoDBLedgerRecorder) -> Ledger:
-    """The ledger the handlers use (injected through the test hook)."""
+def ledger(dynamodb_recorder: DynamoDBLedgerRecorder, monkeypatch: pytest.MonkeyPatch) -> Ledger:
+    """The ledger the handlers use."""
     wired = wire(dynamodb_recorder)
-    common.set_ledger_for_tests(wired)
+    use_ledger(monkeypatch, wired)
     return wired
 
 

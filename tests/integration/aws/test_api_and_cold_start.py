@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from domain.attempt import ExecutionAttempt
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit
 from domain.redaction import REDACTED, redact
-from tests.support.aws_lambda import FakeLambdaContext, wire
+from tests.support.aws_lambda import FakeLambdaContext, fresh_api_app, use_ledger, wire
 from tests.support.clocks import FixedClock
 from tests.support.worlds.execution import ExecutionWorld
 
@@ -52,11 +51,9 @@ def http_event(method: str, path: str, headers: dict[str, str] | None = None) ->
 
 
 @pytest.fixture
-def api() -> Iterator[None]:
-    api_lambda.reset_for_tests()
-    common.set_ledger_for_tests(wire(MemoryLedgerRecorder(), FixedClock()))
-    yield
-    api_lambda.reset_for_tests()
+def api(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_ledger(monkeypatch, wire(MemoryLedgerRecorder(), FixedClock()))
+    fresh_api_app(monkeypatch)
 
 
 def test_api_handler_serves_the_app_through_the_http_api_event(

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from adapters.audit.digests import verify_ledger
-from adapters.aws_lambda import checkpoint, common
+from adapters.aws_lambda import checkpoint
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.settings import SettingsError, load_settings
 from domain.digest import Digest
-from tests.support.aws_lambda import FakeLambdaContext
+from tests.support.aws_lambda import FakeLambdaContext, use_ledger, use_s3
 from tests.support.worlds.approval import FixedClock
 from tests.support.worlds.execution import ExecutionWorld
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.dynamodb
 
 
 @pytest.fixture
-def s3(dynamodb_endpoint: str) -> Any:
+def s3(dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     import boto3
 
     client = boto3.client(
@@ -32,13 +32,15 @@ def s3(dynamodb_endpoint: str) -> Any:
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
-    checkpoint.set_s3_client_for_tests(client)
-    yield client
-    checkpoint.set_s3_client_for_tests(None)
+    use_s3(monkeypatch, client)
+    return client
 
 
 def test_the_checkpoint_lands_in_the_bucket_and_verifies(
-    dynamodb_recorder: DynamoDBLedgerRecorder, s3: Any, context: FakeLambdaContext
+    dynamodb_recorder: DynamoDBLedgerRecorder,
+    s3: Any,
+    context: FakeLambdaContext,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     bucket = "ledger-checkpoints-test"
     s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
@@ -50,7 +52,7 @@ def test_the_checkpoint_lands_in_the_bucket_and_verifies(
     world = ExecutionWorld(ledger.store, registry=ledger.registry, effects=ledger.effects)
     attempt_id = world.approved("provider_idempotency")
     world.worker().process(attempt_id)
-    common.set_ledger_for_tests(ledger)
+    use_ledger(monkeypatch, ledger)
 
     answer = checkpoint.handler({}, context)
     assert answer["key"].startswith("digests/") and answer["stream_count"] >= 8
@@ -62,10 +64,13 @@ def test_the_checkpoint_lands_in_the_bucket_and_verifies(
 
 
 def test_without_a_bucket_the_function_fails_with_one_line(
-    dynamodb_recorder: DynamoDBLedgerRecorder, context: FakeLambdaContext
+    dynamodb_recorder: DynamoDBLedgerRecorder,
+    context: FakeLambdaContext,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    common.set_ledger_for_tests(
-        build_ledger(load_settings(store="dynamodb", env="test"), recorder=dynamodb_recorder)
+    use_ledger(
+        monkeypatch,
+        build_ledger(load_settings(store="dynamodb", env="test"), recorder=dynamodb_recorder),
     )
     with pytest.raises(SettingsError, match="LEDGER_AUDIT_CHECKPOINT_BUCKET"):
         checkpoint.handler({}, context)

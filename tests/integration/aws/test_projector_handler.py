@@ -79,6 +79,23 @@ def test_projector_reports_a_record_without_keys_as_a_batch_item_failure(
     assert status_of(ledger, attempt_id) == ("queued", 1)
 
 
+@pytest.mark.parametrize(
+    "unnamed",
+    [{"eventName": "INSERT"}, {"eventName": "INSERT", "dynamodb": {}}],
+    ids=["no-dynamodb-part", "no-sequence-number"],
+)
+def test_a_failed_record_without_a_sequence_number_fails_the_whole_batch(
+    ledger: Ledger, context: FakeLambdaContext, unnamed: dict[str, Any]
+) -> None:
+    """Lambda retries the whole batch on an empty identifier: the only safe
+    report for a record it cannot name."""
+    named = {"eventName": "INSERT", "dynamodb": {"SequenceNumber": "42"}}
+
+    response = projector.handler({"Records": [unnamed, named]}, context)
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": "42"}, {"itemIdentifier": ""}]}
+
+
 def test_projector_skips_records_of_other_streams(
     ledger: Ledger,
     world: ExecutionWorld,

@@ -8,12 +8,19 @@ from typing import Any
 
 import pytest
 
-from adapters.aws_lambda import common, worker
+from adapters.aws_lambda import worker
 from adapters.bootstrap import Ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.streams import work_from_records
 from domain.attempt import AttemptStatus
-from tests.support.aws_lambda import FakeLambdaContext, StreamTap, metric_total, wire, without_image
+from tests.support.aws_lambda import (
+    FakeLambdaContext,
+    StreamTap,
+    metric_total,
+    use_ledger,
+    wire,
+    without_image,
+)
 from tests.support.sam_template import filter_patterns, load_template, passes
 from tests.support.worlds.execution import ExecutionWorld
 
@@ -141,6 +148,7 @@ def test_records_that_are_not_work_are_acknowledged_without_leaking_content(
 
 
 def test_store_failure_is_a_batch_item_failure_with_a_reason_code(
+    monkeypatch: pytest.MonkeyPatch,
     dynamodb_client: Any,
     world: ExecutionWorld,
     stream: StreamTap,
@@ -151,7 +159,7 @@ def test_store_failure_is_a_batch_item_failure_with_a_reason_code(
     world.approved("provider_idempotency")
     (queued,) = delivered(stream, worker_filter)
     gone = DynamoDBLedgerRecorder(table_name="ledger-test-no-such-table", client=dynamodb_client)
-    common.set_ledger_for_tests(wire(gone))
+    use_ledger(monkeypatch, wire(gone))
 
     response = worker.handler({"Records": [queued]}, context)
 
@@ -182,6 +190,7 @@ def test_recovery_mode_leases_an_attempt_whose_record_was_missed(
 
 
 def test_execution_switch_leaves_work_queued_until_it_is_turned_back_on(
+    monkeypatch: pytest.MonkeyPatch,
     ledger: Ledger,
     world: ExecutionWorld,
     stream: StreamTap,
@@ -192,7 +201,7 @@ def test_execution_switch_leaves_work_queued_until_it_is_turned_back_on(
     off = dataclasses.replace(
         ledger, settings=ledger.settings.model_copy(update={"execution_enabled": False})
     )
-    common.set_ledger_for_tests(off)
+    use_ledger(monkeypatch, off)
     attempt_id = world.approved("provider_idempotency")
     (queued,) = delivered(stream, worker_filter)
 
@@ -207,7 +216,7 @@ def test_execution_switch_leaves_work_queued_until_it_is_turned_back_on(
     assert metric_total(capsys.readouterr().out, "RecordsLeftForRecovery") == 1
 
     # On again: the next recovery tick runs what waited, exactly once.
-    common.set_ledger_for_tests(ledger)
+    use_ledger(monkeypatch, ledger)
     assert worker.handler({"mode": "recovery"}, context)["outcomes"] == {"succeeded": 1}
     assert world.attempt(attempt_id).status is AttemptStatus.SUCCEEDED
     assert world.calls_for(attempt_id) == 1

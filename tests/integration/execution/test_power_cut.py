@@ -4,8 +4,8 @@ The file runs in WAL mode with ``synchronous=NORMAL``: only durable commits
 fsync the WAL, and one fsync covers every frame before it. What a power cut
 leaves is therefore the database file plus the prefix of the WAL that the
 last durable commit synced (SQLite replays the checksummed prefix on open).
-``PowerCut`` records that prefix after every durable commit (the recorder's
-test-time hook) and builds that leftover state as a copy, at chosen points of
+``PowerCut`` records that prefix after every durable commit (a hook of the
+counting recorder of tests/support) and builds that leftover state as a copy, at chosen points of
 a lifecycle: right after each answer is given, during the executor call,
 right after a lease. A new ledger on the copy must still hold everything that
 was answered, and its recovery must never call the executor blindly.
@@ -32,6 +32,7 @@ from domain.services.approval import approve
 from domain.services.context import ServiceContext
 from domain.services.execution import CrashPoint, Worker, WorkerPolicy
 from domain.services.recovery import run_recovery
+from tests.support.stores import DurableCountingRecorder
 from tests.support.worlds.execution import LEASE, MODES, DuringCall, ExecutionWorld
 
 
@@ -39,13 +40,13 @@ class PowerCut:
     """What survives a power cut of one SQLite file at any moment: its main
     file and the WAL prefix synced by the last durable commit."""
 
-    def __init__(self, path: Path, recorder: SQLiteLedgerRecorder) -> None:
+    def __init__(self, path: Path, recorder: DurableCountingRecorder) -> None:
         self.path = path
         self.wal = Path(f"{path}-wal")
         self.synced = 0
         self.main_file = path.read_bytes()
         self.cuts = 0
-        recorder.durable_commits.after.append(self._synced)
+        recorder.after.append(self._synced)
 
     def _synced(self) -> None:
         size = self.wal.stat().st_size
@@ -76,9 +77,9 @@ class NothingDurable(LedgerStore):
 
 
 @pytest.fixture
-def sqlite_file(tmp_path: Path) -> Iterator[tuple[Path, SQLiteLedgerRecorder]]:
+def sqlite_file(tmp_path: Path) -> Iterator[tuple[Path, DurableCountingRecorder]]:
     path = tmp_path / "ledger.db"
-    recorder = SQLiteLedgerRecorder(open_datastore(str(path)))
+    recorder = DurableCountingRecorder(open_datastore(str(path)))
     recorder.create_table()
     yield path, recorder
     recorder.close()
@@ -107,7 +108,7 @@ def calls(effects: EffectLedger, key: str) -> list[str]:
 
 
 def test_every_answered_commit_survives_a_power_cut_right_after_its_answer(
-    sqlite_file: tuple[Path, SQLiteLedgerRecorder], tmp_path: Path
+    sqlite_file: tuple[Path, DurableCountingRecorder], tmp_path: Path
 ) -> None:
     path, recorder = sqlite_file
     world = world_on(LedgerStore(recorder))
@@ -135,7 +136,7 @@ def test_every_answered_commit_survives_a_power_cut_right_after_its_answer(
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_a_power_cut_during_the_executor_call_keeps_the_marker_and_never_redispatches_blindly(
-    sqlite_file: tuple[Path, SQLiteLedgerRecorder], tmp_path: Path, mode: str
+    sqlite_file: tuple[Path, DurableCountingRecorder], tmp_path: Path, mode: str
 ) -> None:
     path, recorder = sqlite_file
     world = world_on(LedgerStore(recorder))
@@ -170,7 +171,7 @@ def test_a_power_cut_during_the_executor_call_keeps_the_marker_and_never_redispa
 
 
 def test_a_power_cut_after_a_lease_loses_the_lease_and_recovery_runs_it_once(
-    sqlite_file: tuple[Path, SQLiteLedgerRecorder], tmp_path: Path
+    sqlite_file: tuple[Path, DurableCountingRecorder], tmp_path: Path
 ) -> None:
     path, recorder = sqlite_file
     world = world_on(LedgerStore(recorder))
@@ -199,7 +200,7 @@ def test_a_power_cut_after_a_lease_loses_the_lease_and_recovery_runs_it_once(
 
 
 def test_control_a_marker_that_is_not_durable_leads_to_a_blind_duplicate(
-    sqlite_file: tuple[Path, SQLiteLedgerRecorder], tmp_path: Path
+    sqlite_file: tuple[Path, DurableCountingRecorder], tmp_path: Path
 ) -> None:
     """What the durable marker prevents, shown by taking it away: a worker whose
     commits are not fsynced loses its marker to the cut during the call, and
@@ -225,7 +226,7 @@ def test_control_a_marker_that_is_not_durable_leads_to_a_blind_duplicate(
 
 
 def test_a_lifecycle_fsyncs_only_the_commits_that_answer_or_precede_a_call(
-    sqlite_file: tuple[Path, SQLiteLedgerRecorder],
+    sqlite_file: tuple[Path, DurableCountingRecorder],
 ) -> None:
     """Five durable commits: propose (201), present (201), approve (202), the
     dispatch marker (before the call) and the result (200 to status readers);
@@ -235,7 +236,6 @@ def test_a_lifecycle_fsyncs_only_the_commits_that_answer_or_precede_a_call(
     _, recorder = sqlite_file
     world = world_on(LedgerStore(recorder))
     projector = Projector(world.store, recorder.make_backend().views)
-    durable = recorder.durable_commits
     written: list[bool] = []
     insert = recorder.insert_events
 
@@ -244,11 +244,11 @@ def test_a_lifecycle_fsyncs_only_the_commits_that_answer_or_precede_a_call(
         return insert(stored, **kwargs)
 
     recorder.insert_events = counting  # type: ignore[method-assign]
-    before = durable.count
+    before = recorder.durable_count
     steps: dict[str, int] = {}
 
     def step(name: str) -> None:
-        steps[name] = durable.count - before - sum(steps.values())
+        steps[name] = recorder.durable_count - before - sum(steps.values())
 
     attempt_id = world.approved("provider_idempotency")  # propose, present, approve
     step("propose+present+approve")
@@ -266,5 +266,5 @@ def test_a_lifecycle_fsyncs_only_the_commits_that_answer_or_precede_a_call(
         "view again": 0,
     }
     answered_or_before_a_call = 5
-    assert durable.count - before <= answered_or_before_a_call
+    assert recorder.durable_count - before <= answered_or_before_a_call
     assert written.count(False) == 1  # the lease: a commit that is not fsynced

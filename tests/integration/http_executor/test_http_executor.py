@@ -229,12 +229,11 @@ def test_connections_are_reused(http_executor: Build, provider: Provider) -> Non
 def test_tls_verification_is_on_by_default() -> None:
     import ssl
 
-    from adapters.executors.http import make_client
+    from adapters.executors.http_transport import DeadlineTransport
 
-    client = make_client()
-    context = client._transport._pool._ssl_context  # type: ignore[attr-defined]
+    context = DeadlineTransport().ssl_context
     assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
-    client.close()
+    assert DeadlineTransport(verify=False).ssl_context.verify_mode is ssl.CERT_NONE
 
 
 def test_the_reconciler_reads_by_key_only(http_executor: Build, provider: Provider) -> None:

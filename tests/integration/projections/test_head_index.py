@@ -11,6 +11,7 @@ from domain.digest import build_digest
 from domain.directory import DirectoryRecord
 from domain.ports import Commit
 from domain.spec import format_utc
+from tests.support.stores import store_before_head_index
 
 AT = "2026-01-01T00:00:00Z"
 
@@ -37,7 +38,7 @@ def test_every_commit_moves_the_heads_of_its_streams_atomically(store: LedgerSto
 
 
 def test_reindex_fills_in_streams_written_without_the_index(store: LedgerStore) -> None:
-    legacy = LedgerStore(store.recorder, head_index=False)
+    legacy = store_before_head_index(store.recorder)
     record(legacy, "actor:old", 2)
     record(legacy, "target:old", 0)
     record(store, "actor:new", 1)
