@@ -7,9 +7,11 @@ store; the backend does it (one ordered SQL pass on SQLite, a parallel
 segmented Scan on DynamoDB: an admin operation, never on the request or
 worker path).
 
-The status rows are folded straight from the events' stored data
-(``projections.status_fold``) where that fold knows every event of a stream;
-any other stream is folded through the aggregate, as the live projector does.
+The status rows come from the same fold as the live projector's
+(``projections.status_fold``), applied to the data decoded straight from the
+canonical stored bytes; a stream whose bytes are not all canonical (the
+library's older form, a state moved between rows) is read and folded as the
+live projector reads and folds it.
 
 A rebuild works in batches of a few hundred attempts: one read of their
 events, one read of their live rows, one write of the rows that differ. The
@@ -37,8 +39,8 @@ from domain.base import bytes_hash
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit, DueWork, ReadCheck
 from projections.ports import ViewRecord
-from projections.status import STATUS_VIEW, status_record
-from projections.status_fold import EVENT_TYPES, fold_status
+from projections.status import STATUS_VIEW
+from projections.status_fold import EVENT_TYPES, fold_status, read_status
 
 VIEWS = ("status", "due_work")
 DUE_PER_COMMIT = 50
@@ -132,23 +134,20 @@ def _status_rows(
     ledger: Ledger, streams: Sequence[tuple[str, Sequence[StoredEvent]]]
 ) -> list[ViewRecord]:
     """The status row of every attempt stream: straight from the stored data
-    where the fold knows every event, else through the aggregate."""
+    where every event is canonical, else as the live projector folds it."""
     rows: list[ViewRecord] = []
     for stream_id, events in streams:
-        row = fold_stored_status(stream_id, events)
-        if row is None:
-            attempt = fold_attempt(ledger, events)
-            if attempt is None:
-                continue
-            row = status_record(attempt)
-        rows.append(row)
+        row = fold_stored_status(stream_id, events) or read_status(ledger.store, stream_id)
+        if row is not None:
+            rows.append(row)
     return rows
 
 
 def fold_stored_status(stream_id: str, events: Sequence[StoredEvent]) -> ViewRecord | None:
     """The status row from canonical stored events, without building events or
     the aggregate; None when a row is not canonical, not the next version, or
-    of a type the fold does not know (``projections.status_fold``)."""
+    of a type the fold does not know (``projections.status_fold``), or when
+    the stream is not an attempt's."""
     folded: list[tuple[str, dict[str, Any]]] = []
     for expected, stored in enumerate(events, 1):
         event_type = EVENT_TYPES.get(stored.topic)

@@ -411,9 +411,11 @@ SQLite, of {repeat} on ministack.
   every stored event decoded into its event object and applied to an
   ``ExecutionAttempt``, the live rows decoded and compared re-encoded.
 - **folded from the stored data** builds each status row straight from the
-  decoded event data (``projections.status_fold``; a stream it does not know
-  goes through the aggregate), and on SQLite compares it with the stored row
-  as stored (its JSON text, one encoding per row, no decoding).
+  decoded event data by the status fold the live projector uses too
+  (``projections.status_fold``; a stream whose stored bytes are not canonical
+  is read and folded as the live projector does), and on SQLite compares it
+  with the stored row as stored (its JSON text, one encoding per row, no
+  decoding).
 """
 
 

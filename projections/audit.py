@@ -1,5 +1,8 @@
 """The audit view: a redacted, replayable timeline of one stream, and a picture.
 
+Events are labelled, in the diagram as in the console's picture, by the one
+table of their words (``projections.labels``).
+
 Redaction (I10): proposal content, tokens and their hashes, idempotency keys
 and anything secret-shaped never leave; everything else (ids, states, reason
 codes, digests, validated receipts, timestamps) is shown as recorded.
@@ -10,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from domain.attempt import RESOLVABLE, TERMINAL
 from domain.audit import verify_chain
 from domain.base import LedgerEvent
 from domain.directory import (
@@ -23,6 +27,7 @@ from domain.directory import (
 from domain.ports import EventStore
 from domain.redaction import redact
 from domain.spec import format_utc
+from projections.labels import OBSERVATION_EVENTS, STATE_AFTER, event_label, state_after
 from projections.ports import ViewStore
 from projections.status import STATUS_VIEW
 
@@ -53,46 +58,39 @@ def timeline(events: Sequence[LedgerEvent]) -> list[dict[str, Any]]:
     return rows
 
 
-STATE_BY_TYPE = {
-    "Queued": "queued",
-    "Leased": "executing",
-    "Requeued": "queued",
-    "DispatchStarted": "executing",
-    "ManuallyResolved": "manually_resolved",
-    "EffectAfterNoEffect": "effect_after_no_effect",
-}
+STATE_BY_TYPE = STATE_AFTER
+"""The state each attempt event leads to (``projections.labels.STATE_AFTER``)."""
+SETTLED = frozenset(s.value for s in TERMINAL - RESOLVABLE)
+"""States the diagram ends in: terminal and waiting for no one."""
 
 
 def mermaid_state_diagram(rows: Sequence[dict[str, Any]]) -> str:
-    """The attempt's state timeline as a Mermaid ``stateDiagram-v2``."""
+    """The attempt's state timeline as a Mermaid ``stateDiagram-v2``, each
+    transition labelled in the words of ``projections.labels``."""
     lines = ["stateDiagram-v2"]
     state = "[*]"
     for row in rows:
-        kind = row["type"]
-        if kind == "ResultRecorded":
-            target = str(row["data"].get("status", "unknown"))
-        elif kind == "LateResultObserved":
-            lines.append(f"    note right of {state} : v{row['version']} late result observed")
+        label = _mermaid_text(event_label(row))
+        if row["type"] in OBSERVATION_EVENTS:
+            lines.append(f"    note right of {state} : {label}")
             continue
-        else:
-            target = STATE_BY_TYPE.get(kind, state)
-        label = f"v{row['version']} {kind}"
-        if kind == "Leased":
-            label += f" g{row['data'].get('generation')}"
-        reason = row["data"].get("reason_code") or row["data"].get("reason")
-        if kind == "ResultRecorded" and reason:
-            label += f" ({reason})"
-        if kind == "ManuallyResolved":
-            label += f" ({row['data'].get('outcome')})"
-        lines.append(f"    {state} --> {target} : {_mermaid_text(label)}")
+        target = _mermaid_state(state_after(row, state))
+        lines.append(f"    {state} --> {target} : {label}")
         state = target
-    if state in ("succeeded", "failed_safe", "manually_resolved"):
+    if state in SETTLED:
         lines.append(f"    {state} --> [*]")
     return "\n".join(lines) + "\n"
 
 
 def _mermaid_text(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in " _-()." else " " for ch in text)
+
+
+def _mermaid_state(state: str) -> str:
+    """A state name Mermaid reads as one (a stored status is only ever snake_case)."""
+    if state == "[*]":
+        return state
+    return "".join(ch if ch.isascii() and (ch.isalnum() or ch == "_") else "_" for ch in state)
 
 
 def audit_stream(

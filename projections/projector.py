@@ -6,8 +6,9 @@ tagged with the stream version. A redelivered or reordered hint can never
 regress a view (the store refuses older versions), and a gap heals itself
 because the whole stream is read.
 
-Attempt streams feed the status view; proposal streams feed the inbox
-(``projections.inbox``).
+Attempt streams feed the status view, folded from the events' data by the one
+fold every status row comes from (``projections.status_fold``, which the
+rebuild uses too); proposal streams feed the inbox (``projections.inbox``).
 
 As a subscriber of the log (``apply``) it writes the folded rows and the
 position it has processed in one atomic write, so a restart resumes from
@@ -19,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from domain.attempt import ExecutionAttempt
 from domain.ports import EventStore
 from domain.proposal import Proposal
 from domain.spec import ATTEMPT_ID_PREFIX
 from projections.inbox import PROPOSAL_PREFIX, inbox_record
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord
-from projections.status import STATUS_VIEW, status_record
+from projections.status import STATUS_VIEW
+from projections.status_fold import read_status
 
 STATUS_SUBSCRIBER = "status"
 
@@ -40,10 +41,10 @@ class Projector:
 
     def project_attempt(self, attempt_id: str) -> bool:
         """Re-fold one attempt stream into its view; True when the view moved."""
-        attempt = self.store.get(ExecutionAttempt, attempt_id)
-        if attempt is None:
+        record = read_status(self.store, attempt_id)
+        if record is None:
             return False
-        return self.views.put_view(status_record(attempt))
+        return self.views.put_view(record)
 
     def project_proposal(self, proposal_id: str) -> bool:
         """Re-fold one proposal stream into its inbox row; True when the row moved."""
@@ -60,10 +61,9 @@ class Projector:
         view = self.views.get_view(STATUS_VIEW, attempt_id)
         if view is not None:
             return view
-        attempt = self.store.get(ExecutionAttempt, attempt_id)
-        if attempt is None:
+        record = read_status(self.store, attempt_id)
+        if record is None:
             return None
-        record = status_record(attempt)
         self.views.put_view(record)
         return self.views.get_view(STATUS_VIEW, attempt_id) or record
 
@@ -84,9 +84,9 @@ class Projector:
         records: list[ViewRecord] = []
         for stream_id in dict.fromkeys(batch.stream_ids):
             if stream_id.startswith(ATTEMPT_ID_PREFIX):
-                attempt = self.store.get(ExecutionAttempt, stream_id)
-                if attempt is not None:
-                    records.append(status_record(attempt))
+                record = read_status(self.store, stream_id)
+                if record is not None:
+                    records.append(record)
             elif stream_id.startswith(PROPOSAL_PREFIX):
                 proposal = self.store.get(Proposal, stream_id)
                 if proposal is not None:

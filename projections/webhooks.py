@@ -29,7 +29,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from domain.attempt import ExecutionAttempt
+from domain.base import LedgerEvent
 from domain.notifications import (
     Notification,
     NotificationType,
@@ -42,7 +42,8 @@ from domain.spec import ATTEMPT_ID_PREFIX
 from domain.timeutil import format_utc
 from projections.inbox import PROPOSAL_PREFIX, proposal_view, sort_time
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord, ViewStore
-from projections.status import attempt_status_view
+from projections.status import view_of
+from projections.status_fold import fold_fields, typed
 
 DELIVERY_VIEW = "webhook_delivery"
 EXPIRY_WATCH_VIEW = "webhook_expiry"
@@ -116,22 +117,25 @@ class Fact:
     view: dict[str, Any]
 
 
-def attempt_facts(events: Iterable[Any]) -> list[Fact]:
-    """Fold an attempt stream event by event; one fact per notified status change."""
-    attempt: ExecutionAttempt | None = None
-    previous: str | None = None
+def attempt_facts(events: Sequence[LedgerEvent]) -> list[Fact]:
+    """Fold an attempt stream event by event (the status view's own fold); one
+    fact per notified status change, with the view as of that event."""
+    if not events:
+        return []
+    stream_id = str(events[0].originator_id)
     found: list[Fact] = []
-    for event in events:
-        attempt = event.mutate(attempt)
-        if attempt is None:
-            continue
-        status = attempt.status.value
+    previous: list[str | None] = [None]
+
+    def after_each(fields: dict[str, Any]) -> None:
+        status = fields["status"]
         notification = attempt_notification(
-            attempt.id, status, previous, attempt.version, attempt.updated_at
+            stream_id, status, previous[0], fields["revision"], fields["updated_at"]
         )
         if notification is not None:
-            found.append(Fact(notification, attempt.actor_id, attempt_status_view(attempt)))
-        previous = status
+            found.append(Fact(notification, fields["owner_actor_id"], view_of(fields)))
+        previous[0] = status
+
+    fold_fields(stream_id, typed(stream_id, events), after_each)
     return found
 
 

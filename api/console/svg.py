@@ -2,6 +2,8 @@
 
 It is drawn from the redacted audit timeline, so it can show only what the
 audit shows: event types, versions, states, generations, reason codes, times.
+Each event is labelled and placed on the path by the table the audit's
+Mermaid diagram uses too (``projections.labels``).
 """
 
 from __future__ import annotations
@@ -10,43 +12,23 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from projections.audit import STATE_BY_TYPE
+from domain.attempt import AttemptStatus
+from projections.labels import OBSERVATION_EVENTS, event_label, state_after
 
 COLORS = {
-    "queued": "#6b7280",
-    "executing": "#2563eb",
-    "succeeded": "#16a34a",
-    "failed_safe": "#d97706",
-    "outcome_unknown": "#dc2626",
-    "manually_resolved": "#7c3aed",
-    "observed": "#9ca3af",
+    AttemptStatus.QUEUED.value: "#6b7280",
+    AttemptStatus.EXECUTING.value: "#2563eb",
+    AttemptStatus.SUCCEEDED.value: "#16a34a",
+    AttemptStatus.FAILED_SAFE.value: "#d97706",
+    AttemptStatus.OUTCOME_UNKNOWN.value: "#dc2626",
+    AttemptStatus.MANUALLY_RESOLVED.value: "#7c3aed",
+    AttemptStatus.EFFECT_AFTER_NO_EFFECT.value: "#be123c",
 }
+OBSERVED = "#9ca3af"
+"""An observation (a late result): drawn on the path, changing no state."""
 ROW = 46
 LEFT = 30
 WIDTH = 760
-
-
-def _state_of(row: dict[str, Any], previous: str) -> str:
-    kind = str(row["type"])
-    if kind == "ResultRecorded":
-        return str(row["data"].get("status", previous))
-    if kind == "LateResultObserved":
-        return "observed"
-    return STATE_BY_TYPE.get(kind, previous)
-
-
-def _label(row: dict[str, Any]) -> str:
-    kind = str(row["type"])
-    data = row["data"]
-    text = f"v{row['version']} {kind}"
-    if kind == "Leased" and data.get("generation") is not None:
-        text += f" (generation {data['generation']})"
-    reason = data.get("reason_code") or data.get("reason")
-    if kind in ("ResultRecorded", "Requeued") and reason:
-        text += f" ({reason})"
-    if kind == "ManuallyResolved" and data.get("outcome"):
-        text += f" ({data['outcome']})"
-    return text
 
 
 def timeline_svg(rows: Sequence[dict[str, Any]]) -> str:
@@ -57,11 +39,13 @@ def timeline_svg(rows: Sequence[dict[str, Any]]) -> str:
         f'height="{height}" viewBox="0 0 {WIDTH} {height}" class="timeline">',
         "<title>State path of the attempt</title>",
     ]
-    state = "queued"
+    state = AttemptStatus.QUEUED.value
     for index, row in enumerate(rows):
         y = 24 + index * ROW
-        state = _state_of(row, state)
-        color = COLORS.get(state, "#111827")
+        state = state_after(row, state)
+        observed = row["type"] in OBSERVATION_EVENTS
+        color = OBSERVED if observed else COLORS.get(state, "#111827")
+        shown = f"still {state}" if observed else state
         if index + 1 < len(rows):
             parts.append(
                 f'<line x1="{LEFT}" y1="{y}" x2="{LEFT}" y2="{y + ROW}" '
@@ -69,15 +53,15 @@ def timeline_svg(rows: Sequence[dict[str, Any]]) -> str:
             )
         parts.append(
             f'<circle cx="{LEFT}" cy="{y}" r="9" fill="{color}">'
-            f"<title>{escape(state)}</title></circle>"
+            f"<title>{escape(shown)}</title></circle>"
         )
         parts.append(
             f'<text x="{LEFT + 22}" y="{y - 3}" font-size="14" '
-            f'font-family="sans-serif" fill="#111827">{escape(_label(row))}</text>'
+            f'font-family="sans-serif" fill="#111827">{escape(event_label(row))}</text>'
         )
         parts.append(
             f'<text x="{LEFT + 22}" y="{y + 14}" font-size="12" '
-            f'font-family="sans-serif" fill="{color}">{escape(state)} · '
+            f'font-family="sans-serif" fill="{color}">{escape(shown)} · '
             f"{escape(str(row.get('recorded_at', '')))}</text>"
         )
     parts.append("</svg>")

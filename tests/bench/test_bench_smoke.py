@@ -127,3 +127,21 @@ def test_durability_benchmark_counts_at_most_one_fsync_per_answered_commit(
         assert durable <= 5
         if commit_fsyncs != "-":  # strace is installed
             assert float(commit_fsyncs) <= 5
+
+
+def test_projector_benchmark_prints_both_paths_side_by_side(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_projector.py"), "--quick"],
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "SQLite on the repository's disk" in done.stdout
+    assert "| before: through the aggregate |" in done.stdout
+    assert "| after: the status fold of the events' data |" in done.stdout
+    assert (tmp_path / "bench_projector.quick.md").exists()

@@ -1,133 +1,48 @@
-"""The status row folded from stored data equals, byte for byte, the row of the
-aggregate's own fold, and declines (None) whatever it does not know."""
+"""The status fold: the one way every status row is made (by the live projector
+from decoded events, by the rebuild from the stored bytes), held byte for byte
+to the aggregate's own fields, and refusing what the aggregate refuses."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import random
-from datetime import timedelta
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from eventsourcing.domain import decorated_funcs
 from eventsourcing.persistence import StoredEvent
 
+from adapters.bootstrap import backend_for, build_ledger
 from adapters.mapping import make_library_mapper
-from adapters.rebuild import canonical, fold_stored_status
-from adapters.store import make_mapper
-from domain.attempt import AttemptStatus, ExecutionAttempt, Resolution
-from domain.directory import DeliveryMode
-from domain.errors import LedgerError
-from domain.spec import format_utc
-from projections.status import status_record
-from projections.status_fold import EVENT_TYPES, REQUIRED
+from adapters.memory.recorder import MemoryLedgerRecorder
+from adapters.rebuild import canonical, fold_stored_status, rebuild
+from adapters.settings import load_settings
+from adapters.store import LedgerStore, make_mapper
+from api.http.schemas.attempts import AttemptOut
+from domain.attempt import AttemptStatus, ExecutionAttempt
+from projections.projector import Projector
+from projections.status import (
+    ROW_ONLY_FIELDS,
+    STATUS_VIEW,
+    VIEW_FIELDS,
+    AttemptStatusView,
+    public_view,
+    status_record,
+)
+from projections.status_fold import (
+    CHANGES,
+    EVENT_TYPES,
+    REQUIRED,
+    UnreadableHistory,
+    fold_events,
+    read_status,
+)
+from tests.support.attempt_histories import new_attempt, random_history
 from tests.support.factories import T0
 
 MAPPER = make_mapper()
-
-
-def new_attempt(rng: random.Random, n: int) -> ExecutionAttempt:
-    extra: dict[str, Any] = {}
-    if rng.random() < 0.5:
-        extra["authorized"] = [["actor:alice", 1], ["grant:alice:tasks.write", 2]]
-        extra["spec"] = {"content": {"title": "Buy milk"}, "sources": ["message:1"]}
-        extra["trace_context"] = {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}
-    return ExecutionAttempt(
-        attempt_id=f"att_{n:04d}",
-        proposal_id=f"prop_{n}",
-        proposal_version=rng.randint(1, 3),
-        payload_hash="sha256:" + "1" * 64,
-        view_hash="sha256:" + "2" * 64,
-        idempotency_key=f"idk_{n}",
-        capability="fake.provider_idempotency",
-        executor_build="sha256:" + "3" * 64,
-        delivery_mode=rng.choice(list(DeliveryMode)).value,
-        actor_id=f"actor{n % 3}",
-        identity_binding_id="ib",
-        channel_binding_id="cb",
-        conversation_key="conv",
-        permission="tasks.write",
-        target_id=rng.choice(["task:42", None]),
-        target_revision=rng.choice(["r7", None]),
-        at=format_utc(T0),
-        **extra,
-    )
-
-
-def random_step(attempt: ExecutionAttempt, rng: random.Random, now: Any) -> None:
-    """One command the aggregate may accept or refuse."""
-    generation = attempt.lease_generation
-    receipt = rng.choice([None, {}, {"provider_id": "task-9", "applied_at": format_utc(now)}])
-    step = rng.choices(
-        [
-            "lease",
-            "requeue",
-            "dispatch",
-            "result",
-            "fail_safe",
-            "unknown",
-            "reconcile",
-            "late",
-            "resolve",
-        ],
-        [4, 1, 4, 4, 1, 2, 2, 2, 2],
-    )[0]
-    if step == "lease":
-        attempt.lease(owner=f"worker-{rng.randint(1, 3)}", now=now, lease_seconds=60)
-    elif step == "requeue":
-        attempt.requeue(
-            generation=rng.choice([generation, None]),
-            reason="gave_up",
-            not_before=now + timedelta(seconds=5),
-            now=now,
-        )
-    elif step == "dispatch":
-        deadline = rng.choice([None, now + timedelta(seconds=30)])
-        attempt.mark_dispatch(
-            generation=generation, now=now, deadline=deadline, settle_seconds=rng.choice([0.0, 2.5])
-        )
-    elif step == "result":
-        attempt.record_result(
-            generation=generation,
-            now=now,
-            receipt=receipt,
-            status=rng.choice(
-                [AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.OUTCOME_UNKNOWN]
-            ),
-            reason_code=rng.choice([None, "provider_error"]),
-        )
-    elif step == "fail_safe":
-        attempt.fail_safe(
-            reason_code="grant_revoked", now=now, generation=rng.choice([generation, None])
-        )
-    elif step == "unknown":
-        attempt.record_unknown(
-            reason_code="lease_expired_after_dispatch",
-            now=now,
-            generation=rng.choice([generation, None]),
-        )
-    elif step == "reconcile":
-        attempt.record_reconciled(
-            status=rng.choice([AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE]),
-            now=now,
-            reason_code=rng.choice([None, "looked_up"]),
-            receipt=receipt,
-        )
-    elif step == "late":
-        attempt.observe_late_result(
-            generation=max(0, generation - 1),
-            now=now,
-            kind=rng.choice(["succeeded", "failed_safe"]),
-        )
-    else:
-        attempt.resolve(
-            outcome=rng.choice(list(Resolution)),
-            reason="checked by hand",
-            resolved_by="admin",
-            now=now,
-            receipt=receipt,
-        )
 
 
 def stored(events: list[Any]) -> list[StoredEvent]:
@@ -146,26 +61,40 @@ def test_random_histories_fold_to_the_aggregates_rows_byte_for_byte() -> None:
     seen_types: set[str] = set()
     seen_statuses: set[str] = set()
     for n in range(200):
-        attempt = new_attempt(rng, n)
-        history = attempt.collect_events()
-        now = T0
-        for _ in range(rng.randint(0, 12)):
-            now += timedelta(seconds=rng.choice([1, 1, 1, 30, 61, 120]))
-            try:
-                random_step(attempt, rng, now)
-            except LedgerError:
-                continue
+        history: list[Any] = []
+        for attempt in random_history(rng, n):
             history += attempt.collect_events()
             rows = stored(history)
-            row = fold_stored_status(attempt.id, rows)
-            assert row is not None, [type(e).__qualname__ for e in history]
-            assert canonical(row) == aggregate_row(rows)
-            assert canonical(row) == canonical(status_record(attempt))
+            from_bytes = fold_stored_status(attempt.id, rows)
+            decoded = fold_events(attempt.id, [MAPPER.to_domain_event(r) for r in rows])
+            assert from_bytes is not None and decoded is not None
+            assert canonical(from_bytes) == aggregate_row(rows)
+            assert canonical(from_bytes) == canonical(status_record(attempt))
+            assert canonical(decoded) == canonical(from_bytes)
             seen_statuses.add(attempt.status.value)
         seen_types |= {type(e).__qualname__ for e in history}
     # the walk reached every event type and every status
     assert seen_types == set(EVENT_TYPES.values())
     assert seen_statuses == {s.value for s in AttemptStatus}
+
+
+def test_every_row_shows_exactly_the_fields_of_the_response_model() -> None:
+    """The model lists the view's fields once: the fold writes no field it does
+    not list, in its order, and every row it makes is a valid response."""
+    assert AttemptOut.model_fields.keys() == AttemptStatusView.model_fields.keys()
+    rng = random.Random(7)
+    for n in range(60):
+        history: list[Any] = []
+        for attempt in random_history(rng, n):
+            history += attempt.collect_events()
+            row = fold_stored_status(attempt.id, stored(history))
+            assert row is not None
+            names = list(row.data)
+            assert names[-len(ROW_ONLY_FIELDS) :] == list(ROW_ONLY_FIELDS)
+            shown = names[: -len(ROW_ONLY_FIELDS)]
+            assert shown == [f for f in VIEW_FIELDS if f in shown]
+            out = AttemptOut.model_validate(public_view(row.data))
+            assert out.model_dump(exclude_none=True) == public_view(row.data)
 
 
 def test_the_fold_knows_every_event_of_the_aggregate_and_its_required_arguments() -> None:
@@ -176,7 +105,7 @@ def test_the_fold_knows_every_event_of_the_aggregate_and_its_required_arguments(
         and issubclass(getattr(ExecutionAttempt, name), ExecutionAttempt.Event)
         and name not in ("Event", "Created")
     }
-    assert events == set(REQUIRED)
+    assert events == set(CHANGES) == set(REQUIRED)
     for name, required in REQUIRED.items():
         event_class = getattr(ExecutionAttempt, name)
         method = decorated_funcs.get(event_class, ExecutionAttempt.__init__)
@@ -199,66 +128,137 @@ def replaced(event: StoredEvent, **changes: Any) -> StoredEvent:
     return dataclasses.replace(event, **changes)
 
 
-@pytest.mark.parametrize(
-    "spoil",
-    [
-        "library form",
-        "moved state",
-        "unknown topic",
-        "version gap",
-        "trailing space",
-        "unknown mode",
-        "missing argument",
-        "bad authorized",
-        "bad time",
-        "not json",
-    ],
-)
-def test_the_fold_declines_what_it_does_not_know(spoil: str) -> None:
-    """None, so the rebuild folds that stream through the aggregate (whose answer,
-    a row or an error, is then the one given)."""
+def edited(event: StoredEvent, old: str, new: str) -> StoredEvent:
+    state = event.state.decode()
+    assert old in state
+    return replaced(event, state=state.replace(old, new).encode())
+
+
+def spoiled(spoil: str, attempt: ExecutionAttempt, rows: list[StoredEvent]) -> list[StoredEvent]:
+    first, second = rows
+    if spoil == "library form":
+        return [make_library_mapper().to_stored_event(MAPPER.to_domain_event(first)), second]
+    if spoil == "moved state":  # the first state of another attempt, in this row
+        other = stored(new_attempt(random.Random(2), 2).collect_events())[0]
+        return [replaced(other, originator_id=attempt.id), second]
+    if spoil == "unknown topic":
+        return [first, replaced(second, topic="domain.attempt:ExecutionAttempt.Renamed")]
+    if spoil == "version gap":
+        return [first, replaced(second, originator_version=3)]
+    if spoil == "trailing space":
+        return [replaced(first, state=first.state + b" "), second]
+    if spoil == "bad time":
+        return [first, edited(second, '"timestamp":"', '"timestamp":"x')]
+    if spoil == "not json":
+        return [first, replaced(second, state=b'{"data":{"at":')]
+    if spoil == "unknown mode":
+        return [edited(first, attempt.delivery_mode.value, "carrier_pigeon"), second]
+    if spoil == "missing argument":
+        return [edited(first, '"actor_id":', '"actor_ix":'), second]
+    if spoil == "unknown status":
+        attempt.mark_dispatch(generation=1, now=T0)
+        attempt.record_result(generation=1, status=AttemptStatus.SUCCEEDED, now=T0)
+        rest = stored(attempt.collect_events())
+        return [first, second, rest[0], edited(rest[1], '"succeeded"', '"carrier_pigeon"')]
+    if spoil == "second queued":
+        return [first, replaced(first, originator_version=2)]
+    assert spoil == "bad authorized"
+    state = first.state.decode()
+    if '"authorized":null' in state:
+        return [edited(first, '"authorized":null', '"authorized":[["actor:alice","one"]]'), second]
+    return [
+        edited(first, '["grant:alice:tasks.write",2]', '["grant:alice:tasks.write","x"]'),
+        second,
+    ]
+
+
+def answer(produce: Callable[[], Any]) -> tuple[str, Any]:
+    """A row's bytes, or the error's type and message."""
+    try:
+        return "row", canonical(produce())
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+def live_and_rebuilt(attempt_id: str, rows: list[StoredEvent]) -> tuple[Any, Any]:
+    """What the live projector and the rebuild make of the stream ``rows``."""
+    store = LedgerStore(MemoryLedgerRecorder())
+    store.recorder.insert_events(rows)
+    live_views = backend_for(store.recorder).views
+    live = Projector(store, live_views)
+    ledger = build_ledger(
+        load_settings(store="memory", env="test"), backend=backend_for(store.recorder)
+    )
+
+    def projected() -> Any:
+        live.project_attempt(attempt_id)
+        return live_views.get_view(STATUS_VIEW, attempt_id)
+
+    def rebuilt() -> Any:
+        rebuild(ledger, "status")
+        assert ledger.views is not None
+        return ledger.views.get_view(STATUS_VIEW, attempt_id)
+
+    return answer(projected), answer(rebuilt)
+
+
+STORED_FORMS = [
+    "library form",
+    "moved state",
+    "unknown topic",
+    "version gap",
+    "trailing space",
+    "bad time",
+    "not json",
+    "second queued",
+]
+REFUSED_VALUES = [
+    "unknown mode",
+    "missing argument",
+    "unknown status",
+    "bad authorized",
+]
+
+
+@pytest.mark.parametrize("spoil", STORED_FORMS + REFUSED_VALUES)
+def test_the_rebuild_and_the_live_projector_give_the_same_answer_for_any_stream(
+    spoil: str,
+) -> None:
+    """Bytes the rebuild cannot take straight are read as the live projector
+    reads them; values the aggregate refuses, both refuse with the same message."""
     attempt, rows = queued_and_leased()
     assert fold_stored_status(attempt.id, rows) is not None
-    first, second = rows
-    state = first.state.decode()
-    if spoil == "library form":
-        rows = [make_library_mapper().to_stored_event(MAPPER.to_domain_event(first)), second]
-    elif spoil == "moved state":
-        rows = [replaced(first, originator_id="att_other"), second]
-    elif spoil == "unknown topic":
-        rows = [first, replaced(second, topic="domain.attempt:ExecutionAttempt.Renamed")]
-    elif spoil == "version gap":
-        rows = [first, replaced(second, originator_version=3)]
-    elif spoil == "trailing space":
-        rows = [replaced(first, state=first.state + b" "), second]
-    elif spoil == "unknown mode":
-        rows = [
-            replaced(
-                first, state=state.replace(attempt.delivery_mode.value, "carrier_pigeon").encode()
-            ),
-            second,
-        ]
-    elif spoil == "missing argument":
-        rows = [replaced(first, state=state.replace('"actor_id":', '"actor_ix":').encode()), second]
-    elif spoil == "bad authorized":
-        rows = [
-            replaced(
-                first,
-                state=state.replace('"authorized":null', '"authorized":[["actor:alice","one"]]')
-                .replace('["grant:alice:tasks.write",2]', '["grant:alice:tasks.write","two"]')
-                .encode(),
-            ),
-            second,
-        ]
-        assert rows[0].state != first.state
-    elif spoil == "bad time":
-        rows = [
-            first,
-            replaced(
-                second,
-                state=second.state.decode().replace('"timestamp":"', '"timestamp":"x').encode(),
-            ),
-        ]
+    rows = spoiled(spoil, attempt, rows)
+    if spoil in STORED_FORMS:
+        assert fold_stored_status(attempt.id, rows) is None  # the rebuild reads it as live does
     else:
-        rows = [first, replaced(second, state=b'{"data":{"at":')]
+        with pytest.raises(UnreadableHistory, match=f"^{attempt.id} version "):
+            fold_stored_status(attempt.id, rows)
+    live, rebuilt = live_and_rebuilt(attempt.id, rows)
+    assert live == rebuilt
+    store = LedgerStore(MemoryLedgerRecorder())
+    store.recorder.insert_events(rows)
+    by_aggregate = answer(lambda: status_record(store.get(ExecutionAttempt, attempt.id)))
+    if by_aggregate[0] == "row":
+        assert live == by_aggregate
+    else:  # the aggregate cannot replay it either
+        kind, message = live
+        assert kind == "UnreadableHistory" and message.startswith(f"{attempt.id} version ")
+        assert "carrier_pigeon" not in message and "actor:alice" not in message
+
+
+def test_a_stream_that_creates_another_aggregate_has_no_status_row() -> None:
+    attempt, rows = queued_and_leased()
+    first = rows[0]
+    rows = [
+        edited(
+            first,
+            '"originator_topic":"domain.attempt:ExecutionAttempt"',
+            '"originator_topic":"domain.proposal:Proposal"',
+        )
+    ]
     assert fold_stored_status(attempt.id, rows) is None
+    store = LedgerStore(MemoryLedgerRecorder())
+    store.recorder.insert_events(rows)
+    assert read_status(store, attempt.id) is None
+    assert read_status(store, "att_missing") is None

@@ -1,4 +1,9 @@
-"""Schemas of the execution-attempt routes."""
+"""Schemas of the execution-attempt routes.
+
+The status view's fields and types are defined once, with the view itself
+(``projections.status.AttemptStatusView``); ``AttemptOut`` is that model
+under the name the API has always published.
+"""
 
 from __future__ import annotations
 
@@ -6,41 +11,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from projections.status import AttemptResolution, AttemptResult, AttemptStatusView
 
-class AttemptResult(BaseModel):
-    """The recorded outcome: its kind, a bounded reason code and a validated receipt."""
-
-    kind: str
-    reason_code: str | None = None
-    receipt: dict[str, Any] | None = None
-
-
-class AttemptResolution(BaseModel):
-    """An admin's resolution of an uncertain outcome."""
-
-    outcome: str
-    reason: str
-    resolved_by: str
-    resolved_at: str
+__all__ = [
+    "AttemptEventsOut",
+    "AttemptListOut",
+    "AttemptOut",
+    "AttemptResolution",
+    "AttemptResult",
+    "AuditEvent",
+    "ReconcileIn",
+    "ResolveIn",
+]
 
 
-class AttemptOut(BaseModel):
+class AttemptOut(AttemptStatusView):
     """The redacted status view of an attempt."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    attempt_id: str
-    proposal_id: str
-    proposal_version: int
-    status: str
-    revision: int
-    delivery_mode: str
-    created_at: str
-    updated_at: str
-    lease_generation: int
-    dispatch_started_at: str | None = None
-    result: AttemptResult | None = None
-    resolution: AttemptResolution | None = None
 
 
 class ReconcileIn(BaseModel):
