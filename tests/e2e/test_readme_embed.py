@@ -1,6 +1,6 @@
 """The README's "Embed it" runs exactly as written, in memory and on SQLite (a
-temporary file), in a process of its own. The embedding takes at most three
-import lines."""
+temporary file), in a process of its own; its "Test with it" example is a test
+that passes. The embedding takes at most three import lines."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,3 +70,14 @@ def test_the_embed_example_approves_and_waits_for_the_result(store: str, tmp_pat
         again = run_embedded(tmp_path, **env)
         assert again.returncode == 0, again.stdout + again.stderr
         assert again.stdout.strip().splitlines()[1].startswith("succeeded")
+
+
+def test_the_testing_example_is_a_passing_test() -> None:
+    code = readme_block("testing")
+    assert len(import_lines(code)) <= MAX_IMPORT_LINES
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md#testing", "exec"), namespace)
+    tests = [value for name, value in namespace.items() if name.startswith("test_")]
+    assert tests
+    for test in tests:
+        test()
