@@ -195,7 +195,6 @@ class Runtime:
 
 def subscriber_runs(ledger: Ledger) -> list[SubscriberRun]:
     """Every subscriber of the ledger with its tracked subscription."""
-    assert ledger.backend is not None
     runs: list[SubscriberRun] = []
     for subscriber in ledger.subscribers():
         cover: Callable[[], None] | None = None
@@ -219,7 +218,6 @@ def build_runtime(ledger: Ledger, *, worker: bool = True) -> Runtime:
     With ``LEDGER_EXECUTION_ENABLED=false`` only the subscribers run: nothing
     is leased, and queued work waits in the due-work index until execution is on.
     """
-    assert ledger.backend is not None
     executing = worker and ledger.settings.execution_enabled
     feed = ledger.backend.work_feed() if executing else None
     return Runtime(
