@@ -65,5 +65,5 @@ def decline(ledger: Ledger, principal: Principal, body: DeclineIn) -> DeclineOut
 def _refresh_inbox_of(ledger: Ledger, token: str) -> None:
     """The claimed (or conflicted) proposal leaves the inbox now, not when the
     projector gets there."""
-    proposal_id, _ = approval.resolve_control(ledger.context, token)
+    proposal_id, _ = approval.resolve_presentation(ledger.context, token)
     refresh_inbox(ledger, proposal_id)
