@@ -49,7 +49,7 @@ def test_a_transient_view_failure_does_not_drop_the_rest_of_the_batch() -> None:
     (run,) = runtime.subscribers
     with pytest.raises(StoreUnavailable):
         runtime.run_subscriber_once(run)
-    run.subscription.reset()  # what the loop does after a failed step
+    run.reader.reset()  # what the loop does after a failed step
     while runtime.run_subscriber_once(run):
         pass
     assert failing.failed
