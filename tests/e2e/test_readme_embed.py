@@ -1,6 +1,7 @@
-"""The README's "Embed it" runs exactly as written, in memory and on SQLite (a
-temporary file), in a process of its own; its "Test with it" example is a test
-that passes. The embedding takes at most three import lines."""
+"""The README's "Embed it" runs exactly as written, in a process of its own, in
+memory, on SQLite (a temporary file) and on the DynamoDB emulator; its "Test
+with it" example is a test that passes. The embedding takes at most three
+import lines."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def import_lines(code: str) -> list[str]:
 
 
 def run_embedded(workdir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "AWS_"))}
     clean.update(env, PYTHONPATH=str(REPO_ROOT))
     script = workdir / "embed.py"
     script.write_text(readme_block("embed"))
@@ -70,6 +71,26 @@ def test_the_embed_example_approves_and_waits_for_the_result(store: str, tmp_pat
         again = run_embedded(tmp_path, **env)
         assert again.returncode == 0, again.stdout + again.stderr
         assert again.stdout.strip().splitlines()[1].startswith("succeeded")
+
+
+@pytest.mark.dynamodb
+def test_the_embed_example_runs_on_the_dynamodb_emulator(
+    tmp_path: Path, dynamodb_endpoint: str, dynamodb_table_name: str
+) -> None:
+    result = run_embedded(
+        tmp_path,
+        LEDGER_STORE="dynamodb",
+        LEDGER_DYNAMODB_TABLE=dynamodb_table_name,
+        AWS_ENDPOINT_URL_DYNAMODB=dynamodb_endpoint,
+        AWS_ENDPOINT_URL_DYNAMODB_STREAMS=dynamodb_endpoint,
+        AWS_ACCESS_KEY_ID="local",
+        AWS_SECRET_ACCESS_KEY="local",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "execution_pending"
+    assert lines[1].startswith("succeeded {'provider_id': 'fake_"), lines
 
 
 def test_the_testing_example_is_a_passing_test() -> None:
