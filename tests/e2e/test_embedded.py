@@ -5,6 +5,7 @@ error codes, metrics and read-your-writes, on one ledger served both ways."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -239,3 +240,32 @@ def test_bad_settings_fail_in_one_line_naming_them() -> None:
         open_ledger(store="postgres")
     with pytest.raises(SettingsError, match="LEDGER_LEASE_SECONDS"):
         open_ledger(store="memory", lease_seconds=1)
+
+
+def test_many_blocking_waiters_are_all_woken_and_none_is_left_registered(
+    client: TestClient, bearer: Callable[..., Headers], embedded: EmbeddedLedger, ledger: Ledger
+) -> None:
+    from adapters.view_changes import ViewChanges
+
+    changes = ledger.views.changes  # type: ignore[attr-defined]
+    assert isinstance(changes, ViewChanges)
+    for _ in range(3):  # repeated: a lost wake-up would answer "queued" after 30 s
+        token = propose_and_present(client, bearer)
+        attempt_id = embedded.approve(token, provenance=PROVENANCE).attempt_id
+        answers: list[str] = []
+
+        def wait_for(attempt_id: str, answers: list[str]) -> None:
+            answers.append(embedded.wait(attempt_id, timeout=30).status)
+
+        threads = [threading.Thread(target=wait_for, args=(attempt_id, answers)) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while changes.waiting() < 20:  # every waiter registered before the worker writes
+            assert time.monotonic() < deadline, "the waiters never registered"
+            time.sleep(0.005)
+        run_worker(ledger, attempt_id)
+        for thread in threads:
+            thread.join(60)
+        assert answers == ["succeeded"] * 20
+        assert changes.waiting() == 0
