@@ -94,10 +94,7 @@ def redeliver_form(
         )
     try:
         webhooks.redeliver(ledger, session.principal, delivery_id)
-        found = True
     except NotFound:
-        found = False
-    if not found:
         return _deliveries_page(
             request,
             session,
