@@ -7,7 +7,7 @@ else asks which store it runs on. A backend hands out:
 - ``recorder``: the ledger recorder (events, lookups, due work in one commit);
 - ``views``: the tracked view store living beside the events;
 - ``work_feed()``: what wakes the worker (a hint; recovery catches the rest);
-- ``subscription(name)``: the ordered log for one subscriber, resuming from
+- ``log_reader(name)``: the ordered log for one subscriber, resuming from
   the position that subscriber recorded with its last write;
 - ``attempt_ids()``: every attempt stream, for rebuilds (admin batch work);
 - ``attempt_streams(batch)``: every attempt stream with its events, in
@@ -80,7 +80,7 @@ class WorkFeed(Protocol):
     def poll(self, wait_seconds: float) -> list[str]: ...
 
 
-class LogSubscription(Protocol):
+class LogReader(Protocol):
     """The ordered log as one subscriber reads it, from its recorded position."""
 
     name: str
@@ -122,7 +122,7 @@ class Backend(ABC):
         """The worker's wake-up feed (starts at the newest work; recovery covers the past)."""
 
     @abstractmethod
-    def subscription(self, name: str) -> LogSubscription:
+    def log_reader(self, name: str) -> LogReader:
         """The log for subscriber ``name``, resuming from its recorded position
         (one per name and process: later calls return the same one)."""
 
@@ -174,7 +174,7 @@ class Backend(ABC):
     @abstractmethod
     def reopen(self) -> Backend:
         """A new backend on the same data, as another process would open it
-        (same clients; fresh subscriptions reading their positions again)."""
+        (same clients; fresh log readers reading their positions again)."""
 
     def close(self) -> None:
         self.recorder.close()
@@ -211,7 +211,7 @@ class NotificationLogFeed:
         return list(dict.fromkeys(str(n.originator_id) for n in notifications))
 
 
-class NotificationLogSubscription:
+class NotificationLogReader:
     """A subscriber's view of an embedded store's notification log (gap-free,
     totally ordered ids), resuming after the id it recorded last."""
 
@@ -279,17 +279,15 @@ class NotificationLogBackend(Backend):
 
     recorder: LedgerRecorder  # also an ApplicationRecorder (the notification log)
     _mapper: Mapper[str]
-    _subscriptions: dict[str, NotificationLogSubscription]
+    _readers: dict[str, NotificationLogReader]
 
     def work_feed(self) -> WorkFeed:
         return NotificationLogFeed(self._log())
 
-    def subscription(self, name: str) -> LogSubscription:
-        if name not in self._subscriptions:
-            self._subscriptions[name] = NotificationLogSubscription(
-                name, self._log(), self.views, self._mapper
-            )
-        return self._subscriptions[name]
+    def log_reader(self, name: str) -> LogReader:
+        if name not in self._readers:
+            self._readers[name] = NotificationLogReader(name, self._log(), self.views, self._mapper)
+        return self._readers[name]
 
     def attempt_ids(self) -> Iterator[str]:
         yield from self.recorder.select_stream_ids(ATTEMPT_ID_PREFIX)

@@ -28,6 +28,7 @@ from domain.ports import Clock, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.context import ServiceContext
 from domain.services.execution import Worker, WorkerPolicy
+from domain.services.idempotency import InFlight
 from domain.services.read_cache import ReadCache
 from domain.tracing import NullTracer, Tracer
 from projections.ports import Subscriber, TrackedViewStore
@@ -100,38 +101,80 @@ def policy_from_settings(s: Settings) -> WorkerPolicy:
     )
 
 
-@dataclass
+# The inputs the derived objects (the services context, the projector) are built
+# from: assigning one of them (a test swapping the views, ``ledger serve`` setting
+# the tracer) drops what was built from it, and the next access builds it again.
+_DERIVED_FROM = frozenset(
+    {
+        "settings",
+        "store",
+        "views",
+        "clock",
+        "tokens",
+        "registry",
+        "renderer",
+        "metrics",
+        "read_cache",
+        "_tracer",
+    }
+)
+
+
+@dataclass(eq=False)
 class Ledger:
-    """Everything an entry point needs, wired once."""
+    """Everything an entry point needs, wired once (:func:`build_ledger`).
+
+    The services context and the projector are built on first use and kept;
+    assigning one of the fields they are built from (``tracer`` included: the
+    one step after construction that ``ledger serve`` takes, once the ``OTEL_*``
+    settings are read) builds them again on the next access.
+    """
 
     settings: Settings
     store: LedgerStore
+    backend: Backend
+    views: TrackedViewStore
     clock: Clock = field(default_factory=SystemClock)
     tokens: TokenSource = field(default_factory=SecretsTokenSource)
     registry: StaticExecutorRegistry = field(default_factory=StaticExecutorRegistry)
     renderer: Renderer = field(default_factory=TextRenderer)
-    effects: EffectLedger | FileEffectLedger | None = None
-    views: TrackedViewStore | None = None
+    effects: EffectLedger | FileEffectLedger | None = None  # None: the fakes are off
     metrics: Metrics = field(default_factory=Metrics)
-    backend: Backend | None = None
     webhooks: list[WebhookSubscription] = field(default_factory=list)
-    read_cache: ReadCache | None = None  # one per process: every context shares it
+    read_cache: ReadCache = field(default_factory=ReadCache)  # one per process: shared
+    in_flight: InFlight = field(default_factory=InFlight)  # idempotency keys being processed
+    _tracer: Tracer = field(default_factory=NullTracer, init=False, repr=False)
+    _context: ServiceContext | None = field(default=None, init=False, repr=False)
+    _projector: Projector | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        if self.read_cache is None:
-            self.read_cache = ReadCache(self.settings.read_cache_entries)
-        if self.backend is None:
-            self.backend = backend_for(self.store.recorder)
-        if self.views is None:
-            self.views = self.backend.views
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _DERIVED_FROM:
+            object.__setattr__(self, "_context", None)
+            object.__setattr__(self, "_projector", None)
 
-    tracer: Tracer | None = None  # None: no spans (``adapters.tracing`` builds one from OTEL_*)
+    @property
+    def tracer(self) -> Tracer:
+        """The spans of the use cases (``NullTracer``: none)."""
+        return self._tracer
+
+    @tracer.setter
+    def tracer(self, tracer: Tracer | None) -> None:
+        """Trace from now on with ``tracer`` (None: stop tracing); the context is
+        built again with it (``adapters.tracing`` builds one from ``OTEL_*``)."""
+        self._tracer = NullTracer() if tracer is None else tracer
+
+    @property
+    def tracing(self) -> bool:
+        """True when spans are recorded (a tracer other than ``NullTracer``)."""
+        return not isinstance(self._tracer, NullTracer)
 
     @property
     def projector(self) -> Projector:
-        """Applies attempt streams to the views."""
-        assert self.views is not None
-        return Projector(self.store, self.views)
+        """Applies attempt and proposal streams to the views."""
+        if self._projector is None:
+            self._projector = Projector(self.store, self.views)
+        return self._projector
 
     def subscribers(self) -> list[Subscriber]:
         """Every subscriber of the log this ledger keeps: the status projector,
@@ -141,7 +184,6 @@ class Ledger:
     def webhook_notifiers(self) -> list[WebhookNotifier]:
         """One tracked subscriber per ``[[webhook]]`` subscription: it writes the
         delivery records with its position."""
-        assert self.views is not None
         return [
             WebhookNotifier(
                 self.store,
@@ -159,8 +201,6 @@ class Ledger:
         """The sender of the pending deliveries (tests inject transport, random)."""
         from adapters.webhooks.deliverer import Deliverer
 
-        assert self.views is not None
-
         def counted(outcome: str) -> None:
             self.metrics.inc("ledger_webhook_deliveries_total", outcome=outcome)
 
@@ -170,7 +210,6 @@ class Ledger:
 
     def projection_lag(self) -> dict[str, Lag]:
         """Each subscriber's lag that this process can know (for /readyz and /metrics)."""
-        assert self.backend is not None
         now = self.clock.now()
         found: dict[str, Lag] = {}
         for subscriber in self.subscribers():
@@ -188,19 +227,22 @@ class Ledger:
 
     @property
     def context(self) -> ServiceContext:
-        """The ports every use case receives."""
-        return ServiceContext(
-            store=self.store if self.tracer is None else TracedStore(self.store, self.tracer),
-            clock=self.clock,
-            tokens=self.tokens,
-            permissions=frozenset(self.settings.permissions),
-            renderer=self.renderer,
-            registry=InstrumentedRegistry(self.registry, self.metrics, self.tracer),
-            presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
-            tracer=self.tracer or NullTracer(),
-            max_active_presentations=self.settings.max_active_presentations,
-            cache=ReadCache(0) if self.read_cache is None else self.read_cache,
-        )
+        """The ports every use case receives (built once, see the class)."""
+        if self._context is None:
+            tracer = self._tracer
+            self._context = ServiceContext(
+                store=TracedStore(self.store, tracer) if self.tracing else self.store,
+                clock=self.clock,
+                tokens=self.tokens,
+                permissions=frozenset(self.settings.permissions),
+                renderer=self.renderer,
+                registry=InstrumentedRegistry(self.registry, self.metrics, tracer),
+                presentation_ttl_seconds=self.settings.presentation_ttl_seconds,
+                tracer=tracer,
+                max_active_presentations=self.settings.max_active_presentations,
+                cache=self.read_cache,
+            )
+        return self._context
 
     def ready(self) -> bool:
         """True when the store answers a read."""
@@ -252,6 +294,7 @@ def build_ledger(
         views=NotifyingViewStore(backend.views),  # wakes long polls after a write
         backend=backend,
         webhooks=list(executors.webhooks),
+        read_cache=ReadCache(settings.read_cache_entries),
     )
     ledger.metrics.add_gauge_source(
         view_gauges(

@@ -67,7 +67,6 @@ def canonical(record: ViewRecord | None) -> bytes:
 
 def attempt_ids(ledger: Ledger) -> Iterator[str]:
     """Every attempt stream id in the store (admin batch enumeration, by the backend)."""
-    assert ledger.backend is not None
     yield from ledger.backend.attempt_ids()
 
 
@@ -99,7 +98,6 @@ def rebuild(
     (the live projector wrote it meanwhile)."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")
-    assert ledger.backend is not None
     report = RebuildReport(view)
     live_due = _all_due(ledger) if view == "due_work" else {}
     for streams in ledger.backend.attempt_streams(batch or ledger.backend.rebuild_batch):
@@ -171,7 +169,6 @@ def _status_batch(
     force: bool,
     report: RebuildReport,
 ) -> list[str]:
-    assert ledger.views is not None
     identical_views = getattr(ledger.views, "identical_views", None)
     if identical_views is not None:  # the store compares with its rows as stored
         identical: set[str] = identical_views(rebuilt)

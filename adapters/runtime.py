@@ -19,7 +19,7 @@ from functools import partial
 
 from eventsourcing.persistence import IntegrityError
 
-from adapters.backend import LogSubscription, WorkFeed
+from adapters.backend import LogReader, WorkFeed
 from adapters.bootstrap import Ledger, policy_from_settings
 from adapters.rebuild import rebuild
 from adapters.webhooks.deliverer import Deliverer
@@ -46,7 +46,7 @@ class SubscriberRun:
     """One subscriber, the log it reads, and how a gap in that log is covered."""
 
     subscriber: Subscriber
-    subscription: LogSubscription
+    reader: LogReader
     cover_gap: Callable[[], None] | None = None
 
 
@@ -131,7 +131,7 @@ class Runtime:
         """One step of a subscriber: cover any gap, apply the next batch and its
         position atomically. False when it is caught up."""
         name = run.subscriber.name
-        gaps = run.subscription.take_gaps()
+        gaps = run.reader.take_gaps()
         if gaps:
             logger.warning(
                 "subscriber %s: %d part(s) of the log were lost before being read; rebuilding",
@@ -141,16 +141,16 @@ class Runtime:
             if run.cover_gap is not None:
                 run.cover_gap()
             self.ledger.metrics.inc("ledger_projection_rebuilds_total", subscriber=name)
-        batch = run.subscription.poll()
+        batch = run.reader.poll()
         if batch is None:
             return False
         try:
             moved = run.subscriber.apply(batch)
         except IntegrityError:
             # Another process recorded a further position: resume from it.
-            run.subscription.reset()
+            run.reader.reset()
             return True
-        run.subscription.advance(batch)
+        run.reader.advance(batch)
         if moved:
             self.ledger.metrics.inc("ledger_projection_updates_total", moved)
         return True
@@ -167,7 +167,7 @@ class Runtime:
                 )
                 self.stop_event.wait(self.poll_seconds)
                 try:
-                    run.subscription.reset()
+                    run.reader.reset()
                 except Exception as again:
                     logger.error(
                         "subscriber %s reset failed: %s", run.subscriber.name, type(again).__name__
@@ -194,8 +194,7 @@ class Runtime:
 
 
 def subscriber_runs(ledger: Ledger) -> list[SubscriberRun]:
-    """Every subscriber of the ledger with its tracked subscription."""
-    assert ledger.backend is not None
+    """Every subscriber of the ledger with its log reader (from its recorded position)."""
     runs: list[SubscriberRun] = []
     for subscriber in ledger.subscribers():
         cover: Callable[[], None] | None = None
@@ -209,7 +208,7 @@ def subscriber_runs(ledger: Ledger) -> list[SubscriberRun]:
                     len(report.changed),
                 )
 
-        runs.append(SubscriberRun(subscriber, ledger.backend.subscription(subscriber.name), cover))
+        runs.append(SubscriberRun(subscriber, ledger.backend.log_reader(subscriber.name), cover))
     return runs
 
 
@@ -219,7 +218,6 @@ def build_runtime(ledger: Ledger, *, worker: bool = True) -> Runtime:
     With ``LEDGER_EXECUTION_ENABLED=false`` only the subscribers run: nothing
     is leased, and queued work waits in the due-work index until execution is on.
     """
-    assert ledger.backend is not None
     executing = worker and ledger.settings.execution_enabled
     feed = ledger.backend.work_feed() if executing else None
     return Runtime(

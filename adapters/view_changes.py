@@ -2,9 +2,12 @@
 
 ``NotifyingViewStore`` wraps the process's view store; after a write that
 moved a row it signals ``ViewChanges``, which wakes every waiter registered
-for that row on its own event loop (``call_soon_threadsafe``). A waiter costs
-one ``asyncio.Event`` and a set entry: no thread, no database connection and no
-timer of its own while it waits, so idle waiters cost no CPU.
+for that row. An async waiter (``watch``, for the HTTP long poll) is woken on
+its own event loop (``call_soon_threadsafe``) and costs one ``asyncio.Event``
+and a set entry: no thread, no database connection and no timer of its own
+while it waits, so idle waiters cost no CPU. A blocking waiter
+(``watch_blocking``, for an in-process caller on its own thread) waits on a
+``threading.Event``.
 
 Only writes made by this process are seen (the projector and the worker of
 ``ledger serve``); a view written elsewhere reaches a waiter when the wait
@@ -17,7 +20,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from eventsourcing.persistence import Tracking
 
@@ -60,18 +63,62 @@ class Waiter:
         return True
 
 
+class BlockingWaiter:
+    """One waiting thread: like :class:`Waiter`, on a ``threading.Event``."""
+
+    __slots__ = ("_lock", "event", "key", "record")
+
+    def __init__(self, key: tuple[str, str]) -> None:
+        self.key = key
+        self.event = threading.Event()
+        self.record: ViewRecord | None = None
+        self._lock = threading.Lock()
+
+    def wake(self, record: ViewRecord | None = None) -> None:
+        with self._lock:
+            if record is None or self.record is None or record.version >= self.record.version:
+                self.record = record
+        self.event.set()
+
+    def take(self) -> ViewRecord | None:
+        """The row the last wake-up carried (None: read it from the store)."""
+        with self._lock:
+            record, self.record = self.record, None
+        return record
+
+    def wait(self, seconds: float) -> bool:
+        """True when woken within ``seconds`` (the event is cleared for the next wait)."""
+        if not self.event.wait(seconds):
+            return False
+        self.event.clear()
+        return True
+
+
+_W = TypeVar("_W", Waiter, BlockingWaiter)
+
+
 class ViewChanges:
     """The hub: waiters by (view name, key), signalled after a view write."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[tuple[str, str], set[Waiter]] = {}
+        self._waiters: dict[tuple[str, str], set[Waiter | BlockingWaiter]] = {}
 
     @contextlib.contextmanager
     def watch(self, name: str, key: str) -> Iterator[Waiter]:
         """Register a waiter for one row for the duration of the block; register
         BEFORE reading the row, so a change between the read and the wait is seen."""
-        waiter = Waiter((name, key), asyncio.get_running_loop())
+        with self._registered(Waiter((name, key), asyncio.get_running_loop())) as waiter:
+            yield waiter
+
+    @contextlib.contextmanager
+    def watch_blocking(self, name: str, key: str) -> Iterator[BlockingWaiter]:
+        """``watch`` for a caller that blocks its own thread while it waits."""
+        with self._registered(BlockingWaiter((name, key))) as waiter:
+            yield waiter
+
+    @contextlib.contextmanager
+    def _registered(self, waiter: _W) -> Iterator[_W]:
         with self._lock:
             self._waiters.setdefault(waiter.key, set()).add(waiter)
         try:

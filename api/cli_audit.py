@@ -23,10 +23,10 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from adapters.settings import load_settings
+from api.cli_common import OPERATOR
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
 from domain.errors import DigestInvalid
-from domain.spec import ATTEMPT_ID_PREFIX
 
 SHOW = "show"
 BAD_INPUT = 2
@@ -86,11 +86,12 @@ def digest_command(
     writers cannot reach.
     """
     with _digest_errors():
-        from adapters.audit.digests import digest_text, take_digest
+        from adapters.audit.digests import digest_text
+        from api.service import audit as service
 
         ledger = _ledger()
         try:
-            digest = take_digest(ledger.settings, ledger.store, ledger.clock)
+            digest = service.digest(ledger, OPERATOR)
         finally:
             ledger.close()
         text = digest_text(digest)
@@ -156,13 +157,9 @@ def verify_command(
     the digest cannot be checked (not JSON, another key, another ledger).
     """
     with _digest_errors():
-        from adapters.audit.digests import (
-            check_digest_itself,
-            load_digest,
-            verify_consistency,
-            verify_ledger,
-        )
+        from adapters.audit.digests import check_digest_itself, load_digest
         from adapters.settings import load_settings
+        from api.service import audit as service
 
         settings = load_settings()
         digest = load_digest(digest_file)
@@ -174,10 +171,7 @@ def verify_command(
                     _say(problem.message, 1)
         ledger = _ledger()
         try:
-            if older is not None:
-                verdict = verify_consistency(ledger.store, older, digest)
-            else:
-                verdict = verify_ledger(ledger.store, digest)
+            verdict = service.verify(ledger, OPERATOR, digest, since=older)
         finally:
             ledger.close()
         if not verdict.ok:
@@ -201,8 +195,9 @@ def prove_command(
     that head's Merkle path to the root.
     """
     with _digest_errors():
-        from adapters.audit.digests import TamperingFound, check_digest_itself, load_digest, prove
+        from adapters.audit.digests import TamperingFound, check_digest_itself, load_digest
         from adapters.settings import load_settings
+        from api.service import audit as service
 
         settings = load_settings()
         digest = load_digest(digest_file)
@@ -211,7 +206,7 @@ def prove_command(
             _say(problem.message, 1)
         ledger = _ledger()
         try:
-            proof = prove(ledger.store, digest, stream_id, version)
+            proof = service.inclusion_proof(ledger, OPERATOR, digest, stream_id, version)
         except TamperingFound as exc:
             _say(f"tampering found: {exc}", 1)
         finally:
@@ -275,20 +270,17 @@ def audit(
         import json as jsonlib
 
         from adapters.bootstrap import build_ledger
-        from projections.audit import audit_attempt, mermaid_state_diagram
+        from api.service import audit as service
+        from projections.audit import mermaid_state_diagram
 
         if output not in ("text", "json", "mermaid"):
             _fail("--format must be text, json or mermaid")
         settings = load_settings()
         ledger = build_ledger(settings)
         try:
-            if len(attempt_id) > 80 or not attempt_id.startswith(ATTEMPT_ID_PREFIX):
-                _fail("not_found: no such attempt")
-            report = audit_attempt(ledger.store, ledger.views, attempt_id)
+            report = service.attempt_report(ledger, OPERATOR, attempt_id)
         finally:
             ledger.close()
-        if not report["attempt"]["events"] and report["attempt"]["first_bad_version"] is None:
-            _fail("not_found: no such attempt")
         if as_json or output == "json":
             typer.echo(jsonlib.dumps(report, indent=2, sort_keys=True))
         elif output == "mermaid":

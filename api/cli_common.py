@@ -11,7 +11,12 @@ from rich.console import Console
 from rich.text import Text
 
 from adapters.settings import SettingsError
+from api.service.principal import Principal, Role
 from domain.errors import LedgerError
+
+OPERATOR = Principal(subject="ledger-cli", role=Role.ADMIN)
+"""Who a ``ledger`` command calls the services as: whoever runs it holds the
+store's credentials, so it is an admin."""
 
 
 def fail(message: str) -> NoReturn:

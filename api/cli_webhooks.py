@@ -60,8 +60,10 @@ def list_command(
     and for unacknowledged ones the next try, the error class and the receiver's
     status code.
     """
+    from api.cli_common import OPERATOR
     from api.cli_common import one_line_errors as _one_line_errors
-    from projections.webhooks import delivery_list_key, listed
+    from api.service import webhooks as service
+    from api.service.cursors import MAX_PAGE
 
     with _one_line_errors():
         ledger = _ledger()
@@ -69,13 +71,14 @@ def list_command(
             cursor: str | None = None
             shown = 0
             while shown < limit:
-                rows, cursor = ledger.views.list_views(
-                    delivery_list_key(status.value), min(200, limit - shown), cursor
+                page = service.list_deliveries(
+                    ledger, OPERATOR, status, limit=min(MAX_PAGE, limit - shown), cursor=cursor
                 )
-                for row in rows:
-                    data = listed(row.data)
+                for item in page.items:
+                    data = item.model_dump()
                     typer.echo(json.dumps(data, sort_keys=True) if as_json else _line(data))
-                shown += len(rows)
+                shown += len(page.items)
+                cursor = page.next_cursor
                 if cursor is None:
                     break
         finally:
@@ -91,16 +94,18 @@ def redeliver_command(
     A failing one goes at the next pass instead of after its backoff; a delivered
     one is sent once more (receivers drop repeats by webhook-id).
     """
-    from adapters.webhooks.deliverer import redeliver
+    from api.cli_common import OPERATOR
     from api.cli_common import fail as _fail
     from api.cli_common import one_line_errors as _one_line_errors
+    from api.service import webhooks as service
+    from domain.errors import NotFound
 
     with _one_line_errors():
         ledger = _ledger()
         try:
-            found = redeliver(ledger.views, delivery_id, ledger.clock)
+            service.redeliver(ledger, OPERATOR, delivery_id)
+        except NotFound:
+            _fail(f"no webhook delivery {delivery_id[:80]!r}")
         finally:
             ledger.close()
-        if found is None:
-            _fail(f"no webhook delivery {delivery_id[:80]!r}")
         typer.echo(f"{delivery_id} pending: the running server sends it on its next pass")

@@ -4,8 +4,8 @@ Only the current version of a lineage can be presented or claimed. Creating
 version n+1 supersedes version n and revokes its active presentations in the
 same event, so both happen in one commit. Claiming consumes one presentation
 and revokes every sibling in the same ``Claimed`` event (I2); declining and
-canceling revoke every active control in the same way, so a decline and an
-approval of sibling controls race on one stream version and exactly one wins.
+canceling revoke every active presentation in the same way, so a decline and an
+approval of sibling presentations race on one stream version and exactly one wins.
 
 Expiry is a fact derived from time, never written: a presented version whose
 spec has expired, or whose every presentation has expired, is ``expired``
@@ -43,7 +43,7 @@ class ProposalStatus(StrEnum):
 
 
 class PresentationStatus(StrEnum):
-    """Status of one single-use approval control."""
+    """Status of one single-use presentation."""
 
     ACTIVE = "active"
     CONSUMED = "consumed"
@@ -103,7 +103,7 @@ class Proposal(LedgerAggregate):
         return ProposalStatus(self.versions[number]["status"])
 
     def presentation_status(self, presentation_id: str, now: datetime) -> PresentationStatus:
-        """The status, with ``expired`` derived from the clock for active controls."""
+        """The status, with ``expired`` derived from the clock for active presentations."""
         p = self.presentations[presentation_id]
         status = PresentationStatus(p["status"])
         if status is PresentationStatus.ACTIVE and is_past(p["expires_at"], now):
@@ -117,13 +117,13 @@ class Proposal(LedgerAggregate):
         Stable once reached: an expired version cannot be presented again."""
         record = self.versions[number]
         deadline = parse_utc(record["spec"]["expires_at"])
-        controls = [
+        expiries = [
             parse_utc(p["expires_at"])
             for p in self.presentations.values()
             if p["version"] == number
         ]
-        if controls:
-            deadline = min(deadline, max(controls))
+        if expiries:
+            deadline = min(deadline, max(expiries))
         return format_utc(deadline)
 
     def effective_status(self, number: int, now: datetime) -> ProposalStatus:
@@ -234,7 +234,7 @@ class Proposal(LedgerAggregate):
         now: datetime | None = None,
         max_active: int | None = None,
     ) -> None:
-        """Add a single-use approval control for the current version.
+        """Add a single-use presentation of the current version.
 
         With ``now``, active presentations that have expired are retired first;
         with ``max_active``, a version that already has that many live ones is
@@ -319,7 +319,7 @@ class Proposal(LedgerAggregate):
         self.versions[version]["attempt_id"] = attempt_id
 
     def decline(self, *, presentation_id: str, now: datetime, at: str) -> None:
-        """The actor says no: consume this control, mark the version declined and
+        """The actor says no: consume this presentation, mark the version declined and
         revoke every sibling, in one event (no attempt can come from it)."""
         self.check_claimable(presentation_id, now)
         self._declined(
@@ -337,7 +337,7 @@ class Proposal(LedgerAggregate):
         self.versions[version]["decided_at"] = at
 
     def cancel(self, *, version: int, at: str) -> bool:
-        """Withdraw a presented version and revoke its controls; False (no event)
+        """Withdraw a presented version and revoke its presentations; False (no event)
         when the version is no longer presented: the stored truth stands."""
         if version not in self.versions:
             raise IllegalTransition("Unknown proposal version.")
@@ -353,7 +353,7 @@ class Proposal(LedgerAggregate):
         self.versions[version]["decided_at"] = at
 
     def mark_conflicted(self, *, version: int, reason: str, at: str) -> None:
-        """Target drift: the version can never be claimed; its controls are revoked."""
+        """Target drift: the version can never be claimed; its presentations are revoked."""
         if self.version_status(version) is not ProposalStatus.PRESENTED:
             raise IllegalTransition("Only a presented version can become conflicted.")
         self._conflicted(

@@ -71,7 +71,6 @@ def _record_batch(
     ledger: Ledger, event: Mapping[str, Any], context: Any
 ) -> tuple[dict[str, Any], set[str], int]:
     notifiers = ledger.webhook_notifiers()
-    assert ledger.views is not None
     views = ledger.views
 
     def record(stream_id: str) -> int:

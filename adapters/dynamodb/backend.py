@@ -23,7 +23,7 @@ from adapters.backend import (
     AttemptStreams,
     Backend,
     Lag,
-    LogSubscription,
+    LogReader,
     PreflightError,
     WorkFeed,
 )
@@ -35,7 +35,7 @@ from adapters.dynamodb.client import (
     request_error,
 )
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
-from adapters.dynamodb.streams import DynamoDBStreamFeed, StreamSubscription
+from adapters.dynamodb.streams import DynamoDBStreamFeed, StreamLogReader
 from adapters.dynamodb.views import REBUILD_ITEMS, DynamoDBViewStore
 from domain.spec import ATTEMPT_ID_PREFIX
 
@@ -71,7 +71,7 @@ class DynamoDBBackend(Backend):
         )
         self._streams_client = streams_client
         self._make_streams_client = make_streams_client
-        self._subscriptions: dict[str, StreamSubscription] = {}
+        self._readers: dict[str, StreamLogReader] = {}
 
     @classmethod
     def open(
@@ -156,15 +156,15 @@ class DynamoDBBackend(Backend):
     def work_feed(self) -> WorkFeed:
         return DynamoDBStreamFeed(self.streams_client, self.stream_arn())
 
-    def subscription(self, name: str) -> LogSubscription:
-        if name not in self._subscriptions:
-            self._subscriptions[name] = StreamSubscription(
+    def log_reader(self, name: str) -> LogReader:
+        if name not in self._readers:
+            self._readers[name] = StreamLogReader(
                 name, self.streams_client, self.stream_arn(), self.views
             )
-        return self._subscriptions[name]
+        return self._readers[name]
 
     def lag(self, name: str, now: datetime) -> Lag | None:
-        running = self._subscriptions.get(name)
+        running = self._readers.get(name)
         return running.lag(now) if running is not None else None
 
     def attempt_ids(self) -> Iterator[str]:

@@ -2,7 +2,7 @@
 
 Two readers share the shard handling: :class:`DynamoDBStreamFeed` wakes the
 worker (a hint; recovery covers whatever it misses), and
-:class:`StreamSubscription` feeds a subscriber of the log: it reads every shard
+:class:`StreamLogReader` feeds a subscriber of the log: it reads every shard
 from ``TRIM_HORIZON``, or just after the position the subscriber recorded for
 that shard (a ``tracking#<subscriber>@<shard>`` item written in the same
 transaction as the views). A recorded position the stream no longer holds
@@ -136,8 +136,8 @@ class DynamoDBStreamFeed:
         return self.select(records)
 
 
-class StreamSubscription:
-    """One subscriber's tracked reading of every shard (``LogSubscription``)."""
+class StreamLogReader:
+    """One subscriber's tracked reading of every shard (``LogReader``)."""
 
     def __init__(
         self,

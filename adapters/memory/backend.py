@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from eventsourcing.persistence import ApplicationRecorder
 
-from adapters.backend import NotificationLogBackend, NotificationLogSubscription
+from adapters.backend import NotificationLogBackend, NotificationLogReader
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.memory.views import MemoryViewStore
 from adapters.store import make_mapper
@@ -26,7 +26,7 @@ class MemoryBackend(NotificationLogBackend):
         self.recorder: MemoryLedgerRecorder = recorder or MemoryLedgerRecorder()
         self.views: MemoryViewStore = views or MemoryViewStore()
         self._mapper = make_mapper()
-        self._subscriptions: dict[str, NotificationLogSubscription] = {}
+        self._readers: dict[str, NotificationLogReader] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, **_clients: object) -> MemoryBackend:

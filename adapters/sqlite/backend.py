@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
-from adapters.backend import AttemptStreams, NotificationLogBackend, NotificationLogSubscription
+from adapters.backend import AttemptStreams, NotificationLogBackend, NotificationLogReader
 from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 from adapters.sqlite.views import SQLiteViewStore
 from adapters.store import make_mapper
@@ -29,7 +29,7 @@ class SQLiteBackend(NotificationLogBackend):
         self.recorder: SQLiteLedgerRecorder = recorder
         self.views: SQLiteViewStore = SQLiteViewStore(recorder.datastore)
         self._mapper = make_mapper()
-        self._subscriptions: dict[str, NotificationLogSubscription] = {}
+        self._readers: dict[str, NotificationLogReader] = {}
 
     @classmethod
     def open(cls, path: str) -> SQLiteBackend:

@@ -13,17 +13,18 @@ from api.console.routes import SessionDep, _attempt_page
 from api.console.session import Session, same_secret
 from api.http.deps import LedgerDep
 from api.http.errors import status_for
-from api.http.routers.attempts import status_view
+from api.http.schemas.attempts import ReconcileIn, ResolveIn
+from api.service import attempts
+from api.service.validation import parse
 from domain.attempt import Resolution
 from domain.errors import LedgerError, NotOutcomeUnknown, StaleRevision
-from domain.services.resolution import reconcile, resolve
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
 
 def _stale_words(ledger: LedgerDep, attempt_id: str, seen: int) -> str:
     """The 409 in words: what the form was for, where the attempt is now."""
-    view = status_view(ledger, attempt_id)
+    view = attempts.status_view(ledger, attempt_id)
     now_at = view.version if view is not None else "?"
     state = view.data.get("status", "?") if view is not None else "?"
     return (
@@ -54,13 +55,18 @@ def resolve_form(
         expected_revision,
         csrf,
         "resolved",
-        lambda: resolve(
-            ledger.context,
-            attempt_id=attempt_id,
-            expected_revision=expected_revision,
-            outcome=resolution,
-            reason=reason,
-            resolved_by=session.subject,
+        lambda: attempts.resolve(
+            ledger,
+            session.principal,
+            attempt_id,
+            parse(
+                ResolveIn,
+                {
+                    "expected_revision": expected_revision,
+                    "resolution": resolution.value,
+                    "reason": reason,
+                },
+            ),
         ),
     )
 
@@ -83,8 +89,11 @@ def reconcile_form(
         expected_revision,
         csrf,
         "reconciled",
-        lambda: reconcile(
-            ledger.context, attempt_id=attempt_id, expected_revision=expected_revision
+        lambda: attempts.reconcile(
+            ledger,
+            session.principal,
+            attempt_id,
+            parse(ReconcileIn, {"expected_revision": expected_revision}),
         ),
     )
 
@@ -113,7 +122,7 @@ def _admin_action(
     try:
         action()
     except (StaleRevision, NotOutcomeUnknown):
-        ledger.projector.project_attempt(attempt_id)
+        # the service projected the attempt again: the page shows where it is now
         return _attempt_page(
             request,
             session,
@@ -126,5 +135,4 @@ def _admin_action(
         return _attempt_page(
             request, session, ledger, attempt_id, status=status_for(exc), problem=exc.detail
         )
-    ledger.projector.project_attempt(attempt_id)
     return RedirectResponse(f"/console/attempts/{attempt_id}?done={done}", status_code=303)

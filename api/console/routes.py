@@ -24,15 +24,11 @@ from fastapi.templating import Jinja2Templates
 
 from api.console.session import SESSION_COOKIE, Session, SessionSigner
 from api.console.svg import timeline_svg
-from api.http.cursors import decode_cursor, encode_cursor
 from api.http.deps import LedgerDep
-from api.http.routers.attempts import status_view
+from api.service import attempts, audit, proposals
 from domain.attempt import AttemptStatus, Resolution
 from domain.proposal import ProposalStatus
 from domain.timeutil import parse_utc
-from projections.audit import audit_attempt
-from projections.inbox import list_inbox
-from projections.status import public_view, status_list_key
 
 PAGE_SIZE = 20
 MAX_ID_CHARS = 80
@@ -99,19 +95,12 @@ def _age(text: str | None, now: datetime) -> str:
 
 
 def _rows(
-    ledger: LedgerDep, status: AttemptStatus, cursor: str | None, limit: int = PAGE_SIZE
+    ledger: LedgerDep, session: Session, status: AttemptStatus, cursor: str | None
 ) -> tuple[list[dict[str, Any]], str | None]:
-    assert ledger.views is not None
-    records, next_raw = ledger.views.list_views(
-        status_list_key(status.value), limit, decode_cursor(cursor)
-    )
+    page = attempts.list_attempts(ledger, session.principal, status, limit=PAGE_SIZE, cursor=cursor)
     now = ledger.clock.now()
-    rows = []
-    for record in records:
-        view = public_view(record.data)
-        view["age"] = _age(view.get("updated_at"), now)
-        rows.append(view)
-    return rows, encode_cursor(next_raw)
+    rows = [{**item.model_dump(), "age": _age(item.updated_at, now)} for item in page.items]
+    return rows, page.next_cursor
 
 
 # -- pages ---------------------------------------------------------------------
@@ -131,7 +120,7 @@ def attention(
         (ATTENTION[0], unknown_cursor, "unknown_cursor"),
         (ATTENTION[1], failed_cursor, "failed_cursor"),
     ):
-        rows, next_cursor = _rows(ledger, status, cursor)
+        rows, next_cursor = _rows(ledger, session, status, cursor)
         more = f"/console?{urlencode({param: next_cursor})}" if next_cursor else None
         sections.append({"status": status.value, "rows": rows, "more": more})
     return _page(
@@ -147,7 +136,7 @@ def attempts_by_status(
     status: AttemptStatus = AttemptStatus.QUEUED,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Response:
-    rows, next_cursor = _rows(ledger, status, cursor)
+    rows, next_cursor = _rows(ledger, session, status, cursor)
     more = (
         f"/console/attempts?{urlencode({'status': status.value, 'cursor': next_cursor})}"
         if next_cursor
@@ -196,28 +185,18 @@ def pending_approvals(
         context["problem"] = "That is not an actor id: letters, digits and _.:@- only."
         context["actor_id"] = ""
         return _page(request, "inbox.html", context, 400)
-    assert ledger.views is not None
-    rows, next_raw = list_inbox(
-        ledger.views, actor_id, status, ledger.clock.now(), PAGE_SIZE, decode_cursor(cursor)
+    page = proposals.inbox(
+        ledger, session.principal, actor_id, status, limit=PAGE_SIZE, cursor=cursor
     )
-    next_cursor = encode_cursor(next_raw)
     context["rows"] = [
-        {
-            key: row.get(key)
-            for key in (
-                "proposal_id",
-                "version",
-                "status",
-                "created_at",
-                "expires_at",
-                "attempt_id",
-            )
-        }
-        for row in rows
+        item.model_dump(
+            include={"proposal_id", "version", "status", "created_at", "expires_at", "attempt_id"}
+        )
+        for item in page.items
     ]
-    if next_cursor:
+    if page.next_cursor:
         context["more"] = "/console/inbox?" + urlencode(
-            {"actor_id": actor_id, "status": status.value, "cursor": next_cursor}
+            {"actor_id": actor_id, "status": status.value, "cursor": page.next_cursor}
         )
     return _page(request, "inbox.html", context)
 
@@ -232,21 +211,21 @@ def _attempt_page(
     status: int = 200,
     notice: str | None = None,
 ) -> Response:
-    view = status_view(ledger, attempt_id) if len(attempt_id) <= MAX_ID_CHARS else None
+    view = attempts.status_view(ledger, attempt_id) if len(attempt_id) <= MAX_ID_CHARS else None
     if view is None:
         return _page(request, "missing.html", {"session": session, "active": None}, 404)
-    audit = audit_attempt(ledger.store, ledger.views, attempt_id)
-    data = public_view(view.data)
+    shown = attempts.visible(session.principal, view)
+    report = audit.attempt_report(ledger, session.principal, attempt_id)
     return _page(
         request,
         "attempt.html",
         {
             "session": session,
-            "attempt": data,
-            "audit": audit,
+            "attempt": shown.model_dump(exclude_none=True),
+            "audit": report,
             "active": None,
-            "svg": timeline_svg(audit["attempt"]["events"]),
-            "age": _age(data.get("updated_at"), ledger.clock.now()),
+            "svg": timeline_svg(report["attempt"]["events"]),
+            "age": _age(shown.updated_at, ledger.clock.now()),
             "resolutions": [r.value for r in Resolution],
             "problem": problem,
             "notice": notice,

@@ -18,6 +18,8 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
+from api.service.principal import Principal, Role
+
 SESSION_COOKIE = "ledger_console"
 SIGNIN_COOKIE = "ledger_console_signin"  # double-submit CSRF for the sign-in form only
 
@@ -29,6 +31,11 @@ class Session:
     subject: str
     expires_at: int
     csrf: str
+
+    @property
+    def principal(self) -> Principal:
+        """Who the console's service calls are made as: this admin."""
+        return Principal(subject=self.subject, role=Role.ADMIN)
 
 
 def _b64(data: bytes) -> str:

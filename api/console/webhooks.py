@@ -14,12 +14,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from adapters.webhooks.deliverer import redeliver
-from api.console.routes import PAGE_SIZE, SessionDep, _page
+from api.console import routes
+from api.console.routes import SessionDep, _page
 from api.console.session import Session, same_secret
-from api.http.cursors import decode_cursor, encode_cursor
 from api.http.deps import LedgerDep
-from projections.webhooks import DeliveryStatus, delivery_list_key, listed
+from api.service import webhooks
+from domain.errors import NotFound
+from projections.webhooks import DeliveryStatus
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 MAX_ID_CHARS = 80
@@ -36,14 +37,12 @@ def _deliveries_page(
     problem: str | None = None,
     code: int = 200,
 ) -> Response:
-    assert ledger.views is not None
-    rows, next_raw = ledger.views.list_views(
-        delivery_list_key(status.value), PAGE_SIZE, decode_cursor(cursor)
+    page = webhooks.list_deliveries(
+        ledger, session.principal, status, limit=routes.PAGE_SIZE, cursor=cursor
     )
-    next_cursor = encode_cursor(next_raw)
     more = (
-        "/console/webhooks?" + urlencode({"status": status.value, "cursor": next_cursor})
-        if next_cursor
+        "/console/webhooks?" + urlencode({"status": status.value, "cursor": page.next_cursor})
+        if page.next_cursor
         else None
     )
     context: dict[str, Any] = {
@@ -51,7 +50,7 @@ def _deliveries_page(
         "active": "webhooks",
         "status": status.value,
         "statuses": [s.value for s in DeliveryStatus],
-        "rows": [listed(r.data) for r in rows],
+        "rows": [item.model_dump() for item in page.items],
         "more": more,
         "notice": notice,
         "problem": problem,
@@ -93,13 +92,9 @@ def redeliver_form(
             code=403,
             problem="The form's security token did not match. Reload the page and try again.",
         )
-    assert ledger.views is not None
-    found = (
-        redeliver(ledger.views, delivery_id, ledger.clock)
-        if len(delivery_id) <= MAX_ID_CHARS
-        else None
-    )
-    if found is None:
+    try:
+        webhooks.redeliver(ledger, session.principal, delivery_id)
+    except NotFound:
         return _deliveries_page(
             request,
             session,

@@ -18,7 +18,6 @@ from adapters.tracing import OtelTracer
 from api.console.routes import install_console
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
-from api.http.idempotency import InFlight
 from api.http.middleware import (
     DEFAULT_MAX_BODY_BYTES,
     BodyLimitMiddleware,
@@ -35,9 +34,10 @@ from api.http.routers import (
     proposals,
     webhooks,
 )
+from api.service.idempotency import API_PREFIX
 from api.version import package_version
 
-API_PREFIX = "/api/conversational"
+__all__ = ["API_PREFIX", "create_app"]
 
 
 def create_app(
@@ -69,7 +69,7 @@ def create_app(
     app.state.settings = settings
     app.state.ledger = wired
     app.state.verifier = verifier
-    app.state.idempotency_in_flight = InFlight()
+    app.state.idempotency_in_flight = wired.in_flight  # shared by every entry point
 
     install_error_handlers(app)
     # The last middleware added runs first: metrics and spans see every answer,

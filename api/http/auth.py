@@ -16,9 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 import jwt
@@ -31,8 +29,9 @@ from adapters.settings import (
     Settings,
     SettingsError,
 )
+from api.service.principal import Principal, Role
 from domain.directory import validate_ident
-from domain.errors import Forbidden, InvalidInput, Unauthenticated
+from domain.errors import InvalidInput, Unauthenticated
 from domain.services.approval import Provenance
 from domain.spec import hidden_character
 
@@ -51,29 +50,19 @@ _PEM_BLOCK = re.compile(
 )
 
 
-class Role(StrEnum):
-    """The ``role`` claim: what a caller may do."""
+__all__ = [
+    "Caller",
+    "Principal",
+    "Role",
+    "TokenVerifier",
+    "caller_from_claims",
+    "claimed_lifetime",
+    "load_rs256_keys",
+    "mint_token",
+]
 
-    ACTOR = "actor"
-    CHANNEL = "channel"
-    PROPOSER = "proposer"
-    ADMIN = "admin"
-    METRICS = "metrics"  # a scraper: reads /metrics and nothing else
-
-
-@dataclass(frozen=True)
-class Caller:
-    """An authenticated caller; ``provenance`` is set exactly for the channel role."""
-
-    subject: str
-    role: Role
-    provenance: Provenance | None = None
-
-    def require_provenance(self) -> Provenance:
-        """The trusted provenance of a channel caller (Forbidden for anyone else)."""
-        if self.provenance is None:
-            raise Forbidden()
-        return self.provenance
+Caller = Principal
+"""The HTTP name of the principal a verified bearer token proves (``api.service``)."""
 
 
 def _plain_claim(claims: dict[str, Any], name: str, max_chars: int) -> str:

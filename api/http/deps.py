@@ -6,7 +6,6 @@ LedgerDep)``; for a whole router, ``dependencies=[Depends(require_admin)]``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
@@ -16,20 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from adapters.bootstrap import Ledger
 from adapters.settings import Settings
 from api.http.auth import Caller, Role, TokenVerifier
-from domain.errors import Forbidden, NotFound, Unauthenticated
-
-# Ids this API hands out (``att_<hex>``, ``prop_<hex>``): anything else names
-# nothing, so it is a 404 before it can reach a store key (DynamoDB refuses
-# keys over 2 KB) or an event.
-_PATH_ID = re.compile(r"[A-Za-z0-9_\-]{1,80}")
-
-
-def known_id(value: str) -> str:
-    """A path id that could exist; NotFound (the uniform 404) for any other."""
-    if not _PATH_ID.fullmatch(value):
-        raise NotFound()
-    return value
-
+from domain.errors import Forbidden, Unauthenticated
 
 bearer_scheme = HTTPBearer(
     auto_error=False,

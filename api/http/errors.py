@@ -9,7 +9,6 @@ locations and what was expected, not what was sent (I10).
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,6 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.service.validation import describe_request_errors
 from domain.errors import LedgerError
 
 logger = logging.getLogger("ledger.api")
@@ -71,9 +71,6 @@ HTTP_ERRORS: dict[int, tuple[str, str]] = {
     415: ("unsupported_media_type", "Send the body as application/json."),
 }
 INTERNAL_ERROR = ("internal_error", "Internal error.")
-MAX_REPORTED_PROBLEMS = 5
-
-_SAFE_LOCATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 
 
 class ErrorBody(BaseModel):
@@ -100,35 +97,6 @@ def status_for(exc: LedgerError) -> int:
         if code in STATUS_BY_CODE:
             return STATUS_BY_CODE[code]
     return 400
-
-
-def describe_request_errors(errors: list[Any]) -> str:
-    """Field locations and messages of a validation failure, never input values."""
-    parts: list[str] = []
-    for err in errors[:MAX_REPORTED_PROBLEMS]:
-        loc = [
-            str(p) if isinstance(p, int) or _SAFE_LOCATION.match(str(p)) else "*"
-            for p in err.get("loc", ())
-        ]
-        kind = err.get("type", "")
-        message = str(err.get("msg", "invalid value"))
-        if kind == "extra_forbidden":
-            # The offending key is request content: name its parent, not the key.
-            loc, message = loc[:-1], "unknown field is not permitted"
-        elif kind == "json_invalid":
-            reason = str((err.get("ctx") or {}).get("error", "")).strip()
-            loc = loc[:1]
-            message = f"JSON decode error ({reason})" if reason else "JSON decode error"
-        elif kind in {"model_attributes_type", "dict_type"} and len(loc) == 1:
-            message = "expected a JSON object sent as application/json"
-        else:
-            sent = err.get("input")
-            if isinstance(sent, str) and len(sent) >= 3 and sent in message:
-                message = "invalid value"
-        parts.append(f"{'.'.join(loc) or 'body'}: {message}")
-    if len(errors) > MAX_REPORTED_PROBLEMS:
-        parts.append(f"and {len(errors) - MAX_REPORTED_PROBLEMS} more")
-    return "; ".join(parts) or "The request is not valid."
 
 
 async def _ledger_error(_: Request, exc: Exception) -> JSONResponse:

@@ -66,7 +66,7 @@ def unavailable(reason: str) -> ApprovalUnavailable:
 
 def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> ApprovalResult:
     """Turn one opaque token into exactly one queued attempt, or fail closed."""
-    proposal_id, presentation_id = resolve_control(ctx, token)
+    proposal_id, presentation_id = resolve_presentation(ctx, token)
 
     def contended() -> ApprovalResult:
         raise unavailable("contention")
@@ -84,7 +84,7 @@ def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> Appro
     return retry_on_conflict(step, exhausted=contended)
 
 
-def resolve_control(ctx: ServiceContext, token: str) -> tuple[str, str]:
+def resolve_presentation(ctx: ServiceContext, token: str) -> tuple[str, str]:
     """(proposal id, presentation id) of a token, or the uniform failure.
 
     Hash first, always: the unknown-token path does the same work up to the lookup."""
@@ -94,7 +94,7 @@ def resolve_control(ctx: ServiceContext, token: str) -> tuple[str, str]:
     return lookup["proposal_id"], lookup["presentation_id"]
 
 
-def load_bound_control(
+def load_bound_presentation(
     ctx: ServiceContext,
     proposal_id: str,
     presentation_id: str,
@@ -102,7 +102,7 @@ def load_bound_control(
     *,
     cached: bool = False,
 ) -> Proposal:
-    """The proposal of a control bound exactly to this caller's provenance,
+    """The proposal of a presentation bound exactly to this caller's provenance,
     or the uniform failure. ``cached``: from the read cache (the caller's
     commit appends to the proposal, so its version is checked)."""
     if cached:
@@ -132,7 +132,7 @@ def _approve_once(
     fresh: bool,
 ) -> ApprovalResult:
     now = ctx.clock.now()
-    proposal = load_bound_control(ctx, proposal_id, presentation_id, who, cached=not fresh)
+    proposal = load_bound_presentation(ctx, proposal_id, presentation_id, who, cached=not fresh)
     presentation = proposal.presentations[presentation_id]
     version = presentation["version"]
     record = proposal.versions[version]

@@ -1,6 +1,6 @@
 """Decline and cancel (SPEC 12): the actor says no, the proposer withdraws.
 
-Both are events on the proposal stream that revoke every active control in the
+Both are events on the proposal stream that revoke every active presentation in the
 same append, so they race an approval on one stream version and exactly one of
 them wins. A decline or cancel of a version that is already decided (claimed,
 declined, canceled, superseded, conflicted) appends nothing: the answer is the
@@ -16,8 +16,8 @@ from domain.ports import Commit
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
 from domain.services.approval import (
     Provenance,
-    load_bound_control,
-    resolve_control,
+    load_bound_presentation,
+    resolve_presentation,
     unavailable,
 )
 from domain.services.context import ServiceContext
@@ -29,7 +29,7 @@ from domain.timeutil import format_utc
 @dataclass(frozen=True)
 class DeclineResult:
     """The stored truth after a decline: ``declined``, or ``claimed`` (with its
-    attempt) when an approval of a sibling control won."""
+    attempt) when an approval of a sibling presentation won."""
 
     proposal_id: str
     version: int
@@ -38,8 +38,8 @@ class DeclineResult:
 
 
 def decline(ctx: ServiceContext, *, token: str, provenance: Provenance) -> DeclineResult:
-    """Consume one control as a refusal; no attempt can come from the version."""
-    proposal_id, presentation_id = resolve_control(ctx, token)
+    """Consume one presentation as a refusal; no attempt can come from the version."""
+    proposal_id, presentation_id = resolve_presentation(ctx, token)
 
     def contended() -> DeclineResult:
         raise unavailable("contention")
@@ -53,12 +53,12 @@ def _decline_once(
     ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
 ) -> DeclineResult:
     now = ctx.clock.now()
-    proposal = load_bound_control(ctx, proposal_id, presentation_id, who)
+    proposal = load_bound_presentation(ctx, proposal_id, presentation_id, who)
     version = proposal.presentations[presentation_id]["version"]
     record = proposal.versions[version]
-    control = proposal.presentation_status(presentation_id, now)
+    shown = proposal.presentation_status(presentation_id, now)
     if record["status"] in (ProposalStatus.CLAIMED.value, ProposalStatus.DECLINED.value) and (
-        control in (PresentationStatus.CONSUMED, PresentationStatus.REVOKED)
+        shown in (PresentationStatus.CONSUMED, PresentationStatus.REVOKED)
     ):
         # A repeated decline, or the approval of a sibling won: the stored truth.
         return DeclineResult(proposal.id, version, record["status"], record["attempt_id"])
@@ -77,7 +77,7 @@ def cancel(
     version: int,
     idempotency: IdempotencyKey | None = None,
 ) -> Proposal:
-    """Withdraw a presented version (revoking its controls); returns the stored
+    """Withdraw a presented version (revoking its presentations); returns the stored
     proposal, unchanged when the version was already decided.
 
     With an idempotency key, the key is committed with the ``Canceled`` event

@@ -13,8 +13,10 @@ reverse, and it expires after ``KEEP`` (the TTL of the lookup item).
 - another request, another caller, a key over 255 characters or outside
   printable ASCII: the one uniform ``IdempotencyKeyRefused``;
 - a concurrent duplicate that commits second fails on the create-only item and
-  then answers like a retry (the HTTP layer answers 409 while the first is
-  still in progress in the same process).
+  then answers like a retry; while the first is still in progress in the same
+  process, a duplicate gets ``IdempotencyKeyInUse`` (409) instead: the keys in
+  flight are kept by :class:`InFlight`, one per wired ledger, whichever entry
+  point the requests came through.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from domain.canonical import canonical_json
-from domain.errors import IdempotencyKeyRefused
+from domain.errors import IdempotencyKeyInUse, IdempotencyKeyRefused
 from domain.ports import EventStore, Lookup
 
 MAX_KEY_CHARS = 255
@@ -92,3 +96,27 @@ class IdempotencyKey:
         message = canonical_json([salt, self.scope, presentation_id])
         digest = hmac.new(self.key.encode("ascii"), TOKEN_LABEL + message, hashlib.sha256)
         return base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")
+
+
+class InFlight:
+    """Keys of the requests being processed right now in this process."""
+
+    def __init__(self) -> None:
+        self._keys: set[str] = set()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def hold(self, key: IdempotencyKey | None) -> Iterator[None]:
+        """Hold ``key`` for the block; ``IdempotencyKeyInUse`` while another holds it."""
+        if key is None:
+            yield
+            return
+        with self._lock:
+            if key.lookup_key in self._keys:
+                raise IdempotencyKeyInUse()
+            self._keys.add(key.lookup_key)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._keys.discard(key.lookup_key)

@@ -1,7 +1,7 @@
 """Propose and present (SPEC 5.1).
 
 A proposal version stores the normalized spec with its payload and view hashes.
-A presentation is a single-use approval control: its 256-bit token is shown
+A presentation is single-use: its 256-bit token is shown
 once and only its SHA-256 is stored, with a token-hash lookup item written in
 the same commit (read back strongly consistent, never via an index).
 """
@@ -231,10 +231,10 @@ def present(
     ttl_seconds: int | None = None,
     idempotency: IdempotencyKey | None = None,
 ) -> PresentationResult:
-    """Create a single-use approval control bound to one actor, binding and view.
+    """Create a single-use presentation bound to one actor, binding and view.
 
     With an idempotency key the token is derived from it (``derive_token``), so
-    a retry after a lost answer gets the same control and the same token."""
+    a retry after a lost answer gets the same presentation and the same token."""
     ttl = ctx.presentation_ttl_seconds if ttl_seconds is None else ttl_seconds
     if not MIN_PRESENTATION_TTL <= ttl <= MAX_PRESENTATION_TTL:
         raise InvalidInput(

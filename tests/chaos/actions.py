@@ -198,7 +198,7 @@ class Actions:
             if roll < 0.25 and self.used_tokens:
                 pool = self.used_tokens  # a duplicate approval
             elif roll < 0.75:
-                pool = self.presentations[-3:]  # the freshest controls
+                pool = self.presentations[-3:]  # the freshest presentations
             token = self.rng.choice(pool)
             proposal_id, binding = self.presented[token]
         who = binding if self.rng.random() < 0.85 else self.rng.choice(STRANGERS)

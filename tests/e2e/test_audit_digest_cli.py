@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from adapters.bootstrap import build_ledger
 from adapters.settings import load_settings
 from api.cli import app
+from api.testing import open_test_ledger
 
 runner = CliRunner()
 
@@ -52,14 +53,10 @@ def write_key(path: Path) -> tuple[str, str]:
 
 @pytest.fixture
 def world(tmp_path: Path) -> dict[str, str]:
-    from tests.support.worlds.execution import ExecutionWorld
-
     db = str(tmp_path / "ledger.db")
-    ledger = build_ledger(load_settings(store="sqlite", sqlite_path=db))
-    world = ExecutionWorld(ledger.store, registry=ledger.registry, effects=ledger.effects)
-    attempt_id = world.approved("provider_idempotency")
-    world.worker().process(attempt_id)
-    ledger.close()
+    with open_test_ledger(store="sqlite", sqlite_path=db, env="development") as ledger:
+        attempt_id = ledger.approved(ledger.add_approver(), ledger.fake_spec())
+        assert ledger.process(attempt_id).value == "succeeded"
     key, public = write_key(tmp_path / "signing.pem")
     other, other_public = write_key(tmp_path / "other.pem")
     return {

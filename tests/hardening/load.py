@@ -1,7 +1,7 @@
 """Load with crashes: N proposals x 25 concurrent approvals, 4 crashing workers.
 
 Real threads against a real store (ministack in the tests): for each proposal
-25 callers approve at once through two sibling controls (3 of them with a
+25 callers approve at once through two sibling presentations (3 of them with a
 stranger's provenance), while 4 workers take the approved attempts from a
 duplicating queue and crash at random at the worker's boundaries and after
 the provider applied an effect. Then the clock moves past every lease and

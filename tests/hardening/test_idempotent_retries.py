@@ -100,7 +100,7 @@ class Api:
         )
 
     def stored(self, prefix: str) -> list[str]:
-        """Ids handed out that became streams (proposals) or controls (presentations)."""
+        """Ids handed out that became streams (proposals) or presentations."""
         if prefix == "prop":
             return [i for i in self.tokens.ids.get("prop", []) if self.ledger.store.read_stream(i)]
         from domain.proposal import Proposal

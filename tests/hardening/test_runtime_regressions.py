@@ -8,13 +8,11 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import Tracking
 
-from adapters.bootstrap import build_ledger
 from adapters.runtime import Runtime, subscriber_runs
-from adapters.settings import load_settings
+from api.testing import open_test_ledger
 from domain.errors import StoreUnavailable
 from projections.ports import TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW
-from tests.support.worlds.execution import ExecutionWorld
 
 
 class FailsOnce:
@@ -40,12 +38,10 @@ def test_a_transient_view_failure_does_not_drop_the_rest_of_the_batch() -> None:
     the batch kept a stale view until it changed again, which a settled attempt
     never does. Now nothing of a failed batch is recorded (rows and position are
     one write) and the subscriber reads it again from its recorded position."""
-    ledger = build_ledger(load_settings(store="memory", env="test"))
-    assert ledger.effects is not None
-    world = ExecutionWorld(ledger.store, registry=ledger.registry, effects=ledger.effects)
-    first = world.approved("provider_idempotency")
-    second = world.approved("provider_idempotency")
-    assert ledger.views is not None
+    embedded = open_test_ledger()
+    ledger = embedded.wiring
+    alice = embedded.add_approver()
+    first, second = (embedded.approved(alice, embedded.fake_spec()) for _ in range(2))
     failing = FailsOnce(ledger.views)
     ledger.views = failing  # type: ignore[assignment]
     runtime = Runtime(ledger, None, recovery_interval=3600, recovery=False, poll_seconds=0)
@@ -53,7 +49,7 @@ def test_a_transient_view_failure_does_not_drop_the_rest_of_the_batch() -> None:
     (run,) = runtime.subscribers
     with pytest.raises(StoreUnavailable):
         runtime.run_subscriber_once(run)
-    run.subscription.reset()  # what the loop does after a failed step
+    run.reader.reset()  # what the loop does after a failed step
     while runtime.run_subscriber_once(run):
         pass
     assert failing.failed

@@ -19,7 +19,7 @@ class SimulatedCrash(Exception):
 
 def restarted(ledger: Ledger) -> Ledger:
     """The same store (and webhook subscriptions) seen by a new process: a new backend
-    on the same data whose subscriptions read their positions from the store."""
+    on the same data whose log readers read their positions from the store."""
     assert ledger.backend is not None
     again = build_ledger(ledger.settings, backend=ledger.backend.reopen(), clock=ledger.clock)
     again.webhooks = list(ledger.webhooks)
@@ -50,7 +50,7 @@ def streams_client(endpoint: str) -> Any:
 
 
 class CrashAfterApply:
-    """A subscription whose process dies right after the subscriber's write."""
+    """A log reader whose process dies right after the subscriber's write."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner

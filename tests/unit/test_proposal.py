@@ -28,12 +28,12 @@ from tests.support.replay import Replay
 def refused(proposal: Proposal, command: Callable[[], object]) -> LedgerError:
     version = proposal.version
     statuses = {n: v["status"] for n, v in proposal.versions.items()}
-    controls = {p: v["status"] for p, v in proposal.presentations.items()}
+    presentations = {p: v["status"] for p, v in proposal.presentations.items()}
     with pytest.raises(LedgerError) as caught:
         command()
     assert proposal.version == version
     assert {n: v["status"] for n, v in proposal.versions.items()} == statuses
-    assert {p: v["status"] for p, v in proposal.presentations.items()} == controls
+    assert {p: v["status"] for p, v in proposal.presentations.items()} == presentations
     return caught.value
 
 
@@ -125,11 +125,11 @@ def test_presentation_is_bound_to_the_current_view(replay: Replay) -> None:
 
     present(proposal, "pres_a")
 
-    control = proposal.presentations["pres_a"]
-    assert control["version"] == 1
-    assert control["actor_id"] == "alice"
-    assert control["view_hash"] == proposal.versions[1]["view_hash"]
-    assert control["token_hash"] == "hash-of-pres_a"
+    presentation = proposal.presentations["pres_a"]
+    assert presentation["version"] == 1
+    assert presentation["actor_id"] == "alice"
+    assert presentation["view_hash"] == proposal.versions[1]["view_hash"]
+    assert presentation["token_hash"] == "hash-of-pres_a"
     assert proposal.presentation_status("pres_a", NOW) is PresentationStatus.ACTIVE
     assert proposal.active_presentation_ids(1) == ["pres_a"]
 

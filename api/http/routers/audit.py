@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from api.http.deps import AdminCaller, LedgerDep
 from api.http.errors import error_responses
+from api.service import audit
 
 router = APIRouter(prefix="/audit", tags=["audit"], responses=error_responses(401, 403, 503))
 
@@ -19,6 +20,4 @@ def audit_digest(caller: AdminCaller, ledger: LedgerDep) -> dict[str, Any]:
     Keep it where the ledger's writers cannot reach; ``ledger audit verify``
     later proves the ledger still extends it.
     """
-    from adapters.audit.digests import take_digest
-
-    return take_digest(ledger.settings, ledger.store, ledger.clock).to_json()
+    return audit.digest(ledger, caller).to_json()

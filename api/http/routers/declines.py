@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter
 
 from api.http.deps import ChannelCaller, LedgerDep
 from api.http.errors import error_responses
-from api.http.routers.proposals import refresh_inbox
 from api.http.schemas.proposals import DeclineIn, DeclineOut
-from domain.errors import ApprovalUnavailable
-from domain.services.decisions import decline
-
-logger = logging.getLogger("ledger.approval")
+from api.service import decisions
 
 router = APIRouter(
     prefix="/declines",
@@ -24,15 +18,6 @@ router = APIRouter(
 
 @router.post("")
 def decline_presentation(body: DeclineIn, caller: ChannelCaller, ledger: LedgerDep) -> DeclineOut:
-    """The actor says no: the control is consumed and the proposal declined; no
-    attempt is created. Every failure is the approval's uniform 404."""
-    try:
-        result = decline(ledger.context, token=body.token, provenance=caller.require_provenance())
-    except ApprovalUnavailable as denied:
-        # As for approvals: the reason is for the log only, never a metric label (14.4).
-        logger.info("decline denied reason=%s", denied.reason)
-        ledger.metrics.inc("ledger_declines_total", result="refused")
-        raise
-    ledger.metrics.inc("ledger_declines_total", result=result.status)
-    refresh_inbox(ledger, result.proposal_id)
-    return DeclineOut(**result.__dict__)
+    """The actor says no: the presentation is consumed and the proposal declined;
+    no attempt is created. Every failure is the approval's uniform 404."""
+    return decisions.decline(ledger, caller, body)

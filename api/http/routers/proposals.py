@@ -5,17 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
-from adapters.bootstrap import Ledger
-from api.http.auth import Caller, Role
-from api.http.cursors import decode_cursor, encode_cursor
-from api.http.deps import LedgerDep, known_id, require_proposer, require_roles
+from api.http.auth import Caller
+from api.http.deps import LedgerDep, require_proposer, require_roles
 from api.http.errors import error_responses
-from api.http.idempotency import KeyHeader, idempotency_key, in_flight
+from api.http.idempotency import KeyHeader
 from api.http.schemas.proposals import (
     CancelIn,
-    InboxItemOut,
     InboxOut,
     PresentationIn,
     PresentationOut,
@@ -23,13 +20,10 @@ from api.http.schemas.proposals import (
     ProposalOut,
     ProposalViewOut,
 )
+from api.service import proposals
+from api.service.cursors import DEFAULT_PAGE, MAX_PAGE
 from domain.directory import Ident
-from domain.errors import NotFound
-from domain.proposal import Proposal, ProposalStatus
-from domain.services.decisions import cancel
-from domain.services.proposals import present, propose
-from projections.inbox import list_inbox as inbox_page
-from projections.inbox import proposal_view
+from domain.proposal import ProposalStatus
 
 router = APIRouter(
     prefix="/proposals",
@@ -38,31 +32,9 @@ router = APIRouter(
 )
 
 ProposerCaller = Annotated[Caller, Depends(require_proposer)]
-ReaderCaller = Annotated[Caller, Depends(require_roles(Role.PROPOSER, Role.CHANNEL, Role.ADMIN))]
-CancelCaller = Annotated[Caller, Depends(require_roles(Role.PROPOSER, Role.ADMIN))]
-InboxCaller = Annotated[Caller, Depends(require_roles(Role.CHANNEL, Role.ADMIN))]
-
-
-def may_see_proposal(caller: Caller, actor_id: str) -> bool:
-    """Proposers (trusted backends), admins, and the channel of the proposal's actor."""
-    if caller.role in (Role.PROPOSER, Role.ADMIN):
-        return True
-    return caller.provenance is not None and caller.provenance.actor_id == actor_id
-
-
-def refresh_inbox(ledger: Ledger, proposal_id: str) -> None:
-    """Read-your-writes for the inbox: project the lineage the caller just changed
-    (the projector would get there too; projecting twice is harmless)."""
-    if ledger.views is not None:
-        ledger.projector.project_proposal(proposal_id)
-
-
-def visible_proposal(ledger: Ledger, caller: Caller, proposal_id: str) -> Proposal:
-    """The proposal, or the same 404 whether it is missing or not the caller's."""
-    proposal = ledger.store.get(Proposal, known_id(proposal_id))
-    if proposal is None or not may_see_proposal(caller, proposal.actor_id):
-        raise NotFound()
-    return proposal
+ReaderCaller = Annotated[Caller, Depends(require_roles(*proposals.READERS))]
+CancelCaller = Annotated[Caller, Depends(require_roles(*proposals.CANCELERS))]
+InboxCaller = Annotated[Caller, Depends(require_roles(*proposals.INBOX_READERS))]
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
@@ -70,24 +42,12 @@ def create_proposal(
     body: ProposalIn,
     caller: ProposerCaller,
     ledger: LedgerDep,
-    request: Request,
     idempotency_key_header: KeyHeader = None,
 ) -> ProposalOut:
     """Store a proposal version (superseding the previous one of its lineage).
 
     With ``Idempotency-Key``, a retry of the same request gets the first answer."""
-    key = idempotency_key(idempotency_key_header, request, caller, body)
-    with in_flight(request).hold(key):
-        result = propose(
-            ledger.context,
-            actor_id=body.actor_id,
-            spec_data=body.spec.model_dump(mode="json", exclude_none=True),
-            lineage_id=body.lineage_id,
-            expected_version=body.expected_version,
-            idempotency=key,
-        )
-    refresh_inbox(ledger, result.proposal_id)
-    return ProposalOut(**result.__dict__)
+    return proposals.propose(ledger, caller, body, idempotency_key=idempotency_key_header)
 
 
 @router.post("/{proposal_id}/presentations", status_code=status.HTTP_201_CREATED)
@@ -97,26 +57,15 @@ def create_presentation(
     caller: ProposerCaller,
     ledger: LedgerDep,
     response: Response,
-    request: Request,
     idempotency_key_header: KeyHeader = None,
 ) -> PresentationOut:
-    """A single-use approval control; the token is returned only in this response
-    (and, with ``Idempotency-Key``, again in the answer to a retry)."""
-    key = idempotency_key(idempotency_key_header, request, caller, body)
-    with in_flight(request).hold(key):
-        result = present(
-            ledger.context,
-            proposal_id=known_id(proposal_id),
-            version=body.version,
-            identity_binding_id=body.identity_binding_id,
-            channel_binding_id=body.channel_binding_id,
-            conversation_key=body.conversation_key,
-            ttl_seconds=body.ttl_seconds,
-            idempotency=key,
-        )
-    refresh_inbox(ledger, proposal_id)
+    """A single-use presentation of one version; the token is returned only in
+    this response (and, with ``Idempotency-Key``, again in the answer to a retry)."""
+    answer = proposals.present(
+        ledger, caller, proposal_id, body, idempotency_key=idempotency_key_header
+    )
     response.headers["Cache-Control"] = "no-store"
-    return PresentationOut(**result.__dict__)
+    return answer
 
 
 @router.get("")
@@ -125,27 +74,21 @@ def get_inbox(
     ledger: LedgerDep,
     actor_id: Ident,
     status: ProposalStatus = ProposalStatus.PRESENTED,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> InboxOut:
     """An actor's proposals in one status (by default what it still has to
     approve, soonest expiry first), from the inbox projection. A channel sees
     only its own actor's inbox; for any other actor the page is empty."""
-    assert ledger.views is not None
-    after = decode_cursor(cursor)
-    if not may_see_proposal(caller, actor_id):
-        return InboxOut(items=[])
-    rows, next_raw = inbox_page(ledger.views, actor_id, status, ledger.clock.now(), limit, after)
-    items = [InboxItemOut.model_validate(row) for row in rows]
-    return InboxOut(items=items, next_cursor=encode_cursor(next_raw))
+    return proposals.inbox(ledger, caller, actor_id, status, limit=limit, cursor=cursor)
 
 
 @router.get("/{proposal_id}")
 def get_proposal(proposal_id: str, caller: ReaderCaller, ledger: LedgerDep) -> ProposalViewOut:
-    """Versions, statuses (``expired`` derived from the clock), hashes, controls
-    (never tokens) and attempt ids; anyone else gets the same 404 as a missing id."""
-    proposal = visible_proposal(ledger, caller, proposal_id)
-    return ProposalViewOut.model_validate(proposal_view(proposal, ledger.clock.now()))
+    """Versions, statuses (``expired`` derived from the clock), hashes,
+    presentations (never tokens) and attempt ids; anyone else gets the same 404
+    as a missing id."""
+    return proposals.get_proposal(ledger, caller, proposal_id)
 
 
 @router.post("/{proposal_id}/cancel")
@@ -154,16 +97,10 @@ def cancel_proposal(
     body: CancelIn,
     caller: CancelCaller,
     ledger: LedgerDep,
-    request: Request,
     idempotency_key_header: KeyHeader = None,
 ) -> ProposalViewOut:
-    """Withdraw a presented version and revoke its controls: no attempt can ever
-    come from it. An already decided version is answered with the stored truth."""
-    known_id(proposal_id)
-    key = idempotency_key(idempotency_key_header, request, caller, body)
-    with in_flight(request).hold(key):
-        proposal = cancel(
-            ledger.context, proposal_id=proposal_id, version=body.version, idempotency=key
-        )
-    refresh_inbox(ledger, proposal_id)
-    return ProposalViewOut.model_validate(proposal_view(proposal, ledger.clock.now()))
+    """Withdraw a presented version and revoke its presentations: no attempt can
+    ever come from it. An already decided version is answered with the stored truth."""
+    return proposals.cancel(
+        ledger, caller, proposal_id, body, idempotency_key=idempotency_key_header
+    )

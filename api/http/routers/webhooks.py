@@ -6,13 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from adapters.webhooks.deliverer import redeliver
-from api.http.cursors import decode_cursor, encode_cursor
-from api.http.deps import AdminCaller, LedgerDep, known_id
+from api.http.deps import AdminCaller, LedgerDep
 from api.http.errors import error_responses
 from api.http.schemas.webhooks import DeliveryListOut, DeliveryOut
-from domain.errors import NotFound
-from projections.webhooks import DeliveryStatus, delivery_list_key, listed
+from api.service import webhooks
+from api.service.cursors import DEFAULT_PAGE, MAX_PAGE
+from projections.webhooks import DeliveryStatus
 
 router = APIRouter(
     prefix="/webhook-deliveries",
@@ -26,26 +25,15 @@ def list_deliveries(
     caller: AdminCaller,
     ledger: LedgerDep,
     status: DeliveryStatus,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> DeliveryListOut:
     """Delivery records in one status (``failing``: not acknowledged yet, with the
     error class, the receiver's status code and when the next try is due)."""
-    assert ledger.views is not None
-    rows, next_raw = ledger.views.list_views(
-        delivery_list_key(status.value), limit, decode_cursor(cursor)
-    )
-    return DeliveryListOut(
-        items=[DeliveryOut.model_validate(listed(r.data)) for r in rows],
-        next_cursor=encode_cursor(next_raw),
-    )
+    return webhooks.list_deliveries(ledger, caller, status, limit=limit, cursor=cursor)
 
 
 @router.post("/{delivery_id}/redeliver")
 def redeliver_delivery(delivery_id: str, caller: AdminCaller, ledger: LedgerDep) -> DeliveryOut:
     """Send one delivery again now (a failing one at once, a delivered one once more)."""
-    assert ledger.views is not None
-    found = redeliver(ledger.views, known_id(delivery_id), ledger.clock)
-    if found is None:
-        raise NotFound()
-    return DeliveryOut.model_validate(listed(found))
+    return webhooks.redeliver(ledger, caller, delivery_id)

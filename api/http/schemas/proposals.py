@@ -37,7 +37,7 @@ class ProposalOut(BaseModel):
 
 
 class PresentationIn(_Body):
-    """Create a single-use approval control bound to one actor, binding and conversation."""
+    """Create a single-use presentation bound to one actor, binding and conversation."""
 
     version: Annotated[int, Field(ge=1, le=1_000_000)]
     identity_binding_id: Ident
@@ -69,7 +69,7 @@ class ApprovalOut(BaseModel):
 
 
 class DeclineIn(_Body):
-    """The opaque token of the control the actor refused; who declines comes from
+    """The opaque token of the presentation the actor refused; who declines comes from
     the caller's credentials only."""
 
     token: Annotated[str, Field(min_length=1, max_length=512)]
@@ -77,7 +77,7 @@ class DeclineIn(_Body):
 
 class DeclineOut(BaseModel):
     """The stored truth: ``declined``, or ``claimed`` (with its attempt) when an
-    approval of a sibling control won."""
+    approval of a sibling presentation won."""
 
     proposal_id: str
     version: int
@@ -104,7 +104,7 @@ class ProposalVersionOut(BaseModel):
 
 
 class PresentationSummaryOut(BaseModel):
-    """A control's id, status and expiry; never its token."""
+    """A presentation's id, status and expiry; never its token."""
 
     presentation_id: str
     version: int

@@ -23,11 +23,11 @@ def rounds_for(backend: str) -> int:
 
 def race_once(world: World) -> tuple[str, list[ApprovalResult | LedgerError]]:
     proposal_id = world.propose()
-    controls = [world.present(proposal_id) for _ in range(3)]
+    presentations = [world.present(proposal_id) for _ in range(3)]
     barrier = threading.Barrier(THREADS)
 
     def press(i: int) -> ApprovalResult | LedgerError:
-        token = controls[i % len(controls)].token
+        token = presentations[i % len(presentations)].token
         barrier.wait()
         try:
             return approve(world.ctx, token=token, provenance=world.who)
@@ -36,9 +36,9 @@ def race_once(world: World) -> tuple[str, list[ApprovalResult | LedgerError]]:
 
     with ThreadPoolExecutor(THREADS) as pool:
         answers = list(pool.map(press, range(THREADS)))
-    # duplicate retries after the race, through every control
-    for control in controls:
-        answers.append(approve(world.ctx, token=control.token, provenance=world.who))
+    # duplicate retries after the race, through every presentation
+    for presentation in presentations:
+        answers.append(approve(world.ctx, token=presentation.token, provenance=world.who))
     return proposal_id, answers
 
 

@@ -1,6 +1,6 @@
-"""A decline races approvals of sibling controls: exactly one of them wins.
+"""A decline races approvals of sibling presentations: exactly one of them wins.
 
-25 threads press approve or decline through three sibling controls of one
+25 threads press approve or decline through three sibling presentations of one
 proposal version at once; every round ends with exactly one decision on the
 stream (one ``Claimed`` with its one queued attempt, or one ``Declined`` and
 no attempt), and every answer agrees with it: approvals that lost to a decline
@@ -37,11 +37,11 @@ def race_once(world: World, skew: float) -> tuple[str, list[tuple[str, Answer]]]
     commits after one read, an approval after the directory reads, so without a
     skew the decline nearly always wins and the other outcome goes untested)."""
     proposal_id = world.propose()
-    controls = [world.present(proposal_id) for _ in range(3)]
+    presentations = [world.present(proposal_id) for _ in range(3)]
     barrier = threading.Barrier(THREADS)
 
     def press(i: int) -> tuple[str, Answer]:
-        token = controls[i % len(controls)].token
+        token = presentations[i % len(presentations)].token
         kind = "decline" if i % 2 else "approve"
         barrier.wait()
         if kind == "decline" and skew:

@@ -43,8 +43,8 @@ def test_expired_presentations_are_retired_by_the_next_one_in_the_same_commit(
     bounded: World,
 ) -> None:
     proposal_id = bounded.propose()
-    # one long-lived control keeps the version presented (a version whose every
-    # control has expired is expired itself, and is never presented again)
+    # one long-lived presentation keeps the version presented (a version whose every
+    # presentation has expired is expired itself, and is never presented again)
     keeper = bounded.present(proposal_id, ttl_seconds=LONG_TTL)
     first = [bounded.present(proposal_id, ttl_seconds=60) for _ in range(LIMIT - 1)]
     bounded.clock.advance(61)
@@ -61,7 +61,7 @@ def test_expired_presentations_are_retired_by_the_next_one_in_the_same_commit(
         assert proposal.presentations[old.presentation_id]["status"] == (
             PresentationStatus.EXPIRED.value
         )
-    # a retired control stays refused, exactly like an expired one
+    # a retired presentation stays refused, exactly like an expired one
     with pytest.raises(ApprovalUnavailable):
         approve(bounded.ctx, token=first[0].token, provenance=bounded.who)
 
@@ -73,9 +73,9 @@ def test_many_presentation_rounds_keep_every_event_and_the_replay_bounded(
     siblings and the stream holds no event larger than the first proposal's."""
     proposal_id = bounded.propose()
     keeper = bounded.present(proposal_id, ttl_seconds=LONG_TTL)
-    controls = []
+    presentations = []
     for _ in range(40):
-        controls += [bounded.present(proposal_id, ttl_seconds=60) for _ in range(LIMIT - 1)]
+        presentations += [bounded.present(proposal_id, ttl_seconds=60) for _ in range(LIMIT - 1)]
         bounded.clock.advance(61)
     last = [bounded.present(proposal_id) for _ in range(LIMIT - 1)]
     approve(bounded.ctx, token=last[0].token, provenance=bounded.who)

@@ -27,16 +27,16 @@ from tests.support.worlds.approval import World, base_spec
 
 def test_token_is_256_bit_and_only_its_hash_is_stored(world: World) -> None:
     proposal_id = world.propose()
-    control = world.present(proposal_id)
-    raw = base64.urlsafe_b64decode(control.token + "=" * (-len(control.token) % 4))
+    presentation = world.present(proposal_id)
+    raw = base64.urlsafe_b64decode(presentation.token + "=" * (-len(presentation.token) % 4))
     assert len(raw) == 32
-    digest = hashlib.sha256(control.token.encode()).hexdigest()
+    digest = hashlib.sha256(presentation.token.encode()).hexdigest()
     stored = b"".join(e.state for e in world.store.read_stream(proposal_id))
-    assert control.token.encode() not in stored
+    assert presentation.token.encode() not in stored
     assert digest.encode() in stored
     lookup = world.store.get_lookup(f"token#{digest}")
-    assert lookup == {"proposal_id": proposal_id, "presentation_id": control.presentation_id}
-    assert control.token not in str(lookup)
+    assert lookup == {"proposal_id": proposal_id, "presentation_id": presentation.presentation_id}
+    assert presentation.token not in str(lookup)
 
 
 def test_revision_supersedes_and_revokes_in_one_event(world: World) -> None:
@@ -57,8 +57,8 @@ def test_revision_supersedes_and_revokes_in_one_event(world: World) -> None:
     assert proposal is not None
     assert proposal.version_status(1) is ProposalStatus.SUPERSEDED
     assert proposal.version_status(2) is ProposalStatus.PRESENTED
-    for control in (a, b):
-        assert proposal.presentations[control.presentation_id]["status"] == (
+    for presentation in (a, b):
+        assert proposal.presentations[presentation.presentation_id]["status"] == (
             PresentationStatus.REVOKED.value
         )
 
@@ -145,12 +145,12 @@ def test_invariant_checker_sees_a_claim_without_its_attempt(world: World) -> Non
     from tests.support.worlds.approval import check_approval_invariants
 
     proposal_id = world.propose()
-    control = world.present(proposal_id)
+    presentation = world.present(proposal_id)
     proposal = world.store.get(Proposal, proposal_id)
     assert proposal is not None
     attempt_id = derive_attempt_id(proposal_id, 1, proposal.versions[1]["payload_hash"])
     proposal.claim(
-        presentation_id=control.presentation_id,
+        presentation_id=presentation.presentation_id,
         attempt_id=attempt_id,
         now=world.clock.now(),
         at="2026-11-29T12:00:00Z",

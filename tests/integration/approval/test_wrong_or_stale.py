@@ -143,10 +143,10 @@ CASES: dict[str, Setup] = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_wrong_or_stale_approval_fails_closed(world: World, case: str) -> None:
     proposal_id = world.propose()
-    control = world.present(proposal_id)
+    presentation = world.present(proposal_id)
     who = CASES[case](world, proposal_id) or world.who
     with pytest.raises(ApprovalUnavailable) as caught:
-        approve(world.ctx, token=control.token, provenance=who)
+        approve(world.ctx, token=presentation.token, provenance=who)
     same_as_unknown(world, caught.value)
     check_approval_invariants(world.store, [proposal_id], world.clock.now())
     proposal = world.store.get(Proposal, proposal_id)
@@ -157,11 +157,13 @@ def test_wrong_or_stale_approval_fails_closed(world: World, case: str) -> None:
 
 def test_consumed_token_presented_by_another_caller_fails_closed(world: World) -> None:
     proposal_id = world.propose()
-    control = world.present(proposal_id)
-    approve(world.ctx, token=control.token, provenance=world.who)
+    presentation = world.present(proposal_id)
+    approve(world.ctx, token=presentation.token, provenance=world.who)
     with pytest.raises(ApprovalUnavailable) as caught:
         approve(
-            world.ctx, token=control.token, provenance=Provenance("bob", "ib-bob", "cb1", "conv-1")
+            world.ctx,
+            token=presentation.token,
+            provenance=Provenance("bob", "ib-bob", "cb1", "conv-1"),
         )
     same_as_unknown(world, caught.value)
     check_approval_invariants(world.store, [proposal_id], world.clock.now())

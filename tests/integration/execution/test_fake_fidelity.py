@@ -22,13 +22,13 @@ from adapters.executors.fake import (
     effect_ledger,
 )
 from adapters.settings import Settings
+from api.testing import open_test_ledger
 from domain.errors import ExecutorOutcomeUncertain
 from domain.ports import ExecutionRequest
 from domain.services.execution import Outcome
 from domain.spec import parse_spec
 from tests.support.clocks import FixedClock
 from tests.support.worlds.approval import DIGEST
-from tests.support.worlds.execution import ExecutionWorld
 
 
 def request(
@@ -89,22 +89,17 @@ def test_slow_on_a_clock_that_cannot_move_reports_a_timeout() -> None:
     assert ledger.effect_count("idk_0123456789abcdef0123") == 1
 
 
-def test_a_slow_answer_after_the_deadline_inside_the_lease_is_recorded(
-    xworld: ExecutionWorld,
-) -> None:
+def test_a_slow_answer_after_the_deadline_inside_the_lease_is_recorded() -> None:
     """The worker's call takes past its deadline on the injected clock (no real
     time): the answer is still recorded while the lease holds."""
-    assert xworld.registry is not None
-    for capability in ("fake.correlation_lookup",):
-        inner = xworld.registry.get(
-            capability, FakeExecutor(capability, xworld.effects).build_digest
-        )
-        assert isinstance(inner, FakeExecutor)
-        inner.clock = xworld.clock
-    attempt_id = xworld.approved("correlation_lookup", simulate="slow")
-    # slow by default ends one second past the deadline: still inside the lease
-    assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
-    assert xworld.attempt(attempt_id).status == "succeeded"
+    with open_test_ledger() as ledger:  # its fakes take time on its clock
+        spec = ledger.fake_spec("fake.correlation_lookup", simulate="slow")
+        attempt_id = ledger.approved(ledger.add_approver(), spec)
+        started = ledger.clock.now()
+        # slow by default ends one second past the deadline: still inside the lease
+        assert ledger.process(attempt_id) is Outcome.SUCCEEDED
+        assert ledger.status(attempt_id).status == "succeeded"
+        assert ledger.clock.now() > started
 
 
 def _apply_many(path: str, key: str, count: int) -> None:

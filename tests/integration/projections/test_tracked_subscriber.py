@@ -86,7 +86,7 @@ def test_a_crash_right_after_the_view_write_loses_nothing_and_repeats_nothing(
     moving its in-memory position on) resumes after what it wrote."""
     attempts = [pworld.approved("provider_idempotency") for _ in range(2)]
     (run,) = subscriber_runs(ledger)
-    crashing = SubscriberRun(run.subscriber, CrashAfterApply(run.subscription), run.cover_gap)
+    crashing = SubscriberRun(run.subscriber, CrashAfterApply(run.reader), run.cover_gap)
     runtime = Runtime(ledger, None, recovery_interval=3600, recovery=False, poll_seconds=0)
     with pytest.raises(SimulatedCrash):
         runtime.run_subscriber_once(crashing)

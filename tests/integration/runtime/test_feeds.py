@@ -18,6 +18,7 @@ from adapters.settings import load_settings
 from adapters.sqlite.recorder import SQLiteLedgerRecorder
 from adapters.store import LedgerStore
 from adapters.streams import MalformedRecord, work_from_record, work_from_records
+from api.testing import open_test_ledger
 from domain.attempt import ExecutionAttempt
 from domain.services.approval import approve
 from tests.support.worlds.approval import World
@@ -48,17 +49,16 @@ def until(predicate: Any, seconds: float = 20.0) -> Any:
 
 
 def test_notification_log_feed_yields_each_queued_attempt_once(tmp_path: Path) -> None:
-    ledger = build_ledger(load_settings(store="sqlite", sqlite_path=str(tmp_path / "l.db")))
-    assert isinstance(ledger.store.recorder, SQLiteLedgerRecorder)
-    feed = NotificationLogFeed(ledger.store.recorder)
-    world = world_on(ledger.store, ledger.registry, ledger.effects)
-    first, second = approve_one(world), approve_one(world)
-    assert feed.poll(0) == [first, second]
-    assert feed.poll(0) == []
-    worker = make_worker(ledger)
-    assert worker.process(first).value == "succeeded"
-    assert feed.poll(0) == []  # results are not work
-    ledger.close()
+    with open_test_ledger(store="sqlite", sqlite_path=str(tmp_path / "l.db")) as ledger:
+        recorder = ledger.wiring.store.recorder
+        assert isinstance(recorder, SQLiteLedgerRecorder)
+        feed = NotificationLogFeed(recorder)
+        alice = ledger.add_approver()
+        first, second = (ledger.approved(alice, ledger.fake_spec()) for _ in range(2))
+        assert feed.poll(0) == [first, second]
+        assert feed.poll(0) == []
+        assert ledger.process(first).value == "succeeded"
+        assert feed.poll(0) == []  # results are not work
 
 
 def test_runtime_executes_approved_attempts_on_the_embedded_store(tmp_path: Path) -> None:

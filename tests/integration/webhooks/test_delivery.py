@@ -335,7 +335,7 @@ def test_a_notifier_killed_after_its_write_or_failing_to_write_loses_and_doubles
     _status, hook = subscriber_runs(ledger)
     assert hook.subscriber.name == "webhook-chat"
     failing = SubscriberRun(
-        replace(hook.subscriber, views=FailingWrites(ledger.views)), hook.subscription
+        replace(hook.subscriber, views=FailingWrites(ledger.views)), hook.reader
     )
 
     def until_crash(run: SubscriberRun) -> None:
@@ -345,8 +345,8 @@ def test_a_notifier_killed_after_its_write_or_failing_to_write_loses_and_doubles
 
     until_crash(failing)
     assert records(ledger, "pending") == []  # nothing recorded, position unmoved
-    hook.subscription.reset()
-    until_crash(SubscriberRun(hook.subscriber, CrashAfterApply(hook.subscription)))
+    hook.reader.reset()
+    until_crash(SubscriberRun(hook.subscriber, CrashAfterApply(hook.reader)))
     assert len(records(ledger, "pending")) == 3  # the write itself happened
 
     again = restarted(ledger)  # reads the position written with the records

@@ -204,7 +204,7 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str], now: 
                 assert len(consumed) == 1
                 assert not proposal.active_presentation_ids(number)
             elif record["status"] == ProposalStatus.DECLINED.value:
-                # a decline consumes exactly one control, revokes the rest, queues nothing
+                # a decline consumes exactly one presentation, revokes the rest, queues nothing
                 assert not stored, "attempt for a declined proposal version"
                 assert len(consumed) == 1
                 assert not proposal.active_presentation_ids(number)

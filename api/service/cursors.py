@@ -1,4 +1,4 @@
-"""Opaque list cursors: the store's own position, base64url-encoded."""
+"""Lists: opaque cursors (the store's own position, base64url-encoded) and page sizes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,16 @@ import binascii
 import re
 
 from domain.errors import InvalidInput
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+
+
+def page_size(limit: int) -> int:
+    """A page size within 1..MAX_PAGE (over HTTP the query refuses others first)."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit: must be 1..{MAX_PAGE}")
+    return limit
 
 
 def encode_cursor(raw: str | None) -> str | None:

@@ -1,0 +1,69 @@
+"""Approve and decline: the channel role forwards an actor's decision with the
+trusted provenance of its credentials (never of the request body).
+
+Every refusal is the same ``ApprovalUnavailable`` (the uniform 404); its
+reason goes to the log only, never to the caller or to a metric label (a
+scraper can read those). The decided proposal leaves the inbox at once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from adapters.bootstrap import Ledger
+from api.http.schemas.proposals import ApprovalIn, ApprovalOut, DeclineIn, DeclineOut
+from api.service.principal import Principal, Role, require_role
+from api.service.proposals import refresh_inbox
+from domain.errors import ApprovalUnavailable, ProposalConflicted
+from domain.services import approval, decisions
+
+logger = logging.getLogger("ledger.approval")
+
+
+def approve(ledger: Ledger, principal: Principal, body: ApprovalIn) -> ApprovalOut:
+    """Claim the proposal and queue its one attempt. Never executes anything.
+
+    Every failure other than target drift (``ProposalConflicted``) is the same
+    ``ApprovalUnavailable``."""
+    provenance = require_role(principal, Role.CHANNEL).require_provenance()
+    ctx = ledger.context
+    try:
+        with ctx.tracer.span("ledger.approve"):
+            result = approval.approve(ctx, token=body.token, provenance=provenance)
+    except ApprovalUnavailable as denied:
+        logger.info("approval denied reason=%s", denied.reason)
+        ledger.metrics.inc("ledger_approvals_total", result="refused")
+        raise
+    except ProposalConflicted:
+        ledger.metrics.inc("ledger_approvals_total", result="conflicted")
+        _refresh_inbox_of(ledger, body.token)
+        raise
+    ledger.metrics.inc("ledger_approvals_total", result="accepted")
+    _refresh_inbox_of(ledger, body.token)
+    return ApprovalOut(
+        status=result.status,
+        attempt_id=result.attempt_id,
+        attempt_revision=result.attempt_revision,
+    )
+
+
+def decline(ledger: Ledger, principal: Principal, body: DeclineIn) -> DeclineOut:
+    """The actor says no: the presentation is consumed and the proposal declined;
+    no attempt is created. Every failure is the approval's ``ApprovalUnavailable``."""
+    provenance = require_role(principal, Role.CHANNEL).require_provenance()
+    try:
+        result = decisions.decline(ledger.context, token=body.token, provenance=provenance)
+    except ApprovalUnavailable as denied:
+        logger.info("decline denied reason=%s", denied.reason)
+        ledger.metrics.inc("ledger_declines_total", result="refused")
+        raise
+    ledger.metrics.inc("ledger_declines_total", result=result.status)
+    refresh_inbox(ledger, result.proposal_id)
+    return DeclineOut(**result.__dict__)
+
+
+def _refresh_inbox_of(ledger: Ledger, token: str) -> None:
+    """The claimed (or conflicted) proposal leaves the inbox now, not when the
+    projector gets there."""
+    proposal_id, _ = approval.resolve_presentation(ledger.context, token)
+    refresh_inbox(ledger, proposal_id)

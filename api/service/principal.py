@@ -1,0 +1,62 @@
+"""Who calls a service function: a role, a subject and, for a channel, provenance.
+
+Every entry point builds one: HTTP from a verified bearer token
+(``api.http.auth``), the console from an admin session, the CLI as the
+operator who holds the store, the in-process API from what its host says.
+The service functions enforce the role and ownership rules on it, whichever
+entry point called.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from domain.errors import Forbidden, NotFound
+from domain.services.approval import Provenance
+
+
+class Role(StrEnum):
+    """What a caller may do (the ``role`` claim of a bearer token)."""
+
+    ACTOR = "actor"
+    CHANNEL = "channel"
+    PROPOSER = "proposer"
+    ADMIN = "admin"
+    METRICS = "metrics"  # a scraper: reads /metrics and nothing else
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller; ``provenance`` is set exactly for the channel role."""
+
+    subject: str
+    role: Role
+    provenance: Provenance | None = None
+
+    def require_provenance(self) -> Provenance:
+        """The trusted provenance of a channel caller (Forbidden for anyone else)."""
+        if self.provenance is None:
+            raise Forbidden()
+        return self.provenance
+
+
+def require_role(principal: Principal, *roles: Role) -> Principal:
+    """The principal when its role is one of ``roles``; Forbidden (403) otherwise."""
+    if principal.role not in roles:
+        raise Forbidden()
+    return principal
+
+
+# Ids this ledger hands out (``att_<hex>``, ``prop_<hex>``, ``whd_<hex>``):
+# anything else names nothing, so it is the uniform NotFound before it can
+# reach a store key (DynamoDB refuses keys over 2 KB) or an event.
+_KNOWN_ID = re.compile(r"[A-Za-z0-9_\-]{1,80}")
+
+
+def known_id(value: str) -> str:
+    """An id that could exist; NotFound (the uniform 404) for any other."""
+    if not _KNOWN_ID.fullmatch(value):
+        raise NotFound()
+    return value

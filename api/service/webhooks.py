@@ -1,0 +1,42 @@
+"""Webhook deliveries, for admins: the records by status, and a redeliver."""
+
+from __future__ import annotations
+
+from adapters.bootstrap import Ledger
+from adapters.webhooks.deliverer import redeliver as make_pending
+from api.http.schemas.webhooks import DeliveryListOut, DeliveryOut
+from api.service.cursors import DEFAULT_PAGE, decode_cursor, encode_cursor, page_size
+from api.service.principal import Principal, Role, known_id, require_role
+from domain.errors import NotFound
+from projections.webhooks import DeliveryStatus, delivery_list_key, listed
+
+
+def list_deliveries(
+    ledger: Ledger,
+    principal: Principal,
+    status: DeliveryStatus,
+    *,
+    limit: int = DEFAULT_PAGE,
+    cursor: str | None = None,
+) -> DeliveryListOut:
+    """Delivery records in one status, oldest fact first (``failing``: not
+    acknowledged yet, with the error class, the receiver's status code and when
+    the next try is due)."""
+    require_role(principal, Role.ADMIN)
+    rows, next_raw = ledger.views.list_views(
+        delivery_list_key(status.value), page_size(limit), decode_cursor(cursor)
+    )
+    return DeliveryListOut(
+        items=[DeliveryOut.model_validate(listed(r.data)) for r in rows],
+        next_cursor=encode_cursor(next_raw),
+    )
+
+
+def redeliver(ledger: Ledger, principal: Principal, delivery_id: str) -> DeliveryOut:
+    """Send one delivery again: pending, due now (a failing one at once rather
+    than after its backoff; a delivered one once more). NotFound when missing."""
+    require_role(principal, Role.ADMIN)
+    found = make_pending(ledger.views, known_id(delivery_id), ledger.clock)
+    if found is None:
+        raise NotFound()
+    return DeliveryOut.model_validate(listed(found))
