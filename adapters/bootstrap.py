@@ -178,7 +178,7 @@ class Ledger:
 
     def subscribers(self) -> list[Subscriber]:
         """Every subscriber of the log this ledger keeps: the status projector,
-        then one webhook notifier per subscription (SPEC 12)."""
+        then one webhook notifier per subscription (design.md 5.10)."""
         return [self.projector, *self.webhook_notifiers()]
 
     def webhook_notifiers(self) -> list[WebhookNotifier]:

@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     http_keep_alive_seconds: Annotated[int, Field(ge=1, le=300)] = 5
     http_max_connections: Annotated[int, Field(ge=8, le=65536)] = 512
     execution_enabled: bool = True  # false: the AWS worker leases nothing; work stays due
-    # Audit digests (SPEC section 13): the Ed25519 PEM private key that signs them,
+    # Audit digests (design.md 5.11): the Ed25519 PEM private key that signs them,
     # the name that ties a digest to this ledger, and the periodic checkpoints of
     # `ledger serve` (off unless a directory is set).
     audit_signing_key: str | None = None

@@ -1,5 +1,5 @@
 """``ledger audit``: one attempt's timeline (``ledger audit ID``, as before) and the
-audit digests of SPEC section 13 (``digest``, ``verify``, ``prove``, ``check-proof``).
+audit digests of design.md 5.11 (``digest``, ``verify``, ``prove``, ``check-proof``).
 
 ``audit`` is a command group whose unknown first word is taken as an attempt
 id, so ``ledger audit att_... --verify`` keeps working beside the subcommands.

@@ -1,4 +1,4 @@
-"""``ledger webhooks``: the delivery records of the signed webhooks (SPEC 12).
+"""``ledger webhooks``: the delivery records of the signed webhooks (design.md 5.10).
 
 ``list [--status failing]`` prints one line per delivery (oldest fact first);
 ``redeliver ID`` makes one pending again, due now: the running server's

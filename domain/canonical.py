@@ -1,6 +1,6 @@
 """RFC 8785 canonical JSON, through the standard ``json`` encoder where that is proven equal.
 
-Every hash in the ledger is SHA-256 over RFC 8785 bytes (SPEC section 4). The
+Every hash in the ledger is SHA-256 over RFC 8785 bytes (design.md 4). The
 ``rfc8785`` package is the reference; it is pure Python and was the largest
 single cost of a lifecycle. For the values the ledger admits, the standard
 library's encoder (``json.JSONEncoder``, which runs its C accelerator) with

@@ -1,4 +1,4 @@
-"""Audit digests: one Merkle root over the head of every stream (SPEC section 13).
+"""Audit digests: one Merkle root over the head of every stream (design.md 5.11).
 
 A digest lists every stream's head (stream id, version, hash of its newest
 event) sorted by stream id, and the RFC 6962-style Merkle root over them.

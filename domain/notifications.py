@@ -21,7 +21,7 @@ ID_LABEL = "execution-ledger/notification/v1"
 
 
 class NotificationType(StrEnum):
-    """The event types a subscription can ask for (SPEC 12)."""
+    """The event types a subscription can ask for (design.md 5.10)."""
 
     ATTEMPT_SUCCEEDED = "attempt.succeeded"
     ATTEMPT_FAILED_SAFE = "attempt.failed_safe"

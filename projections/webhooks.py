@@ -1,4 +1,4 @@
-"""Webhook deliveries: one tracked subscriber of the log per subscription (SPEC 12).
+"""Webhook deliveries: one tracked subscriber of the log per subscription (design.md 5.10).
 
 For every stream a batch touched, the notifier folds the stream event by event
 and finds the notifications it implies (``domain.notifications``): an attempt

@@ -1,4 +1,4 @@
-"""The webhook Lambda: records and sends the signed webhooks of SPEC 12 on AWS.
+"""The webhook Lambda: records and sends the signed webhooks of design.md 5.10 on AWS.
 
 Its event source mapping delivers INSERTs of attempt and proposal events, the
 same records the projector reads. For every stream a batch names, each

@@ -1,6 +1,6 @@
 """The worker Lambda: DynamoDB stream batches of queued attempts, and recovery.
 
-One function, two triggers (SPEC 5.3, 5.4):
+One function, two triggers (design.md 5.3, 5.4):
 
 - a DynamoDB Streams batch (filtered by the event source mapping to INSERTs
   of ``Queued`` / ``Requeued`` attempt events). Each record is only a hint:

@@ -1,4 +1,4 @@
-"""Deterministic build digests for executor plugins (SPEC 11).
+"""Deterministic build digests for executor plugins (design.md 11.1).
 
 A build digest is ``sha256:<hex>`` over the RFC 8785 bytes of
 ``{"code": <code identity>, "config": <canonical configuration>}``. The code

@@ -1,4 +1,4 @@
-"""The built-in ``http`` executor and its read-only reconciler (SPEC 11).
+"""The built-in ``http`` executor and its read-only reconciler (design.md 11.2).
 
 One request per call, with the attempt's idempotency key in the configured
 header and the spec's ``content`` as canonical JSON. No retries here: the

@@ -1,4 +1,4 @@
-"""The ``[[http]]`` entries of the executors file (SPEC 11): parsing and checks.
+"""The ``[[http]]`` entries of the executors file (design.md 11.2): parsing and checks.
 
 Everything that can be wrong with an entry is found here, at start-up, and
 reported in one line naming the entry and the key: an unknown key, a missing

@@ -1,4 +1,4 @@
-"""Build the one executor registry at start-up (SPEC 11).
+"""Build the one executor registry at start-up (design.md 11.1).
 
 Sources, in order: the development fakes (when the settings allow them), the
 Python entry points of the group ``execution_ledger.executors``, and the
@@ -135,7 +135,7 @@ def fake_effects_path(settings: Settings) -> str | None:
 
 
 def read_webhooks(settings: Settings, environ: Mapping[str, str]) -> list[WebhookSubscription]:
-    """The ``[[webhook]]`` subscriptions of ``LEDGER_EXECUTORS_FILE`` (SPEC 12)."""
+    """The ``[[webhook]]`` subscriptions of ``LEDGER_EXECUTORS_FILE`` (design.md 5.10)."""
     if not settings.executors_file:
         return []
     name, document = _read_document(settings.executors_file)

@@ -1,4 +1,4 @@
-"""The ``[[webhook]]`` entries of the executors file (SPEC 12): parsing and checks.
+"""The ``[[webhook]]`` entries of the executors file (design.md 5.10): parsing and checks.
 
 ```toml
 [[webhook]]

@@ -1,4 +1,4 @@
-"""Approve: the atomic claim (SPEC 5.2).
+"""Approve: the atomic claim (design.md 5.2).
 
 All checks read first. Then ONE commit: condition checks that every directory
 record read is unchanged, ``Claimed`` on the proposal (consuming this

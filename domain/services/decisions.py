@@ -1,4 +1,4 @@
-"""Decline and cancel (SPEC 12): the actor says no, the proposer withdraws.
+"""Decline and cancel (design.md 5.6): the actor says no, the proposer withdraws.
 
 Both are events on the proposal stream that revoke every active presentation in the
 same append, so they race an approval on one stream version and exactly one of

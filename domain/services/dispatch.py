@@ -1,5 +1,5 @@
 """Dispatch: the durable marker before the executor call, and what the
-executor's answer makes of the attempt (SPEC 5.3).
+executor's answer makes of the attempt (design.md 5.3).
 
 The marker condition-checks every directory record the recheck used, at the
 version used, so the authorization that dispatch relies on is the one in force

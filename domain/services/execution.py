@@ -1,4 +1,4 @@
-"""The worker (SPEC 5.3): lease, recheck, durable dispatch marker, call, record.
+"""The worker (design.md 5.3): lease, recheck, durable dispatch marker, call, record.
 
 One conditional append takes the lease. The pre-dispatch recheck of I7
 (``recheck.py``) reads every directory record from the exact ids stored on the
@@ -102,7 +102,7 @@ class Worker:
         return self._traced(attempt, "ledger.worker.process", self._lease_and_run, trigger=trigger)
 
     def recover(self, attempt_id: str) -> Outcome:
-        """Recovery mode for one due entry (SPEC 5.4)."""
+        """Recovery mode for one due entry (design.md 5.4)."""
         attempt = self.ctx.store.get(ExecutionAttempt, attempt_id)
         if attempt is None:
             return Outcome.MISSING

@@ -1,4 +1,4 @@
-"""Idempotency-Key (SPEC 12; IETF draft "The Idempotency-Key HTTP Header Field").
+"""Idempotency-Key (design.md 5.8; IETF draft "The Idempotency-Key HTTP Header Field").
 
 A key is scoped to its caller and remembered as hashes only: one create-only
 lookup item, ``idem#sha256(key)``, holding the SHA-256 of the caller scope,

@@ -1,4 +1,4 @@
-"""Propose and present (SPEC 5.1).
+"""Propose and present (design.md 5.1).
 
 A proposal version stores the normalized spec with its payload and view hashes.
 A presentation is single-use: its 256-bit token is shown

@@ -1,4 +1,4 @@
-"""Recovery (SPEC 5.4): the worker in recovery mode, driven by the due-work index.
+"""Recovery (design.md 5.4): the worker in recovery mode, driven by the due-work index.
 
 It queries due entries by ``next_action_at <= now`` in pages (never a scan)
 and lets the worker decide per attempt, after a consistent re-read: an index

@@ -1,4 +1,4 @@
-"""Admin reconcile and resolve (SPEC 5.5). Neither ever calls an executor (I6).
+"""Admin reconcile and resolve (design.md 5.5). Neither ever calls an executor (I6).
 
 Reconcile runs only the attempt's registered read-only reconciler and accepts
 no provider result from the caller. Resolve settles ``outcome_unknown`` by an

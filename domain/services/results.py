@@ -1,7 +1,7 @@
 """What the worker writes to an attempt once it has decided: a result under the
 current lease (I5), an observation when the lease is gone (I8), a refusal
 before dispatch (I7), a requeue with backoff, and the due-work entry that goes
-with each (SPEC 5.3, 5.4)."""
+with each (design.md 5.3, 5.4)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from domain.ports import Executor
 
 
 class CrashPoint(StrEnum):
-    """Deterministic crash boundaries for tests (SPEC 10.5 b, c, e).
+    """Deterministic crash boundaries for tests (design.md 10, scenario 5 b, c, e).
 
     (a) after approval is a missed stream record; (d) after the effect and
     before the response happens inside the executor.

@@ -1,6 +1,6 @@
 """The eventsourcing library's own recorder test cases, run on our recorders.
 
-SPEC 7: "the library's own recorder test cases are our conformance suite".
+design.md 7.1: the library's own recorder test cases "are the conformance suite".
 Each suite below binds one library case to the backend mixins of
 ``tests/conformance/backends.py``; another backend plugs in with one more
 class per case it supports. DynamoDB has its own file

@@ -1,6 +1,6 @@
 """Optimistic concurrency on the embedded store: threads and OS processes.
 
-SPEC 7: SQLite has "the same semantics in one process or several": of any
+design.md 7.7: SQLite has "the same semantics in one process or several": of any
 number of writers appending the same version of a stream exactly one wins,
 every other one gets ``ConcurrencyConflict``, and nothing is lost or doubled.
 """

@@ -1,4 +1,4 @@
-"""`ledger executors` and `ledger executors check` (SPEC 11), and start-up failures of
+"""`ledger executors` and `ledger executors check` (design.md 11.1), and start-up failures of
 every entry point when the executors are broken."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Authorization matrix: every route x every role x owner / non-owner / missing id.
 
 The routes come from the app's own router table, so a new route without an
-expectation here fails ``test_every_route_has_an_expectation``. Where SPEC
+expectation here fails ``test_every_route_has_an_expectation``. Where design.md 5.2 and 5.5
 says a refusal must not reveal existence (approval failures; an attempt's
 status for a non-owner), the refusal is byte-identical to the answer for a
 missing record.

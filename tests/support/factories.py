@@ -15,7 +15,7 @@ def digest(char: str) -> str:
 
 
 def spec_data(**overrides: Any) -> dict[str, Any]:
-    """The wire-format example of SPEC section 2, with overrides applied."""
+    """The wire-format example of design.md 2.1, with overrides applied."""
     data: dict[str, Any] = {
         "capability": "fake.provider_idempotency",
         "executor_build": digest("a"),

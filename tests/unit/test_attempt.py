@@ -1,4 +1,4 @@
-"""The ExecutionAttempt state machine (SPEC 5.3, I5, I8), driven by a fixed clock."""
+"""The ExecutionAttempt state machine (design.md 5.3, I5, I8), driven by a fixed clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Directory records and the validation of their values (SPEC 2, I7)."""
+"""Directory records and the validation of their values (design.md 2.5, I7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Proposal aggregate: versions, presentations and the atomic claim (SPEC 5.1-5.2, I2)."""
+"""The Proposal aggregate: versions, presentations and the atomic claim (design.md 5.1-5.2, I2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Canonical bytes and hashes of a ProposalSpec (SPEC section 4)."""
+"""Canonical bytes and hashes of a ProposalSpec (design.md 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Audit digests (SPEC section 13): the signed Merkle root over every stream head."""
+"""Audit digests (design.md 5.11): the signed Merkle root over every stream head."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Webhook deliveries (SPEC 12), for admins: the records by status, and a redeliver."""
+"""Webhook deliveries (design.md 5.10), for admins: the records by status, and a redeliver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Propose and present (SPEC 5.1) on every backend."""
+"""Propose and present (design.md 5.1) on every backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The projector Lambda handler fed real attempt stream records (SPEC 6)."""
+"""The projector Lambda handler fed real attempt stream records (design.md 6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker Lambda handler fed real DynamoDB Streams records (SPEC 5.3, I8, I10)."""
+"""The worker Lambda handler fed real DynamoDB Streams records (design.md 5.3, I8, I10)."""
 
 from __future__ import annotations
 

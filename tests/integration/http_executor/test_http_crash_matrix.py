@@ -1,4 +1,5 @@
-"""SPEC 10.5 crash boundaries (a)-(e) and provider faults with the http executor in all
+"""The crash boundaries (a)-(e) of design.md 10, scenario 5, and
+provider faults with the http executor in all
 three delivery modes, on SQLite and on the DynamoDB emulator. Each ends with the
 provider's own counter: at most one effect per idempotency key."""
 

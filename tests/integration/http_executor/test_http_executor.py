@@ -1,4 +1,4 @@
-"""SPEC 11 classification, receipts, templating, deadlines and bounded reading, against
+"""design.md 11.2 classification, receipts, templating, deadlines and bounded reading, against
 the reference provider's own counters."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Audit digests catch what a per-stream chain alone cannot (SPEC section 13).
+"""Audit digests catch what a per-stream chain alone cannot (design.md 5.11).
 
 After a digest is taken, stored items are tampered with directly, as someone
 with write access to the table or file would: the newest events of a proposal,
