@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     auth_subject_claim: Annotated[str, Field(max_length=256, pattern=CLAIM_PATH)] = "sub"
     auth_channel_claim: Annotated[str, Field(max_length=256, pattern=CLAIM_PATH)] = "channel"
     # channel services registered by subject: "telegram-bot=telegram,slack-app=slack"
-    auth_channel_services: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    auth_channel_services: Annotated[tuple[tuple[str, str], ...], NoDecode] = ()
     # exp - iat (or exp - now without iat) of any accepted bearer token
     auth_max_token_lifetime_seconds: Annotated[int, Field(ge=60, le=30 * 86400)] = (
         DEFAULT_MAX_TOKEN_LIFETIME_SECONDS
@@ -160,26 +160,30 @@ class Settings(BaseSettings):
     def _split_channel_services(cls, value: Any) -> Any:
         if not isinstance(value, str):
             return value
-        services: dict[str, str] = {}
+        pairs: list[tuple[str, str]] = []
         for item in (part.strip() for part in value.split(",")):
             if not item:
                 continue
             subject, sep, channel = (text.strip() for text in item.partition("="))
             if not sep or not subject or not channel:
                 raise ValueError("must be subject=channel pairs, e.g. telegram-bot=telegram")
-            if subject in services:
-                raise ValueError(f"the subject {subject!r} is listed twice")
-            services[subject] = channel
-        return services
+            pairs.append((subject, channel))
+        return tuple(pairs)
 
     @field_validator("auth_channel_services")
     @classmethod
-    def _check_channel_services(cls, value: dict[str, str]) -> dict[str, str]:
-        for subject, channel in value.items():
+    def _check_channel_services(
+        cls, value: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str], ...]:
+        seen: set[str] = set()
+        for subject, channel in value:
             if not 1 <= len(subject) <= 256 or not subject.isprintable():
                 raise ValueError("a subject must be 1..256 printable characters")
             if not CHANNEL_NAME.fullmatch(channel):
                 raise ValueError(f"invalid channel name {channel!r} (like telegram or slack)")
+            if subject in seen:
+                raise ValueError(f"the subject {subject!r} is listed twice")
+            seen.add(subject)
         return value
 
     @field_validator("auth_jwks_url")
@@ -277,6 +281,11 @@ class Settings(BaseSettings):
             return None
         host, _, port = self.metrics_listen.rpartition(":")
         return host.strip("[]"), int(port)
+
+    @property
+    def channel_services(self) -> dict[str, str]:
+        """LEDGER_AUTH_CHANNEL_SERVICES: the channel of each registered service subject."""
+        return dict(self.auth_channel_services)
 
     @property
     def uses_development_secret(self) -> bool:

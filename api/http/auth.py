@@ -106,7 +106,7 @@ class TokenRules:
                 role_claim=settings.auth_role_claim,
                 subject_claim=settings.auth_subject_claim,
                 channel_claim=settings.auth_channel_claim,
-                channel_services=dict(settings.auth_channel_services),
+                channel_services=settings.channel_services,
             ),
         )
 

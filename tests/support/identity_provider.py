@@ -4,7 +4,7 @@ it signs, for the JWKS tests and the README.
     python -m tests.support.identity_provider --port P --issuer URL --audience NAME
 
 serves ``GET /jwks.json`` (the public keys: one RSA and one EC P-256 key) and
-``POST /token`` with a JSON body of claims (``sub``, ``role``, ``channel``...),
+``POST /token`` with a JSON object of claims (``sub``, ``role``, ``channel``...),
 answered with a token signed by its current RSA key (``"alg": "ES256"`` in the
 body: by its EC key), carrying its ``iss``, the ``aud`` and a 10-minute
 ``exp``. A real provider authenticates the client first; this one signs what
@@ -133,9 +133,10 @@ class IdentityProvider:
                     asked = json.loads(self.rfile.read(length) or b"{}")
                     algorithm = asked.pop("alg", "RS256")
                     key = next(k for k in provider.keys if k.algorithm == algorithm)
-                    token = provider.token(asked.pop("sub"), asked.pop("role"), key=key, **asked)
+                    sub, role = asked.pop("sub"), asked.pop("role", None)
+                    token = provider.token(sub, role, key=key, **asked)
                 except (ValueError, KeyError, StopIteration):
-                    self._answer(400, b'{"error": "send sub and role"}')
+                    self._answer(400, b'{"error": "send a JSON object with sub"}')
                     return
                 self._answer(200, json.dumps({"access_token": token}).encode())
 
