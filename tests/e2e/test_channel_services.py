@@ -230,3 +230,24 @@ def test_the_in_process_api_acts_as_a_channel_service(
     assert approved.status == "execution_pending"
     token_2 = propose_and_present(client, bearer)
     assert slack.decline(token_2, provenance=Provenance(**ASSERTED)).status == "declined"
+
+
+def test_a_channel_service_reads_no_proposal_or_attempt(
+    client: TestClient, bearer: Callable[..., Headers], slack_service: Headers
+) -> None:
+    token = propose_and_present(client, bearer)
+    approved = client.post(
+        f"{API}/approvals", headers=slack_service, json={"token": token, "provenance": ASSERTED}
+    )
+    attempt = approved.json()["attempt_id"]
+    assert_error(
+        client.get(f"{API}/execution-attempts/{attempt}", headers=slack_service),
+        404,
+        "not_found",
+    )
+    propose_and_present(client, bearer)  # one more waits in alice's inbox
+    query = {"actor_id": "alice", "status": "presented"}
+    own = client.get(f"{API}/proposals", params=query, headers=bearer("channel"))
+    assert len(own.json()["items"]) == 1
+    inbox = client.get(f"{API}/proposals", params=query, headers=slack_service)
+    assert inbox.status_code == 200 and inbox.json()["items"] == [], inbox.text
