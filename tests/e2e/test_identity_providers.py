@@ -209,7 +209,9 @@ def test_keys_that_cannot_sign_these_tokens_are_left_out(idp: IdentityProvider) 
     usable = idp.keys[0]
     idp.keys = [small, encrypting, *idp.keys]
     verifier = verifier_for(idp, Monotonic())
-    assert refused(verifier, small.sign(idp.claims("ops", "admin")))
+    with pytest.warns(jwt.warnings.InsecureKeyLengthWarning):  # PyJWT says so too
+        weak = small.sign(idp.claims("ops", "admin"))
+    assert refused(verifier, weak)
     assert refused(verifier, encrypting.sign(idp.claims("ops", "admin")))
     assert verifier.verify(idp.token("ops", key=usable)).subject == "ops"
 
@@ -335,3 +337,35 @@ def test_production_with_a_jwks_needs_no_shared_secret() -> None:
     )
     verifier = TokenVerifier.from_settings(settings)
     assert verifier.algorithms == ("RS256", "ES256")  # the development secret is off
+
+
+def test_threads_racing_on_a_rotated_key_share_one_fetch(idp: IdentityProvider) -> None:
+    import threading
+
+    clock = Monotonic()
+    verifier = verifier_for(idp, clock)
+    verifier.verify(idp.token("warm-up"))
+    for round_ in range(3):
+        new = idp.rotate(f"rsa-round-{round_}")
+        clock.now += 31
+        before = idp.jwks_requests
+        barrier = threading.Barrier(16)
+        subjects: list[str] = []
+
+        def verify(
+            n: int, key: SigningKey, r: int, gate: threading.Barrier, out: list[str]
+        ) -> None:
+            token = idp.token(f"t{r}-{n}", key=key)
+            gate.wait()
+            out.append(verifier.verify(token).subject)
+
+        threads = [
+            threading.Thread(target=verify, args=(n, new, round_, barrier, subjects))
+            for n in range(16)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(subjects) == sorted(f"t{round_}-{n}" for n in range(16))
+        assert idp.jwks_requests == before + 1
