@@ -6,8 +6,12 @@ turns every validation problem into one clear ``SettingsError`` message.
 
 from __future__ import annotations
 
+import difflib
+import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -15,6 +19,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
 DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 86400
 MIN_HS256_SECRET_CHARS = 32
+ENV_PREFIX = "LEDGER_"
+# A claim name, or a dotted path into nested claims (``realm_access.roles``).
+CLAIM_PATH = r"^[A-Za-z0-9_:/\-]+(\.[A-Za-z0-9_:/\-]+)*$"
+CHANNEL_NAME = re.compile(r"[a-z][a-z0-9_.\-]{0,63}")
+# How close a misspelled variable's name must be to a setting's to be reported.
+NEAREST_NAME_CUTOFF = 0.75
+# The secrets an executors file names as "env:NAME" are its own, not settings.
+_ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]{0,127})")
 
 
 class SettingsError(Exception):
@@ -52,6 +64,25 @@ class Settings(BaseSettings):
     # A SecretStr: no repr, str or log line of the settings ever shows it.
     auth_hs256_secret: SecretStr = SecretStr(DEVELOPMENT_SECRET)
     auth_rs256_public_key: str | None = None
+    # An identity provider's JSON Web Key Set (RS256 and ES256 tokens); with it,
+    # LEDGER_AUTH_ISSUER and LEDGER_AUTH_AUDIENCE are required.
+    auth_jwks_url: Annotated[str | None, Field(min_length=1, max_length=2048)] = None
+    auth_jwks_max_keys: Annotated[int, Field(ge=1, le=256)] = 32
+    auth_jwks_max_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 64 * 1024
+    # at most one fetch of the key set per this many seconds, however many
+    # tokens name an unknown key (those fail closed in between)
+    auth_jwks_min_refresh_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    auth_jwks_cache_seconds: Annotated[int, Field(ge=10, le=86400)] = 300
+    auth_jwks_timeout_seconds: Annotated[float, Field(ge=0.5, le=30)] = 5.0
+    # when set, every token (any algorithm) must carry exactly these iss and aud
+    auth_issuer: Annotated[str | None, Field(min_length=1, max_length=1024)] = None
+    auth_audience: Annotated[str | None, Field(min_length=1, max_length=1024)] = None
+    auth_leeway_seconds: Annotated[int, Field(ge=0, le=300)] = 0
+    auth_role_claim: Annotated[str, Field(max_length=256, pattern=CLAIM_PATH)] = "role"
+    auth_subject_claim: Annotated[str, Field(max_length=256, pattern=CLAIM_PATH)] = "sub"
+    auth_channel_claim: Annotated[str, Field(max_length=256, pattern=CLAIM_PATH)] = "channel"
+    # channel services registered by subject: "telegram-bot=telegram,slack-app=slack"
+    auth_channel_services: Annotated[tuple[tuple[str, str], ...], NoDecode] = ()
     # exp - iat (or exp - now without iat) of any accepted bearer token
     auth_max_token_lifetime_seconds: Annotated[int, Field(ge=60, le=30 * 86400)] = (
         DEFAULT_MAX_TOKEN_LIFETIME_SECONDS
@@ -116,7 +147,6 @@ class Settings(BaseSettings):
     @field_validator("permissions")
     @classmethod
     def _check_permissions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        import re
 
         if not value:
             raise ValueError("at least one permission is required")
@@ -124,6 +154,57 @@ class Settings(BaseSettings):
             if not re.fullmatch(r"[a-z][a-z0-9_.\-]{0,63}", name):
                 raise ValueError(f"invalid permission name {name!r}")
         return tuple(dict.fromkeys(value))
+
+    @field_validator("auth_channel_services", mode="before")
+    @classmethod
+    def _split_channel_services(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        pairs: list[tuple[str, str]] = []
+        for item in (part.strip() for part in value.split(",")):
+            if not item:
+                continue
+            subject, sep, channel = (text.strip() for text in item.partition("="))
+            if not sep or not subject or not channel:
+                raise ValueError("must be subject=channel pairs, e.g. telegram-bot=telegram")
+            pairs.append((subject, channel))
+        return tuple(pairs)
+
+    @field_validator("auth_channel_services")
+    @classmethod
+    def _check_channel_services(
+        cls, value: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str], ...]:
+        seen: set[str] = set()
+        for subject, channel in value:
+            if not 1 <= len(subject) <= 256 or not subject.isprintable():
+                raise ValueError("a subject must be 1..256 printable characters")
+            if not CHANNEL_NAME.fullmatch(channel):
+                raise ValueError(f"invalid channel name {channel!r} (like telegram or slack)")
+            if subject in seen:
+                raise ValueError(f"the subject {subject!r} is listed twice")
+            seen.add(subject)
+        return value
+
+    @field_validator("auth_jwks_url")
+    @classmethod
+    def _check_jwks_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from adapters.urls import authority_problem
+
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            raise ValueError("not a valid URL") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("needs an http:// or https:// scheme and a host")
+        if parts.username or parts.password or parts.fragment:
+            raise ValueError("no credentials or fragment in the URL")
+        problem = authority_problem(parts)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("metrics_listen")
     @classmethod
@@ -139,11 +220,28 @@ class Settings(BaseSettings):
     def _check_consistency(self) -> Settings:
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError("LEDGER_BACKOFF_MAX_SECONDS must be >= LEDGER_BACKOFF_BASE_SECONDS")
+        if self.auth_jwks_url and not (self.auth_issuer and self.auth_audience):
+            raise ValueError(
+                "LEDGER_AUTH_JWKS_URL needs LEDGER_AUTH_ISSUER and LEDGER_AUTH_AUDIENCE "
+                "(an identity provider signs tokens for many audiences)"
+            )
+        if self.auth_jwks_cache_seconds < self.auth_jwks_min_refresh_seconds:
+            raise ValueError(
+                "LEDGER_AUTH_JWKS_CACHE_SECONDS must be >= LEDGER_AUTH_JWKS_MIN_REFRESH_SECONDS"
+            )
         if self.env is Environment.PRODUCTION:
-            if self.uses_development_secret and not self.auth_rs256_public_key:
+            if self.uses_development_secret and not (
+                self.auth_rs256_public_key or self.auth_jwks_url
+            ):
                 raise ValueError(
                     "LEDGER_ENV=production refuses the built-in development secret; "
-                    "set LEDGER_AUTH_HS256_SECRET or LEDGER_AUTH_RS256_PUBLIC_KEY"
+                    "set LEDGER_AUTH_HS256_SECRET, LEDGER_AUTH_RS256_PUBLIC_KEY "
+                    "or LEDGER_AUTH_JWKS_URL"
+                )
+            if self.auth_jwks_url and not self._loopback_or_https(self.auth_jwks_url):
+                raise ValueError(
+                    "LEDGER_AUTH_JWKS_URL: LEDGER_ENV=production needs https:// "
+                    "(plain http only to a loopback host)"
                 )
             if self.fake_executors:
                 raise ValueError("LEDGER_ENV=production refuses LEDGER_FAKE_EXECUTORS=true")
@@ -185,8 +283,84 @@ class Settings(BaseSettings):
         return host.strip("[]"), int(port)
 
     @property
+    def channel_services(self) -> dict[str, str]:
+        """LEDGER_AUTH_CHANNEL_SERVICES: the channel of each registered service subject."""
+        return dict(self.auth_channel_services)
+
+    @property
     def uses_development_secret(self) -> bool:
         return self.auth_hs256_secret.get_secret_value() == DEVELOPMENT_SECRET
+
+    @staticmethod
+    def _loopback_or_https(url: str) -> bool:
+        from adapters.urls import LOOPBACK_HOSTS
+
+        parts = urlsplit(url)
+        return parts.scheme == "https" or parts.hostname in LOOPBACK_HOSTS
+
+
+def setting_variables() -> frozenset[str]:
+    """Every ``LEDGER_*`` variable the settings read."""
+    return frozenset(ENV_PREFIX + name.upper() for name in Settings.model_fields)
+
+
+def unknown_variables(
+    environ: Mapping[str, str], *, referenced: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
+    """``(variable, nearest setting)`` for each ``LEDGER_*`` variable that is no
+    setting but is named like one, so most likely a typo that would be ignored.
+
+    Named like one: after the prefix, difflib's ratio to a setting's name is at
+    least ``NEAREST_NAME_CUTOFF``, or one name contains the other
+    (``LEDGER_ENVIRONMENT`` for ``LEDGER_ENV``). Any other ``LEDGER_*`` name is
+    left alone (other tools use the prefix too), and so are the secrets an
+    executors file names (``referenced``).
+    """
+    known = {name.removeprefix(ENV_PREFIX): name for name in setting_variables()}
+    found: list[tuple[str, str]] = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known.values() or name in referenced:
+            continue
+        nearest = _nearest(upper.removeprefix(ENV_PREFIX), known)
+        if nearest:
+            found.append((name, nearest))
+    return found
+
+
+def _nearest(suffix: str, known: Mapping[str, str]) -> str | None:
+    close = difflib.get_close_matches(suffix, list(known), n=1, cutoff=NEAREST_NAME_CUTOFF)
+    if close:
+        return known[close[0]]
+    containing = [
+        k for k in known if len(suffix) >= 3 and len(k) >= 3 and (k in suffix or suffix in k)
+    ]
+    if not containing:
+        return None
+    best = max(containing, key=lambda k: difflib.SequenceMatcher(None, suffix, k).ratio())
+    return known[best]
+
+
+def referenced_variables(executors_file: str | None) -> frozenset[str]:
+    """The variables an executors file names as ``env:NAME`` (none when it cannot be read)."""
+    if not executors_file:
+        return frozenset()
+    from pathlib import Path
+
+    try:
+        text = Path(executors_file).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    return frozenset(_ENV_REFERENCE.findall(text))
+
+
+def unknown_variable_warnings(environ: Mapping[str, str]) -> list[str]:
+    """One line per misspelled ``LEDGER_*`` variable, naming the nearest setting."""
+    referenced = referenced_variables(environ.get(ENV_PREFIX + "EXECUTORS_FILE"))
+    return [
+        f"warning: {name} is not a setting and is ignored; did you mean {nearest}?"
+        for name, nearest in unknown_variables(environ, referenced=referenced)
+    ]
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -17,6 +17,7 @@ from adapters.settings import Environment, Settings, load_settings
 from api.cli_audit import audit_app
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
+from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
 from api.cli_projections import projections_app
@@ -55,6 +56,7 @@ def _main(
     ] = False,
 ) -> None:
     """Event-sourced execution ledger: approved external actions, executed at most once."""
+    warn_unknown_variables()
 
 
 app.add_typer(dynamodb_app, name="dynamodb")
@@ -282,6 +284,13 @@ def token(
     conversation_key: Annotated[
         str | None, typer.Option(help="Channel tokens: conversation key.")
     ] = None,
+    channel: Annotated[
+        str | None,
+        typer.Option(
+            help="A channel service's token: the channel it is registered for "
+            "(it asserts each decision's provenance, for that channel's bindings only)."
+        ),
+    ] = None,
     ttl: Annotated[
         int,
         typer.Option(
@@ -293,7 +302,8 @@ def token(
 ) -> None:
     """Print a development JWT (HS256, the configured secret) and nothing else on stdout.
 
-    A channel token needs all four provenance options. Refused when LEDGER_ENV=production.
+    A channel token needs all four provenance options, or --channel (a channel
+    service's token). Refused when LEDGER_ENV=production.
     """
     from domain.services.approval import Provenance
 
@@ -310,16 +320,24 @@ def token(
         provenance = None
         if role is Role.CHANNEL:
             missing = ["--" + name.replace("_", "-") for name, v in flags.items() if v is None]
-            if missing:
-                _fail(f"--role channel needs {', '.join(missing)}")
-            provenance = Provenance(**{name: str(v) for name, v in flags.items()})
-        elif any(v is not None for v in flags.values()):
+            if missing and (channel is None or len(missing) < len(flags)):
+                _fail(f"--role channel needs {', '.join(missing)} (or --channel alone)")
+            if not missing:
+                provenance = Provenance(**{name: str(v) for name, v in flags.items()})
+        elif channel is not None or any(v is not None for v in flags.values()):
             _fail(
-                "--actor-id, --identity-binding-id, --channel-binding-id and "
-                "--conversation-key are only for --role channel"
+                "--actor-id, --identity-binding-id, --channel-binding-id, "
+                "--conversation-key and --channel are only for --role channel"
             )
         typer.echo(
-            mint_token(settings, subject=sub, role=role, provenance=provenance, ttl_seconds=ttl)
+            mint_token(
+                settings,
+                subject=sub,
+                role=role,
+                provenance=provenance,
+                channel=channel,
+                ttl_seconds=ttl,
+            )
         )
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import NoReturn
 
@@ -10,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from adapters.settings import SettingsError
+from adapters.settings import SettingsError, unknown_variable_warnings
 from api.service.principal import Principal, Role
 from domain.errors import LedgerError
 
@@ -25,6 +26,13 @@ def fail(message: str) -> NoReturn:
     line.append(" ".join(message.split()))
     Console(stderr=True, soft_wrap=True, highlight=False).print(line)
     raise typer.Exit(1)
+
+
+def warn_unknown_variables(environ: Mapping[str, str] | None = None) -> None:
+    """One warning line on stderr per ``LEDGER_*`` variable that looks like a
+    misspelled setting (it would be ignored); never a failure."""
+    for warning in unknown_variable_warnings(os.environ if environ is None else environ):
+        Console(stderr=True, soft_wrap=True, highlight=False).print(Text(warning))
 
 
 @contextmanager

@@ -298,8 +298,19 @@ class Proposal(LedgerAggregate):
         for pid in presentation_ids:
             self.presentations[pid]["status"] = PresentationStatus.EXPIRED.value
 
-    def claim(self, *, presentation_id: str, attempt_id: str, now: datetime, at: str) -> None:
-        """Consume one presentation, claim its version and revoke every sibling."""
+    def claim(
+        self,
+        *,
+        presentation_id: str,
+        attempt_id: str,
+        now: datetime,
+        at: str,
+        asserted_by: str | None = None,
+    ) -> None:
+        """Consume one presentation, claim its version and revoke every sibling.
+
+        ``asserted_by``: the channel service that asserted the approval's
+        provenance in its request (None: the credential carried it)."""
         self.check_claimable(presentation_id, now)
         self._claimed(
             version=self.presentations[presentation_id]["version"],
@@ -307,18 +318,27 @@ class Proposal(LedgerAggregate):
             attempt_id=attempt_id,
             revoked=[p for p in self.active_presentation_ids() if p != presentation_id],
             at=at,
+            asserted_by=asserted_by,
         )
 
     @event("Claimed")
     def _claimed(
-        self, version: int, presentation_id: str, attempt_id: str, revoked: list[str], at: str
+        self,
+        version: int,
+        presentation_id: str,
+        attempt_id: str,
+        revoked: list[str],
+        at: str,
+        asserted_by: str | None = None,  # came later: older events replay with None
     ) -> None:
         self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
         self._revoke(revoked)
         self.versions[version]["status"] = ProposalStatus.CLAIMED.value
         self.versions[version]["attempt_id"] = attempt_id
 
-    def decline(self, *, presentation_id: str, now: datetime, at: str) -> None:
+    def decline(
+        self, *, presentation_id: str, now: datetime, at: str, asserted_by: str | None = None
+    ) -> None:
         """The actor says no: consume this presentation, mark the version declined and
         revoke every sibling, in one event (no attempt can come from it)."""
         self.check_claimable(presentation_id, now)
@@ -327,10 +347,18 @@ class Proposal(LedgerAggregate):
             presentation_id=presentation_id,
             revoked=[p for p in self.active_presentation_ids() if p != presentation_id],
             at=at,
+            asserted_by=asserted_by,
         )
 
     @event("Declined")
-    def _declined(self, version: int, presentation_id: str, revoked: list[str], at: str) -> None:
+    def _declined(
+        self,
+        version: int,
+        presentation_id: str,
+        revoked: list[str],
+        at: str,
+        asserted_by: str | None = None,  # came later: older events replay with None
+    ) -> None:
         self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
         self._revoke(revoked)
         self.versions[version]["status"] = ProposalStatus.DECLINED.value

@@ -41,6 +41,19 @@ def load_private_key(path: str, what: str = "LEDGER_AUDIT_SIGNING_KEY") -> Ed255
     return key
 
 
+def check_signing_key(path: str | None) -> None:
+    """At start-up: the configured signing key loads, or SettingsError in one line
+    naming ``LEDGER_AUDIT_SIGNING_KEY`` (else every digest request would fail)."""
+    if not path:
+        return
+    from adapters.settings import SettingsError
+
+    try:
+        load_private_key(path)
+    except DigestInvalid as exc:
+        raise SettingsError(f"invalid settings: {exc.detail}") from None
+
+
 def load_public_key(path: str, what: str = "--public-key") -> Ed25519PublicKey:
     """A PEM public key (or the public half of a PEM private key)."""
     data = _read(path, what)

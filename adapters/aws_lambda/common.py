@@ -9,6 +9,7 @@ setting fails that invocation with one clear ``SettingsError`` line.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -25,7 +26,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.logs import CONTENT_KEYS
-from adapters.settings import SettingsError, StoreKind, load_settings
+from adapters.settings import SettingsError, StoreKind, load_settings, unknown_variable_warnings
 from adapters.tracing import tracer_from_environment
 from domain.errors import LedgerError
 from domain.redaction import redact
@@ -96,6 +97,8 @@ def load_lambda_settings() -> Any:
     lose it with the execution environment, so it is refused here.
     """
     settings = load_settings()
+    for warning in unknown_variable_warnings(os.environ):
+        logging.getLogger("ledger.settings").warning("%s", warning)
     task_root = os.environ.get("LAMBDA_TASK_ROOT")
     if settings.executors_file and task_root and not os.path.isabs(settings.executors_file):
         # The executors file is packaged with the function: relative to the code root.

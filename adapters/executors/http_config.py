@@ -18,6 +18,7 @@ from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from adapters.urls import authority_problem
 from domain.directory import DeliveryMode
 from domain.redaction import RECEIPT_KEY, looks_secret, secret_shaped_key
 from domain.spec import NAME_PATTERN
@@ -131,6 +132,9 @@ def parse_template(
         raise HttpConfigError(f"{where}: needs a fixed host (no placeholder before the path)")
     if "@" in parts.netloc:
         raise HttpConfigError(f"{where}: credentials in the URL are not allowed; use headers")
+    problem = authority_problem(parts)
+    if problem:
+        raise HttpConfigError(f"{where}: {problem}")
     if parts.fragment:
         raise HttpConfigError(f"{where}: a fragment is not allowed")
     if production and parts.scheme != "https" and parts.hostname not in LOOPBACK_HOSTS:

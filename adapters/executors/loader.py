@@ -165,7 +165,29 @@ def _read_document(file: str) -> tuple[str, dict[str, Any]]:
         raise ExecutorConfigError(f"{name}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ExecutorConfigError(f"{name}: not valid TOML ({exc})") from None
+    except RecursionError:  # the parser recurses once per nested array or table
+        raise ExecutorConfigError(_too_deep(name)) from None
+    check_depth(document, name)
     return name, document
+
+
+MAX_FILE_DEPTH = 32
+
+
+def _too_deep(name: str) -> str:
+    return f"{name}: nested more than {MAX_FILE_DEPTH} levels deep (arrays and tables)"
+
+
+def check_depth(document: dict[str, Any], name: str) -> None:
+    """Refuse a document nested deeper than ``MAX_FILE_DEPTH`` (walked without
+    recursion), so no later check can exhaust the stack on it."""
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_FILE_DEPTH:
+            raise ExecutorConfigError(_too_deep(name))
+        children = value.values() if isinstance(value, dict) else value
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 def read_executors_file(settings: Settings, environ: Mapping[str, str]) -> list[HttpExecutorConfig]:

@@ -25,7 +25,9 @@ from urllib.parse import parse_qsl, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from adapters.executors.http_config import ENV_REFERENCE, LOOPBACK_HOSTS, entry_error
+from adapters.urls import authority_problem
 from adapters.webhooks.standard import signing_key
+from domain.directory import Ident
 from domain.errors import InvalidInput
 from domain.notifications import NotificationType
 from domain.redaction import looks_secret, secret_shaped_key
@@ -48,7 +50,7 @@ class WebhookEntry(BaseModel):
     events: Annotated[
         list[Annotated[NotificationType, Field(strict=False)]], Field(min_length=1, max_length=16)
     ]
-    actor_id: Annotated[str | None, Field(min_length=1, max_length=200)] = None
+    actor_id: Ident | None = None  # as the directory's actor ids
     timeout_seconds: Annotated[float, Field(ge=0.5, le=60, strict=False)] = 10.0
 
 
@@ -94,6 +96,9 @@ def check_webhook(
         raise WebhookConfigError(f"{label}: url: needs an http:// or https:// scheme and a host")
     if parts.username or parts.password:
         raise WebhookConfigError(f"{label}: url: no credentials in the URL")
+    problem = authority_problem(parts)
+    if problem:
+        raise WebhookConfigError(f"{label}: url: {problem}")
     query_keys = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
     if looks_secret(entry.url) or any(secret_shaped_key(k) for k in query_keys):
         raise WebhookConfigError(

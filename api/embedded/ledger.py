@@ -18,6 +18,7 @@ one fixed principal instead, with that role's rules and ownership checks
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -244,14 +245,25 @@ class EmbeddedLedger(DirectoryMethods):
     def approve(self, token: str, *, provenance: Provenance | None = None) -> ApprovalOut:
         """The actor approves through its channel (``provenance``: who, through
         which bindings and conversation). Queues the one attempt; never executes.
-        Every refusal is the same ``ApprovalUnavailable``."""
-        body = parse(ApprovalIn, {"token": token})
-        return decisions.approve(self.wiring, self._as(Role.CHANNEL, provenance), body)
+        Every refusal is the same ``ApprovalUnavailable``. Acting as a channel
+        service (``acting_as(Principal(..., channel="telegram"))``), the
+        provenance is asserted by it: only bindings on its channel are accepted."""
+        principal, asserted = self._decider(provenance)
+        body = parse(ApprovalIn, {"token": token, "provenance": asserted})
+        return decisions.approve(self.wiring, principal, body)
 
     def decline(self, token: str, *, provenance: Provenance | None = None) -> DeclineOut:
         """The actor says no: the proposal is declined and no attempt is made."""
-        body = parse(DeclineIn, {"token": token})
-        return decisions.decline(self.wiring, self._as(Role.CHANNEL, provenance), body)
+        principal, asserted = self._decider(provenance)
+        body = parse(DeclineIn, {"token": token, "provenance": asserted})
+        return decisions.decline(self.wiring, principal, body)
+
+    def _decider(self, provenance: Provenance | None) -> tuple[Principal, dict[str, str] | None]:
+        """Who decides, and the provenance a channel service asserts in its request."""
+        fixed = self._principal
+        if fixed is not None and fixed.channel is not None and fixed.provenance is None:
+            return fixed, None if provenance is None else asdict(provenance)
+        return self._as(Role.CHANNEL, provenance), None
 
     # -- attempts ------------------------------------------------------------------
 

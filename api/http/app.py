@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from adapters.audit.signing import check_signing_key
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings
 from adapters.tracing import OtelTracer
@@ -48,6 +49,7 @@ def create_app(
 ) -> FastAPI:
     """Build the HTTP API; tests inject ``ledger`` (with a fixed clock, a memory store...)."""
     verifier = TokenVerifier.from_settings(settings)
+    check_signing_key(settings.audit_signing_key)  # GET /audit/digest signs with it
     owns_ledger = ledger is None
     wired = ledger if ledger is not None else build_ledger(settings)
 

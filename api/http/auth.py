@@ -1,11 +1,17 @@
 """Bearer JWT authentication: who is calling, in which role, through what.
 
-Tokens are HS256 (``LEDGER_AUTH_HS256_SECRET``) or RS256
-(``LEDGER_AUTH_RS256_PUBLIC_KEY``, one or more PEM public keys). Only the
-configured algorithms are accepted; ``none`` never is. Every token must carry
-``exp``, ``sub`` and ``role``; a ``channel`` token also carries the trusted
-provenance of an approval (actor, identity binding, channel binding,
-conversation), which is taken from here and never from a request body.
+Tokens are HS256 (``LEDGER_AUTH_HS256_SECRET``), RS256 with configured PEM
+public keys (``LEDGER_AUTH_RS256_PUBLIC_KEY``), or RS256 and ES256 signed by
+an identity provider whose key set is at ``LEDGER_AUTH_JWKS_URL``
+(``adapters.jwks``: cached, bounded, refreshed on an unknown ``kid`` at most
+once per interval). Only the configured algorithms are accepted; ``none``
+never is. Every token must carry ``exp``, a subject and a role (which claims
+hold them: ``api.http.claims``); with ``LEDGER_AUTH_ISSUER`` and
+``LEDGER_AUTH_AUDIENCE`` set (required with a JWKS), every token must carry
+exactly that ``iss`` and ``aud``. ``exp``, ``nbf`` and ``iat`` are judged with
+``LEDGER_AUTH_LEEWAY_SECONDS`` of clock skew. A ``channel`` token carries the
+provenance of an approval in its claims, or is a channel service's (see
+``api.http.claims``). Every refusal is the same 401.
 """
 
 from __future__ import annotations
@@ -23,24 +29,28 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+from adapters.jwks import ALGORITHMS as JWKS_ALGORITHMS
+from adapters.jwks import JwksCache, JwksLimits, http_fetcher
 from adapters.settings import (
     DEFAULT_MAX_TOKEN_LIFETIME_SECONDS,
     Environment,
     Settings,
     SettingsError,
 )
+from api.http.claims import (
+    MAX_CONVERSATION_KEY_CHARS,
+    MAX_SUBJECT_CHARS,
+    PROVENANCE_CLAIMS,
+    ClaimRules,
+    caller_from_claims,
+    put_claim,
+)
 from api.service.principal import Principal, Role
-from domain.directory import validate_ident
 from domain.errors import InvalidInput, Unauthenticated
 from domain.services.approval import Provenance
-from domain.spec import hidden_character
 
 MAX_TOKEN_CHARS = 8192
-MAX_SUBJECT_CHARS = 256
-MAX_CONVERSATION_KEY_CHARS = 256
 DEFAULT_TTL_SECONDS = 3600
-PROVENANCE_CLAIMS = ("actor_id", "identity_binding_id", "channel_binding_id", "conversation_key")
-REQUIRED_CLAIMS = ("exp", "sub", "role")
 VERIFIED_CACHE_SIZE = 4096
 
 _MISSING = "Missing bearer token."
@@ -51,9 +61,14 @@ _PEM_BLOCK = re.compile(
 
 
 __all__ = [
+    "MAX_CONVERSATION_KEY_CHARS",
+    "MAX_SUBJECT_CHARS",
+    "PROVENANCE_CLAIMS",
     "Caller",
+    "ClaimRules",
     "Principal",
     "Role",
+    "TokenRules",
     "TokenVerifier",
     "caller_from_claims",
     "claimed_lifetime",
@@ -65,40 +80,39 @@ Caller = Principal
 """The HTTP name of the principal a verified bearer token proves (``api.service``)."""
 
 
-def _plain_claim(claims: dict[str, Any], name: str, max_chars: int) -> str:
-    """A string claim that may reach an event, a view or a log line: 1..max_chars
-    of valid Unicode with no control, bidi, zero-width or unassigned character."""
-    value = claims.get(name)
-    if not isinstance(value, str) or not 1 <= len(value) <= max_chars:
-        raise InvalidInput(f"{name}: must be 1..{max_chars} characters")
-    if hidden_character(value):  # also catches lone surrogates (category Cs)
-        raise InvalidInput(f"{name}: must not contain control, bidi or zero-width characters")
-    return value
+class TokenRules:
+    """What every token must say besides its signature: issuer, audience, skew, claims."""
 
+    def __init__(
+        self,
+        *,
+        issuer: str | None = None,
+        audience: str | None = None,
+        leeway_seconds: int = 0,
+        claims: ClaimRules | None = None,
+    ) -> None:
+        self.issuer = issuer
+        self.audience = audience
+        self.leeway_seconds = leeway_seconds
+        self.claims = claims or ClaimRules()
 
-def _check_provenance(claims: dict[str, Any]) -> Provenance:
-    """Validate the four provenance claims; raises InvalidInput naming the claim."""
-    missing = [name for name in PROVENANCE_CLAIMS if claims.get(name) is None]
-    if missing:
-        raise InvalidInput(f"a channel token needs {', '.join(missing)}")
-    return Provenance(
-        actor_id=validate_ident(claims["actor_id"], "actor_id"),
-        identity_binding_id=validate_ident(claims["identity_binding_id"], "identity_binding_id"),
-        channel_binding_id=validate_ident(claims["channel_binding_id"], "channel_binding_id"),
-        conversation_key=_plain_claim(claims, "conversation_key", MAX_CONVERSATION_KEY_CHARS),
-    )
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenRules:
+        return cls(
+            issuer=settings.auth_issuer,
+            audience=settings.auth_audience,
+            leeway_seconds=settings.auth_leeway_seconds,
+            claims=ClaimRules(
+                role_claim=settings.auth_role_claim,
+                subject_claim=settings.auth_subject_claim,
+                channel_claim=settings.auth_channel_claim,
+                channel_services=settings.channel_services,
+            ),
+        )
 
-
-def caller_from_claims(claims: dict[str, Any]) -> Caller:
-    """Build a caller from verified claims; raises InvalidInput when they are unusable."""
-    subject = _plain_claim(claims, "sub", MAX_SUBJECT_CHARS)
-    role_claim = claims.get("role")
-    if not isinstance(role_claim, str) or role_claim not in {r.value for r in Role}:
-        raise InvalidInput(f"role: must be one of {', '.join(Role)}")
-    role = Role(role_claim)
-    if role is Role.CHANNEL:
-        return Caller(subject=subject, role=role, provenance=_check_provenance(claims))
-    return Caller(subject=subject, role=role)
+    @property
+    def required(self) -> list[str]:
+        return ["exp"] + (["iss"] if self.issuer else []) + (["aud"] if self.audience else [])
 
 
 def load_rs256_keys(pem_text: str) -> list[RSAPublicKey]:
@@ -141,9 +155,13 @@ class TokenVerifier:
         *,
         now: Callable[[], float] = time.time,
         cache_size: int = VERIFIED_CACHE_SIZE,
+        jwks: JwksCache | None = None,
+        rules: TokenRules | None = None,
     ) -> None:
         self._keys = {alg: list(found) for alg, found in keys.items() if found}
         self.max_lifetime_seconds = max_lifetime_seconds
+        self.jwks = jwks
+        self.rules = rules or TokenRules()
         # Tokens verified before, by their SHA-256 (the token itself is not kept),
         # with their expiry: the signature check and PyJWT's parsing are most of
         # the CPU of a status read, and a client sends the same token many times.
@@ -155,7 +173,8 @@ class TokenVerifier:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenVerifier:
-        """HS256 unless production still has the development secret; RS256 when configured.
+        """HS256 unless production still has the development secret; RS256 PEM
+        keys and a JWKS when configured.
 
         Raises SettingsError for an unusable public key, so start-up fails clearly.
         """
@@ -167,14 +186,45 @@ class TokenVerifier:
             keys["HS256"] = [settings.auth_hs256_secret.get_secret_value()]
         if settings.auth_rs256_public_key:
             keys["RS256"] = list(load_rs256_keys(settings.auth_rs256_public_key))
-        return cls(keys, max_lifetime_seconds=settings.auth_max_token_lifetime_seconds)
+        jwks = None
+        if settings.auth_jwks_url:
+            limits = JwksLimits(
+                max_keys=settings.auth_jwks_max_keys,
+                max_bytes=settings.auth_jwks_max_bytes,
+                min_refresh_seconds=settings.auth_jwks_min_refresh_seconds,
+                cache_seconds=settings.auth_jwks_cache_seconds,
+                timeout_seconds=settings.auth_jwks_timeout_seconds,
+            )
+            jwks = JwksCache(http_fetcher(settings.auth_jwks_url, limits), limits)
+        return cls(
+            keys,
+            max_lifetime_seconds=settings.auth_max_token_lifetime_seconds,
+            jwks=jwks,
+            rules=TokenRules.from_settings(settings),
+        )
 
     @property
     def algorithms(self) -> tuple[str, ...]:
-        return tuple(self._keys)
+        found = list(self._keys)
+        if self.jwks is not None:
+            found += [alg for alg in JWKS_ALGORITHMS if alg not in found]
+        return tuple(found)
 
     def verify(self, token: str | None) -> Caller:
-        """The caller a token proves, or Unauthenticated (never says which check failed)."""
+        """The caller a token proves, or Unauthenticated (never says which check failed).
+
+        May fetch the identity provider's key set (blocking): on an event loop,
+        call :meth:`verify_cached` first."""
+        caller = self._verify_token(token, may_fetch=True)
+        assert caller is not None  # only may_fetch=False answers None
+        return caller
+
+    def verify_cached(self, token: str | None) -> Caller | None:
+        """As :meth:`verify` without any network I/O: None when the key set must
+        be fetched first (then call :meth:`verify` off the event loop)."""
+        return self._verify_token(token, may_fetch=False)
+
+    def _verify_token(self, token: str | None, *, may_fetch: bool) -> Caller | None:
         if not token:
             raise Unauthenticated(_MISSING)
         if len(token) > MAX_TOKEN_CHARS:
@@ -187,41 +237,71 @@ class TokenVerifier:
                     self._verified.move_to_end(digest)
                     return known[0]
                 del self._verified[digest]
-        caller, expires = self._verify(token)
+        verified = self._verify(token, may_fetch=may_fetch)
+        if verified is None:
+            return None
+        caller, expires = verified
         with self._lock:
             self._verified[digest] = (caller, expires)
             while len(self._verified) > self._cache_size:
                 self._verified.popitem(last=False)
         return caller
 
-    def _verify(self, token: str) -> tuple[Caller, float]:
-        """Every check, and the caller with its expiry (Unauthenticated otherwise)."""
+    def _verify(self, token: str, *, may_fetch: bool) -> tuple[Caller, float] | None:
+        """Every check, and the caller with its expiry (Unauthenticated otherwise);
+        None when a key set fetch is needed and ``may_fetch`` is False."""
         try:
-            header_alg = jwt.get_unverified_header(token).get("alg")
+            header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             raise Unauthenticated(_INVALID) from None
-        if not isinstance(header_alg, str) or header_alg not in self._keys:
+        algorithm = header.get("alg")
+        kid = header.get("kid")
+        if not isinstance(algorithm, str) or (kid is not None and not isinstance(kid, str)):
             raise Unauthenticated(_INVALID)
-        algorithm: str = header_alg
-        for key in self._keys[algorithm]:
-            try:
-                claims = jwt.decode(
-                    token, key, algorithms=[algorithm], options={"require": list(REQUIRED_CLAIMS)}
-                )
-            except jwt.InvalidSignatureError:
-                continue
-            except jwt.PyJWTError:
-                raise Unauthenticated(_INVALID) from None
-            now = self._now()
-            if claimed_lifetime(claims, now) > self.max_lifetime_seconds or now >= float(
-                claims["exp"]
-            ):  # the remembered path's rule too
-                raise Unauthenticated(_INVALID)
-            try:
-                return caller_from_claims(claims), float(claims["exp"])
-            except InvalidInput:
-                raise Unauthenticated(_INVALID) from None
+        for key in self._keys.get(algorithm, []):
+            claims = self._decode(token, key, algorithm)
+            if claims is not None:
+                return self._accept(claims)
+        if self.jwks is None or algorithm not in JWKS_ALGORITHMS:
+            raise Unauthenticated(_INVALID)
+        found = self.jwks.keys_for(kid, algorithm, may_fetch=may_fetch)
+        if found is None:
+            return None
+        for candidate in found:
+            claims = self._decode(token, candidate.key, algorithm)
+            if claims is not None:
+                return self._accept(claims)
         raise Unauthenticated(_INVALID)
+
+    def _decode(self, token: str, key: Any, algorithm: str) -> dict[str, Any] | None:
+        """The claims when ``key`` signed the token and every registered claim
+        holds; None for another key's signature; Unauthenticated otherwise."""
+        rules = self.rules
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=[algorithm],
+                issuer=rules.issuer,
+                audience=rules.audience,
+                leeway=rules.leeway_seconds,
+                options={"require": rules.required},
+            )
+        except jwt.InvalidSignatureError:
+            return None
+        except jwt.PyJWTError:
+            raise Unauthenticated(_INVALID) from None
+        return claims
+
+    def _accept(self, claims: dict[str, Any]) -> tuple[Caller, float]:
+        now = self._now()
+        expires = float(claims["exp"]) + self.rules.leeway_seconds
+        if claimed_lifetime(claims, now) > self.max_lifetime_seconds or now >= expires:
+            raise Unauthenticated(_INVALID)  # the remembered path's rule too
+        try:
+            return caller_from_claims(claims, self.rules.claims), expires
+        except InvalidInput:
+            raise Unauthenticated(_INVALID) from None
 
 
 def mint_token(
@@ -230,14 +310,18 @@ def mint_token(
     subject: str,
     role: Role | str,
     provenance: Provenance | None = None,
+    channel: str | None = None,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     now: datetime | None = None,
     key: Any = None,
     algorithm: str = "HS256",
+    headers: dict[str, Any] | None = None,
 ) -> str:
     """Sign a token the API accepts (HS256 with the configured secret by default).
 
-    A channel token must carry a provenance and no other role may. Raises
+    The claims go where the settings read them (``LEDGER_AUTH_*_CLAIM``), with
+    the configured ``iss`` and ``aud``. A channel token carries a provenance, a
+    channel (a channel service's token), or both; no other role may. Raises
     InvalidInput for claims the verifier would refuse, a lifetime beyond
     ``LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS`` included.
     """
@@ -246,14 +330,23 @@ def mint_token(
             f"the lifetime is limited to {settings.auth_max_token_lifetime_seconds} "
             "seconds (LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS)"
         )
-    claims: dict[str, Any] = {"sub": subject, "role": str(role)}
+    rules = TokenRules.from_settings(settings)
+    claims: dict[str, Any] = {"sub": subject}
+    put_claim(claims, rules.claims.subject_claim, subject)
+    put_claim(claims, rules.claims.role_claim, str(role))
     if provenance is not None:
         claims.update({name: getattr(provenance, name) for name in PROVENANCE_CLAIMS})
-    caller = caller_from_claims(claims)
-    if provenance is not None and caller.role is not Role.CHANNEL:
-        raise InvalidInput("provenance claims are only for the channel role")
+    if channel is not None:
+        put_claim(claims, rules.claims.channel_claim, channel)
+    caller = caller_from_claims(claims, rules.claims)
+    if (provenance is not None or channel is not None) and caller.role is not Role.CHANNEL:
+        raise InvalidInput("provenance and channel claims are only for the channel role")
+    if rules.issuer:
+        claims["iss"] = rules.issuer
+    if rules.audience:
+        claims["aud"] = rules.audience
     issued = now or datetime.now(UTC)
     claims["iat"] = int(issued.timestamp())
     claims["exp"] = int((issued + timedelta(seconds=ttl_seconds)).timestamp())
     signing_key = settings.auth_hs256_secret.get_secret_value() if key is None else key
-    return jwt.encode(claims, signing_key, algorithm=algorithm)
+    return jwt.encode(claims, signing_key, algorithm=algorithm, headers=headers)

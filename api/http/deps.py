@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.bootstrap import Ledger
@@ -19,7 +20,11 @@ from domain.errors import Forbidden, Unauthenticated
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
-    description="A JWT with `sub`, `role` and `exp` (`ledger token` mints development tokens).",
+    description=(
+        "A JWT with `exp`, a subject (`sub`) and a `role` (actor, channel, proposer, admin, "
+        "metrics): HS256, RS256 (PEM keys) or RS256/ES256 from the identity provider's "
+        "JWKS, with the configured `iss` and `aud`. `ledger token` mints development tokens."
+    ),
 )
 
 
@@ -56,10 +61,17 @@ async def current_caller(
     verifier: VerifierDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
 ) -> Caller:
-    """The authenticated caller (401 Unauthenticated without a valid bearer token)."""
+    """The authenticated caller (401 Unauthenticated without a valid bearer token).
+
+    Verified on the event loop; only when the identity provider's key set must
+    be fetched first (an unknown ``kid``, at most once per refresh interval)
+    does the check move to a worker thread, so the fetch never blocks the loop."""
     if credentials is None:
         raise Unauthenticated("Missing bearer token.")
-    return verifier.verify(credentials.credentials)
+    caller = verifier.verify_cached(credentials.credentials)
+    if caller is None:
+        caller = await run_in_threadpool(verifier.verify, credentials.credentials)
+    return caller
 
 
 AnyCaller = Annotated[Caller, Depends(current_caller)]
@@ -87,5 +99,6 @@ require_metrics = require_roles(Role.METRICS)
 AdminCaller = Annotated[Caller, Depends(require_admin)]
 ActorCaller = Annotated[Caller, Depends(require_actor)]
 ChannelCaller = Annotated[Caller, Depends(require_channel)]
-"""A channel caller; ``caller.require_provenance()`` is always set for it."""
+"""A channel caller: a per-conversation credential (``caller.provenance``), a
+channel service (``caller.channel``), or both."""
 ProposerCaller = Annotated[Caller, Depends(require_proposer)]

@@ -1,5 +1,6 @@
 """Approve and decline: the channel role forwards an actor's decision with the
-trusted provenance of its credentials (never of the request body).
+trusted provenance of its credential, or, for a channel service, the
+provenance it asserts in the request for a binding of its own channel.
 
 Every refusal is the same ``ApprovalUnavailable`` (the uniform 404); its
 reason goes to the log only, never to the caller or to a metric label (a
@@ -11,8 +12,14 @@ from __future__ import annotations
 import logging
 
 from adapters.bootstrap import Ledger
-from api.http.schemas.proposals import ApprovalIn, ApprovalOut, DeclineIn, DeclineOut
-from api.service.principal import Principal, Role, require_role
+from api.http.schemas.proposals import (
+    ApprovalIn,
+    ApprovalOut,
+    DeclineIn,
+    DeclineOut,
+    ProvenanceIn,
+)
+from api.service.principal import Principal
 from api.service.proposals import refresh_inbox
 from domain.errors import ApprovalUnavailable, ProposalConflicted
 from domain.services import approval, decisions
@@ -25,11 +32,11 @@ def approve(ledger: Ledger, principal: Principal, body: ApprovalIn) -> ApprovalO
 
     Every failure other than target drift (``ProposalConflicted``) is the same
     ``ApprovalUnavailable``."""
-    provenance = require_role(principal, Role.CHANNEL).require_provenance()
+    provenance, service = principal.decision_provenance(_asserted(body.provenance))
     ctx = ledger.context
     try:
         with ctx.tracer.span("ledger.approve"):
-            result = approval.approve(ctx, token=body.token, provenance=provenance)
+            result = approval.approve(ctx, token=body.token, provenance=provenance, service=service)
     except ApprovalUnavailable as denied:
         logger.info("approval denied reason=%s", denied.reason)
         ledger.metrics.inc("ledger_approvals_total", result="refused")
@@ -50,9 +57,11 @@ def approve(ledger: Ledger, principal: Principal, body: ApprovalIn) -> ApprovalO
 def decline(ledger: Ledger, principal: Principal, body: DeclineIn) -> DeclineOut:
     """The actor says no: the presentation is consumed and the proposal declined;
     no attempt is created. Every failure is the approval's ``ApprovalUnavailable``."""
-    provenance = require_role(principal, Role.CHANNEL).require_provenance()
+    provenance, service = principal.decision_provenance(_asserted(body.provenance))
     try:
-        result = decisions.decline(ledger.context, token=body.token, provenance=provenance)
+        result = decisions.decline(
+            ledger.context, token=body.token, provenance=provenance, service=service
+        )
     except ApprovalUnavailable as denied:
         logger.info("decline denied reason=%s", denied.reason)
         ledger.metrics.inc("ledger_declines_total", result="refused")
@@ -60,6 +69,10 @@ def decline(ledger: Ledger, principal: Principal, body: DeclineIn) -> DeclineOut
     ledger.metrics.inc("ledger_declines_total", result=result.status)
     refresh_inbox(ledger, result.proposal_id)
     return DeclineOut(**result.__dict__)
+
+
+def _asserted(body: ProvenanceIn | None) -> approval.Provenance | None:
+    return None if body is None else approval.Provenance(**body.model_dump())
 
 
 def _refresh_inbox_of(ledger: Ledger, token: str) -> None:

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from domain.errors import Forbidden, NotFound
-from domain.services.approval import Provenance
+from domain.errors import Forbidden, InvalidInput, NotFound
+from domain.services.approval import ChannelService, Provenance
 
 
 class Role(StrEnum):
@@ -29,17 +29,52 @@ class Role(StrEnum):
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated caller; ``provenance`` is set exactly for the channel role."""
+    """An authenticated caller.
+
+    A channel caller has ``provenance`` (a per-conversation credential: it
+    approves for exactly that actor, bindings and conversation), ``channel``
+    (a channel service registered for one channel, say ``telegram``: it
+    asserts the provenance of each request, for bindings on that channel
+    only), or both (its own provenance, on its channel only). Other roles
+    have neither.
+    """
 
     subject: str
     role: Role
     provenance: Provenance | None = None
+    channel: str | None = None
 
     def require_provenance(self) -> Provenance:
-        """The trusted provenance of a channel caller (Forbidden for anyone else)."""
+        """The trusted provenance of a per-conversation credential (Forbidden otherwise)."""
         if self.provenance is None:
             raise Forbidden()
         return self.provenance
+
+    def decision_provenance(
+        self, asserted: Provenance | None
+    ) -> tuple[Provenance, ChannelService | None]:
+        """Who decides, and the channel service that asserted it (None when the
+        credential itself carries the provenance).
+
+        Forbidden for any role but ``channel``; InvalidInput when ``asserted`` is
+        missing for a channel service or sent with a per-conversation credential.
+        """
+        if self.role is not Role.CHANNEL:
+            raise Forbidden()
+        if self.provenance is not None:
+            if asserted is not None and asserted != self.provenance:
+                raise InvalidInput(
+                    "provenance: this credential carries its own; only a channel service "
+                    "asserts one in the request"
+                )
+            if self.channel is None:
+                return self.provenance, None
+            return self.provenance, ChannelService(self.subject, self.channel)
+        if self.channel is None:
+            raise Forbidden()
+        if asserted is None:
+            raise InvalidInput("provenance: a channel service asserts it in every request")
+        return asserted, ChannelService(self.subject, self.channel, asserted=True)
 
 
 def require_role(principal: Principal, *roles: Role) -> Principal:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from domain.attempt import ExecutionAttempt
+from domain.directory import channel_binding_record_id, identity_binding_record_id
 from domain.errors import (
     ApprovalUnavailable,
     IllegalTransition,
@@ -45,7 +46,42 @@ from domain.tracing import clean_trace_context
 
 
 class Provenance(Approver):
-    """Who approves, through what: taken from the authenticated caller, never the body."""
+    """Who approves, through what: from the caller's credential, or asserted in
+    the request by a channel service for a binding of its own channel."""
+
+
+@dataclass(frozen=True)
+class ChannelService:
+    """A channel caller registered for one channel: only bindings whose
+    ``channel`` is this one are accepted, whoever carried the provenance.
+    ``asserted``: the service asserted the provenance in its request, so the
+    decision records it (``asserted_by``)."""
+
+    subject: str
+    channel: str
+    asserted: bool = False
+
+    @property
+    def asserted_by(self) -> str | None:
+        return self.subject if self.asserted else None
+
+
+def check_service_channel(
+    reads: DirectoryReads, who: Approver, service: ChannelService | None
+) -> None:
+    """The uniform failure unless both bindings are on the service's channel.
+
+    The records come from ``reads``; an approval's commit condition-checks them
+    (the authorization reads them too), a decline's lists them in its read set."""
+    if service is None:
+        return
+    for stream_id in (
+        identity_binding_record_id(who.identity_binding_id),
+        channel_binding_record_id(who.channel_binding_id),
+    ):
+        record = reads.get(stream_id)
+        if record is None or record.text("channel") != service.channel:
+            raise unavailable("foreign_channel")
 
 
 @dataclass(frozen=True)
@@ -64,22 +100,34 @@ def unavailable(reason: str) -> ApprovalUnavailable:
     return error
 
 
-def approve(ctx: ServiceContext, *, token: str, provenance: Provenance) -> ApprovalResult:
-    """Turn one opaque token into exactly one queued attempt, or fail closed."""
+def approve(
+    ctx: ServiceContext,
+    *,
+    token: str,
+    provenance: Provenance,
+    service: ChannelService | None = None,
+) -> ApprovalResult:
+    """Turn one opaque token into exactly one queued attempt, or fail closed.
+
+    With ``service``, both bindings must be on its channel (checked before
+    anything else is answered, the stored attempt of a repeat included)."""
     proposal_id, presentation_id = resolve_presentation(ctx, token)
 
     def contended() -> ApprovalResult:
         raise unavailable("contention")
 
+    def once(fresh: bool) -> ApprovalResult:
+        return _approve_once(ctx, proposal_id, presentation_id, provenance, service, fresh=fresh)
+
     def step() -> ApprovalResult:
         if not ctx.cache.enabled:
-            return _approve_once(ctx, proposal_id, presentation_id, provenance, fresh=True)
+            return once(True)
         try:
-            return _approve_once(ctx, proposal_id, presentation_id, provenance, fresh=False)
+            return once(False)
         except ApprovalUnavailable:
             # Judged on cached reads: a stale entry may refuse what the store allows.
             ctx.cache.forget([proposal_id])
-            return _approve_once(ctx, proposal_id, presentation_id, provenance, fresh=True)
+            return once(True)
 
     return retry_on_conflict(step, exhausted=contended)
 
@@ -128,11 +176,14 @@ def _approve_once(
     proposal_id: str,
     presentation_id: str,
     who: Provenance,
+    service: ChannelService | None,
     *,
     fresh: bool,
 ) -> ApprovalResult:
     now = ctx.clock.now()
     proposal = load_bound_presentation(ctx, proposal_id, presentation_id, who, cached=not fresh)
+    reads = DirectoryReads(ctx, fresh=fresh)
+    check_service_channel(reads, who, service)
     presentation = proposal.presentations[presentation_id]
     version = presentation["version"]
     record = proposal.versions[version]
@@ -155,7 +206,7 @@ def _approve_once(
     if spec is None:
         raise unavailable("payload_hash_mismatch")
     try:
-        auth = authorize(ctx, who, spec, now, DirectoryReads(ctx, fresh=fresh))
+        auth = authorize(ctx, who, spec, now, reads)
     except AuthorizationFailed as failed:
         raise unavailable(failed.reason) from None
     except TargetDrift as drift:
@@ -188,7 +239,13 @@ def _approve_once(
         spec=record["spec"],
         authorized=[[c.stream_id, c.version] for c in auth.read_set],
     )
-    proposal.claim(presentation_id=presentation_id, attempt_id=attempt_id, now=now, at=at)
+    proposal.claim(
+        presentation_id=presentation_id,
+        attempt_id=attempt_id,
+        now=now,
+        at=at,
+        asserted_by=service.asserted_by if service else None,
+    )
     commit(
         ctx.store,
         ctx.cache,

@@ -12,16 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from domain.errors import ConcurrencyConflict, IllegalTransition, LookupConflict, NotFound
-from domain.ports import Commit
+from domain.ports import Commit, ReadCheck
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
 from domain.services.approval import (
+    ChannelService,
     Provenance,
+    check_service_channel,
     load_bound_presentation,
     resolve_presentation,
     unavailable,
 )
+from domain.services.authorization import DirectoryReads
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
+from domain.services.read_cache import DirectorySnapshot
 from domain.services.retry import retry_on_conflict
 from domain.timeutil import format_utc
 
@@ -37,23 +41,38 @@ class DeclineResult:
     attempt_id: str | None = None
 
 
-def decline(ctx: ServiceContext, *, token: str, provenance: Provenance) -> DeclineResult:
-    """Consume one presentation as a refusal; no attempt can come from the version."""
+def decline(
+    ctx: ServiceContext,
+    *,
+    token: str,
+    provenance: Provenance,
+    service: ChannelService | None = None,
+) -> DeclineResult:
+    """Consume one presentation as a refusal; no attempt can come from the version.
+
+    With ``service``, both bindings must be on its channel (as for an approval)."""
     proposal_id, presentation_id = resolve_presentation(ctx, token)
 
     def contended() -> DeclineResult:
         raise unavailable("contention")
 
     return retry_on_conflict(
-        lambda: _decline_once(ctx, proposal_id, presentation_id, provenance), exhausted=contended
+        lambda: _decline_once(ctx, proposal_id, presentation_id, provenance, service),
+        exhausted=contended,
     )
 
 
 def _decline_once(
-    ctx: ServiceContext, proposal_id: str, presentation_id: str, who: Provenance
+    ctx: ServiceContext,
+    proposal_id: str,
+    presentation_id: str,
+    who: Provenance,
+    service: ChannelService | None,
 ) -> DeclineResult:
     now = ctx.clock.now()
     proposal = load_bound_presentation(ctx, proposal_id, presentation_id, who)
+    reads = _RecordedReads(ctx)
+    check_service_channel(reads, who, service)
     version = proposal.presentations[presentation_id]["version"]
     record = proposal.versions[version]
     shown = proposal.presentation_status(presentation_id, now)
@@ -63,11 +82,32 @@ def _decline_once(
         # A repeated decline, or the approval of a sibling won: the stored truth.
         return DeclineResult(proposal.id, version, record["status"], record["attempt_id"])
     try:
-        proposal.decline(presentation_id=presentation_id, now=now, at=format_utc(now))
+        proposal.decline(
+            presentation_id=presentation_id,
+            now=now,
+            at=format_utc(now),
+            asserted_by=service.asserted_by if service else None,
+        )
     except IllegalTransition:
         raise unavailable("not_declinable") from None
-    ctx.store.commit(Commit(aggregates=[proposal]))
+    # The bindings a channel service was checked against must not change before
+    # the decline commits (a binding moved to another channel conflicts).
+    ctx.store.commit(Commit(aggregates=[proposal], read_set=reads.read_set))
     return DeclineResult(proposal.id, version, ProposalStatus.DECLINED.value)
+
+
+class _RecordedReads(DirectoryReads):
+    """Fresh directory reads that remember the version of each record read."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        super().__init__(ctx, fresh=True)
+        self.read_set: list[ReadCheck] = []
+
+    def get(self, stream_id: str) -> DirectorySnapshot | None:
+        found = super().get(stream_id)
+        if found is not None:
+            self.read_set.append(ReadCheck(found.id, found.version))
+        return found
 
 
 def cancel(

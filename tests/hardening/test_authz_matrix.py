@@ -392,3 +392,35 @@ def test_a_proposer_and_a_stranger_get_the_missing_answer_for_an_attempt(
         )
         assert hidden.status_code == 404
         assert hidden.content == missing.content
+
+
+def test_a_channel_service_of_another_channel_gets_the_missing_answer_byte_for_byte(
+    http_world: HttpWorld,
+) -> None:
+    """The world's bindings are on channel "slack"; a "telegram" service asserting
+    them learns nothing: approvals, declines and reads answer as for nothing."""
+    from dataclasses import asdict
+
+    from tests.support.http_helpers import PROVENANCE
+
+    w = http_world
+    telegram = w.bearer("channel", subject="telegram-bot", provenance=None, channel="telegram")
+    asserted = asdict(PROVENANCE)
+    for route, token in (("approvals", w.token), ("declines", w.decline_token)):
+        refused = w.client.post(
+            f"{API}/{route}", json={"token": token, "provenance": asserted}, headers=telegram
+        )
+        missing = w.client.post(
+            f"{API}/{route}", json={"token": "x" * 43, "provenance": asserted}, headers=telegram
+        )
+        assert refused.status_code == 404, refused.text
+        assert refused.content == missing.content and dict(refused.headers) == dict(missing.headers)
+    hidden = w.client.get(f"{API}/execution-attempts/{w.queued}", headers=telegram)
+    missing = w.client.get(f"{API}/execution-attempts/{MISSING_ATTEMPT}", headers=telegram)
+    assert hidden.status_code == 404 and hidden.content == missing.content
+    # nothing was consumed: the slack service still approves the world's token
+    slack = w.bearer("channel", subject="slack-app", provenance=None, channel="slack")
+    answer = w.client.post(
+        f"{API}/approvals", json={"token": w.token, "provenance": asserted}, headers=slack
+    )
+    assert answer.status_code == 202, answer.text

@@ -83,3 +83,39 @@ def test_max_dispatches_out_of_bounds_is_refused_naming_the_variable(
     monkeypatch.setenv("LEDGER_MAX_DISPATCHES", value)
     with pytest.raises(SettingsError, match=r"^invalid settings: LEDGER_MAX_DISPATCHES: "):
         load_settings()
+
+
+def test_every_setting_is_in_the_readmes_configuration_table() -> None:
+    from pathlib import Path
+
+    from adapters.settings import setting_variables
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in sorted(setting_variables()) if f"`{name}`" not in table]
+    assert missing == [], f"add to the README's Configuration table: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("telegram-bot", "must be subject=channel pairs"),
+        ("bot=Telegram", "invalid channel name"),
+        ("bot=telegram,bot=slack", "is listed twice"),
+    ],
+)
+def test_channel_services_are_checked_in_one_line(value: str, fragment: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(auth_channel_services=value)
+    assert "LEDGER_AUTH_CHANNEL_SERVICES" in str(caught.value) and fragment in str(caught.value)
+
+
+def test_channel_services_and_claims_parse() -> None:
+    settings = load_settings(
+        auth_channel_services=" telegram-bot = telegram , slack-app=slack ",
+        auth_role_claim="realm_access.roles",
+    )
+    assert settings.channel_services == {"telegram-bot": "telegram", "slack-app": "slack"}
+    assert hash(settings) == hash(settings)  # settings stay hashable
+    with pytest.raises(SettingsError, match="LEDGER_AUTH_ROLE_CLAIM"):
+        load_settings(auth_role_claim="roles with spaces")

@@ -1,4 +1,5 @@
-"""Approve: the channel role forwards an actor's approval with trusted provenance."""
+"""Approve: the channel role forwards an actor's approval with trusted provenance
+(its token's, or the one a channel service asserts for its own channel)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ router = APIRouter(
 def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: LedgerDep) -> ApprovalOut:
     """Claim the proposal and queue its one attempt. Never executes anything.
 
-    Every failure other than target drift is the same 404 ``approval_unavailable``.
+    Who approves comes from a per-conversation channel token's claims, or, for a
+    channel service's token (registered for one channel), from `provenance` in
+    the body, accepted only for bindings on that channel and recorded as
+    asserted by the service. Every failure other than target drift is the same
+    404 ``approval_unavailable``.
     """
     return decisions.approve(ledger, caller, body)

@@ -19,5 +19,6 @@ router = APIRouter(
 @router.post("")
 def decline_presentation(body: DeclineIn, caller: ChannelCaller, ledger: LedgerDep) -> DeclineOut:
     """The actor says no: the presentation is consumed and the proposal declined;
-    no attempt is created. Every failure is the approval's uniform 404."""
+    no attempt is created. A channel service sends `provenance` as for an
+    approval. Every failure is the approval's uniform 404."""
     return decisions.decline(ledger, caller, body)

@@ -54,10 +54,37 @@ class PresentationOut(BaseModel):
     expires_at: str
 
 
+class ProvenanceIn(_Body):
+    """Who decides, through what: asserted by a channel service for a binding of
+    its own channel (both bindings' ``channel`` must be the service's)."""
+
+    actor_id: Ident = Field(description="The actor who decides (a directory actor id).")
+    identity_binding_id: Ident = Field(
+        description="The actor's identity binding on the service's channel."
+    )
+    channel_binding_id: Ident = Field(
+        description="The conversation's channel binding on the service's channel."
+    )
+    conversation_key: ShortText = Field(
+        description="The conversation the decision was made in (as the channel binding names it)."
+    )
+
+
+PROVENANCE_DESCRIPTION = (
+    "Only for a channel service (a channel token registered for one channel, by a "
+    "`channel` claim or LEDGER_AUTH_CHANNEL_SERVICES): the provenance of this decision, "
+    "accepted only for bindings on the service's own channel, and recorded as asserted by "
+    "the service. A per-conversation channel token carries its provenance in its claims "
+    "and sends none here. Any mismatch is the uniform 404 `approval_unavailable`."
+)
+
+
 class ApprovalIn(_Body):
-    """The opaque token; who approves comes from the caller's credentials only."""
+    """The opaque token; who approves comes from the caller's credential, or, for a
+    channel service, from ``provenance`` (checked against its channel)."""
 
     token: Annotated[str, Field(min_length=1, max_length=512)]
+    provenance: ProvenanceIn | None = Field(default=None, description=PROVENANCE_DESCRIPTION)
 
 
 class ApprovalOut(BaseModel):
@@ -70,9 +97,10 @@ class ApprovalOut(BaseModel):
 
 class DeclineIn(_Body):
     """The opaque token of the presentation the actor refused; who declines comes from
-    the caller's credentials only."""
+    the caller's credential, or, for a channel service, from ``provenance``."""
 
     token: Annotated[str, Field(min_length=1, max_length=512)]
+    provenance: ProvenanceIn | None = Field(default=None, description=PROVENANCE_DESCRIPTION)
 
 
 class DeclineOut(BaseModel):
