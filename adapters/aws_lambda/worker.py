@@ -53,6 +53,9 @@ __all__ = ["handler"]
 SERVICE = "ledger-worker"
 RECOVERY_MODE = "recovery"
 RECOVERY_MAX_ITEMS = 200  # per tick, so one invocation stays well inside its timeout
+# Attempts whose build this function does not host are left for one that does
+# (I11); they do not count against RECOVERY_MAX_ITEMS, but each costs a read.
+RECOVERY_MAX_NOT_HOSTED = 2000
 
 logger = make_logger(SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
@@ -197,7 +200,9 @@ def _recover() -> dict[str, Any]:
             "lag_seconds": lag,
         }
     worker, store = _worker(ledger)
-    report = run_recovery(worker, max_items=RECOVERY_MAX_ITEMS)
+    report = run_recovery(
+        worker, max_items=RECOVERY_MAX_ITEMS, max_not_hosted=RECOVERY_MAX_NOT_HOSTED
+    )
     _emit_outcomes(
         ledger, report.outcomes, store.conflicts, counter="ledger_recovery_examined_total"
     )
