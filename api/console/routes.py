@@ -30,6 +30,7 @@ from api.http.routers.attempts import status_view
 from domain.attempt import AttemptStatus, Resolution
 from domain.proposal import ProposalStatus
 from domain.timeutil import parse_utc
+from projections.attention import AttentionReason, waiting_for_build
 from projections.audit import audit_attempt
 from projections.inbox import list_inbox
 from projections.status import public_view, status_list_key
@@ -114,6 +115,24 @@ def _rows(
     return rows, encode_cursor(next_raw)
 
 
+def _waiting_rows(
+    ledger: LedgerDep, cursor: str | None, limit: int = PAGE_SIZE
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Queued attempts no worker with their build has taken for the threshold."""
+    assert ledger.views is not None
+    now = ledger.clock.now()
+    records, next_raw = waiting_for_build(
+        ledger.views, now, ledger.settings.waiting_for_build_seconds, limit, decode_cursor(cursor)
+    )
+    rows = []
+    for record in records:
+        view = public_view(record.data)
+        view["age"] = _age(view.get("updated_at"), now)
+        view["attention"] = AttentionReason.WAITING_FOR_BUILD.value
+        rows.append(view)
+    return rows, encode_cursor(next_raw)
+
+
 # -- pages ---------------------------------------------------------------------
 
 
@@ -124,8 +143,10 @@ def attention(
     ledger: LedgerDep,
     unknown_cursor: Annotated[str | None, Query(max_length=400)] = None,
     failed_cursor: Annotated[str | None, Query(max_length=400)] = None,
+    waiting_cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Response:
-    """What needs a human: outcome_unknown and failed_safe, oldest first, with age."""
+    """What needs a human: outcome_unknown and failed_safe, oldest first, with age;
+    and the queued attempts waiting for a worker with their build."""
     sections = []
     for status, cursor, param in (
         (ATTENTION[0], unknown_cursor, "unknown_cursor"),
@@ -134,6 +155,9 @@ def attention(
         rows, next_cursor = _rows(ledger, status, cursor)
         more = f"/console?{urlencode({param: next_cursor})}" if next_cursor else None
         sections.append({"status": status.value, "rows": rows, "more": more})
+    rows, next_cursor = _waiting_rows(ledger, waiting_cursor)
+    more = f"/console?{urlencode({'waiting_cursor': next_cursor})}" if next_cursor else None
+    sections.append({"status": AttentionReason.WAITING_FOR_BUILD.value, "rows": rows, "more": more})
     return _page(
         request, "attention.html", {"session": session, "sections": sections, "active": "attention"}
     )

@@ -24,6 +24,7 @@ from api.http.schemas.attempts import (
 from domain.attempt import AttemptStatus
 from domain.errors import NotFound
 from domain.services.resolution import reconcile, resolve
+from projections.attention import AttentionReason, waiting_for_build
 from projections.audit import audit_stream, mermaid_state_diagram
 from projections.ports import ViewRecord
 from projections.status import STATUS_VIEW, public_view, status_list_key
@@ -80,17 +81,28 @@ def refreshed(ledger: LedgerDep, attempt_id: str) -> AttemptOut:
 def list_attempts(
     caller: AdminCaller,
     ledger: LedgerDep,
-    status: AttemptStatus,
+    status: AttemptStatus | AttentionReason,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> AttemptListOut:
     """Attempts in one status, oldest change first (the attention list for
     ``outcome_unknown``, ``effect_after_no_effect`` and ``failed_safe``); paginated
-    from the projection."""
+    from the projection. ``waiting_for_build``: the queued attempts no worker with
+    their build has taken for ``LEDGER_WAITING_FOR_BUILD_SECONDS`` (each item is
+    its ordinary status view, status ``queued``)."""
     assert ledger.views is not None
-    rows, next_raw = ledger.views.list_views(
-        status_list_key(status.value), limit, decode_cursor(cursor)
-    )
+    if status is AttentionReason.WAITING_FOR_BUILD:
+        rows, next_raw = waiting_for_build(
+            ledger.views,
+            ledger.clock.now(),
+            ledger.settings.waiting_for_build_seconds,
+            limit,
+            decode_cursor(cursor),
+        )
+    else:
+        rows, next_raw = ledger.views.list_views(
+            status_list_key(status.value), limit, decode_cursor(cursor)
+        )
     items = [AttemptOut.model_validate(public_view(r.data)) for r in rows]
     return AttemptListOut(items=items, next_cursor=encode_cursor(next_raw))
 
