@@ -40,8 +40,11 @@ class SecondBuild:
         return self.inner.execute(request)
 
 
-def registry_with(world: ExecutionWorld, *, v1: bool = True, v2: bool = False) -> Any:
-    """A registry hosting the fakes' v1 builds, their v2 builds, or both."""
+def registry_with(
+    world: ExecutionWorld, *, v1: bool = True, v2: bool = False, v1_draining: bool = False
+) -> Any:
+    """A registry hosting the fakes' v1 builds, their v2 builds, or both (``v1_draining``:
+    v1 kept beside v2 for what is bound to it, as a rollover's executors file does)."""
     registry = StaticExecutorRegistry()
     for capability, mode in FAKE_CAPABILITIES.items():
         fake = FakeExecutor(capability, world.effects, world.clock)
@@ -49,7 +52,7 @@ def registry_with(world: ExecutionWorld, *, v1: bool = True, v2: bool = False) -
             FakeReconciler(world.effects) if mode is DeliveryMode.CORRELATION_LOOKUP else None
         )
         if v1:
-            registry.register(fake, reconciler)
+            registry.register(fake, reconciler, draining=v1_draining)
         if v2:
             registry.register(SecondBuild(fake), reconciler)
     return registry
