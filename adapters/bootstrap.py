@@ -298,7 +298,11 @@ def build_ledger(
     )
     ledger.metrics.add_gauge_source(
         view_gauges(
-            ledger.views, ledger.store, ledger.clock, statuses=[s.value for s in AttemptStatus]
+            ledger.views,
+            ledger.store,
+            ledger.clock,
+            statuses=[s.value for s in AttemptStatus],
+            waiting_for_build_seconds=settings.waiting_for_build_seconds,
         )
     )
     ledger.metrics.add_gauge_source(lag_gauges(ledger.projection_lag))

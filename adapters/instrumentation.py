@@ -72,6 +72,9 @@ class InstrumentedRegistry:
         found: Reconciler | None = self.inner.reconciler(capability, build_digest)
         return found
 
+    def is_draining(self, capability: str, build_digest: str) -> bool:
+        return bool(self.inner.is_draining(capability, build_digest))
+
 
 class TracedStore:
     """The event store with one span per commit (its attempt id and event count)."""

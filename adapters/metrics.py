@@ -84,6 +84,11 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Attempts waiting for a human in outcome_unknown (at scrape time).",
         (),
     ),
+    "ledger_attempts_waiting_for_build": (
+        "Queued attempts no worker with their build has taken for longer than "
+        "LEDGER_WAITING_FOR_BUILD_SECONDS (at scrape time).",
+        (),
+    ),
     "ledger_due_work_backlog": ("Due-work entries whose time has come (at scrape time).", ()),
     "ledger_due_work_oldest_age_seconds": (
         "How late the oldest due-work entry is, 0 when none is due (at scrape time).",
@@ -226,13 +231,21 @@ class Metrics:
 
 
 def view_gauges(
-    views: Any, store: Any, clock: Any, *, statuses: Sequence[str], cap: int = 10_000
+    views: Any,
+    store: Any,
+    clock: Any,
+    *,
+    statuses: Sequence[str],
+    cap: int = 10_000,
+    waiting_for_build_seconds: float | None = None,
 ) -> GaugeSource:
-    """Attempts by status (from the status lists) and the due-work backlog.
+    """Attempts by status (from the status lists), those waiting for a worker with
+    their build (with ``waiting_for_build_seconds``), and the due-work backlog.
 
     Counting pages through each status list; ``cap`` bounds the work per scrape
     (a count at the cap means "at least").
     """
+    from projections.attention import count_waiting_for_build
     from projections.status import status_list_key
 
     def count(list_pk: str) -> int:
@@ -263,6 +276,14 @@ def view_gauges(
                     )
                 )
         now = clock.now()
+        if waiting_for_build_seconds is not None:
+            readings.append(
+                GaugeReading(
+                    "ledger_attempts_waiting_for_build",
+                    help_by["ledger_attempts_waiting_for_build"],
+                    count_waiting_for_build(views, now, waiting_for_build_seconds, cap=cap),
+                )
+            )
         backlog, oldest, cursor = 0, None, None
         while backlog < cap:
             page = store.due_work(now, min(500, cap - backlog), cursor)

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     max_dispatches: Annotated[int, Field(ge=1, le=50)] = 5
     due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    # a queued attempt no worker with its build has taken for this long is on the
+    # attention list as waiting_for_build (projections.attention)
+    waiting_for_build_seconds: Annotated[int, Field(ge=10, le=7 * 86400)] = 600
     fake_executors: bool | None = None
     fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
     executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None

@@ -47,6 +47,16 @@ class ExecutorBuildUnavailable(InvalidInput):
     default_detail = "The executor build is not available."
 
 
+class ExecutorBuildDraining(InvalidInput):
+    """The spec names a build kept only for what is already bound to it (a rollover)."""
+
+    code = "executor_build_draining"
+    default_detail = (
+        "The executor build is draining: new proposals name the capability's current "
+        "build (see `ledger executors`)."
+    )
+
+
 class NondeterministicRenderer(InvalidInput):
     """The renderer produced different text for the same spec."""
 

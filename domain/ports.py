@@ -102,11 +102,15 @@ class Reconciler(Protocol):
 
 
 class ExecutorRegistry(Protocol):
-    """Executors keyed by (capability, exact build digest)."""
+    """Executors keyed by (capability, exact build digest): the builds this process
+    hosts. A capability may have several at once (a rollover); a draining one runs
+    what is already bound to it and is refused to new proposals."""
 
     def get(self, capability: str, build_digest: str) -> Executor | None: ...
 
     def reconciler(self, capability: str, build_digest: str) -> Reconciler | None: ...
+
+    def is_draining(self, capability: str, build_digest: str) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,13 @@ One function, two triggers (design.md 5.3, 5.4):
 - ``{"mode": "recovery"}`` from the EventBridge schedule: one recovery tick
   over the due-work index.
 
+Both lease only attempts whose exact build this function hosts (I11): a
+record or due entry for another build is acknowledged and left due
+(``not_hosted``) for a function that has it, and does not count against the
+tick's budget. Each tick reports the attempts waiting longer than
+``LEDGER_WAITING_FOR_BUILD_SECONDS`` for such a worker
+(``AttemptsWaitingForBuild``).
+
 ``LEDGER_EXECUTION_ENABLED=false`` turns leasing off without losing work:
 stream records are acknowledged (the due-work entry written with every
 ``Queued``/``Requeued`` is the durable obligation, not the record) and
@@ -47,12 +54,17 @@ from domain.errors import ConcurrencyConflict
 from domain.ports import Commit, EventStore
 from domain.services.execution import Outcome, Worker
 from domain.services.recovery import run_recovery
+from projections.attention import count_waiting_for_build
 
 __all__ = ["handler"]
 
 SERVICE = "ledger-worker"
 RECOVERY_MODE = "recovery"
 RECOVERY_MAX_ITEMS = 200  # per tick, so one invocation stays well inside its timeout
+# Attempts whose build this function does not host are left for one that does
+# (I11); they do not count against RECOVERY_MAX_ITEMS, but each costs a read.
+RECOVERY_MAX_NOT_HOSTED = 2000
+WAITING_COUNT_CAP = 1000  # the AttemptsWaitingForBuild metric counts at most this many
 
 logger = make_logger(SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
@@ -183,10 +195,23 @@ def recovery_lag_seconds(ledger: Ledger) -> float:
     return max(0.0, (now - page.items[0].next_action_at).total_seconds())
 
 
+def waiting_for_build(ledger: Ledger) -> int:
+    """Queued attempts no worker with their build took for the threshold (bounded)."""
+    assert ledger.views is not None
+    return count_waiting_for_build(
+        ledger.views,
+        ledger.clock.now(),
+        ledger.settings.waiting_for_build_seconds,
+        cap=WAITING_COUNT_CAP,
+    )
+
+
 def _recover() -> dict[str, Any]:
     ledger = get_ledger()
     lag = recovery_lag_seconds(ledger)
+    waiting = waiting_for_build(ledger)
     metrics.add_metric(name="RecoveryLagSeconds", unit=MetricUnit.Seconds, value=lag)
+    metrics.add_metric(name="AttemptsWaitingForBuild", unit=MetricUnit.Count, value=waiting)
     if not ledger.settings.execution_enabled:
         logger.info("execution disabled; recovery leased nothing", extra={"lag_seconds": lag})
         return {
@@ -195,9 +220,12 @@ def _recover() -> dict[str, Any]:
             "examined": 0,
             "outcomes": {},
             "lag_seconds": lag,
+            "waiting_for_build": waiting,
         }
     worker, store = _worker(ledger)
-    report = run_recovery(worker, max_items=RECOVERY_MAX_ITEMS)
+    report = run_recovery(
+        worker, max_items=RECOVERY_MAX_ITEMS, max_not_hosted=RECOVERY_MAX_NOT_HOSTED
+    )
     _emit_outcomes(
         ledger, report.outcomes, store.conflicts, counter="ledger_recovery_examined_total"
     )
@@ -215,6 +243,7 @@ def _recover() -> dict[str, Any]:
         "examined": report.examined,
         "outcomes": dict(report.outcomes),
         "lag_seconds": lag,
+        "waiting_for_build": waiting,
     }
 
 

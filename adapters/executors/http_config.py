@@ -56,6 +56,11 @@ class HttpEntry(BaseModel):
     settle_seconds: Annotated[float, Field(ge=0, le=3600, strict=False)] = 0.0
     max_response_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 1024 * 1024
     tls_verify: bool = True
+    # Build rollover: the previous entry of a capability kept beside the new one.
+    # Its attempts and open presentations still run on it; new proposals are
+    # refused it. Not part of the build digest: marking an entry draining keeps
+    # its build.
+    draining: bool = False
 
     @field_validator("method", mode="before")
     @classmethod
@@ -110,8 +115,9 @@ class HttpExecutorConfig:
         return f"[[http]] #{self.position} ({self.entry.capability})"
 
     def digest_config(self) -> dict[str, Any]:
-        """The canonical configuration: every key as written, secrets as ``env:NAME``."""
-        data = self.entry.model_dump(mode="json")
+        """The canonical configuration: every key as written (``draining`` aside, a
+        lifecycle mark rather than configuration), secrets as ``env:NAME``."""
+        data = self.entry.model_dump(mode="json", exclude={"draining"})
         data["kind"] = "http"
         return data
 

@@ -103,7 +103,12 @@ def load_executors(
     )
     for item in pending:
         try:
-            registry.register(item.executor, item.reconciler, kind=item.kind)
+            registry.register(
+                item.executor,
+                item.reconciler,
+                kind=item.kind,
+                draining=getattr(item.executor, "draining", False) is True,
+            )
         except DuplicateExecutor:
             for built in pending:
                 close = getattr(built.executor, "close", None)
@@ -205,11 +210,22 @@ def read_executors_file(settings: Settings, environ: Mapping[str, str]) -> list[
         raise ExecutorConfigError(f"{name}: 'http' must be an array of tables ([[http]])")
     production = settings.env is Environment.PRODUCTION
     configs: list[HttpExecutorConfig] = []
+    current: dict[str, int] = {}
     for position, raw in enumerate(entries, start=1):
         try:
-            configs.append(check_entry(raw, position, environ, production=production))
+            config = check_entry(raw, position, environ, production=production)
         except HttpConfigError as exc:
             raise ExecutorConfigError(f"{name}: {exc}") from None
+        capability = config.entry.capability
+        if not config.entry.draining:
+            if capability in current:
+                # new proposals must be told one build per capability
+                raise ExecutorConfigError(
+                    f"{name}: {config.label}: a second current entry of {capability} "
+                    f"(#{current[capability]} is one); mark the older entry draining = true"
+                )
+            current[capability] = position
+        configs.append(config)
     return configs
 
 

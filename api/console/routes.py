@@ -29,6 +29,7 @@ from api.service import attempts, audit, proposals
 from domain.attempt import AttemptStatus, Resolution
 from domain.proposal import ProposalStatus
 from domain.timeutil import parse_utc
+from projections.attention import AttentionReason
 
 PAGE_SIZE = 20
 MAX_ID_CHARS = 80
@@ -95,12 +96,22 @@ def _age(text: str | None, now: datetime) -> str:
 
 
 def _rows(
-    ledger: LedgerDep, session: Session, status: AttemptStatus, cursor: str | None
+    ledger: LedgerDep, session: Session, status: AttemptStatus | AttentionReason, cursor: str | None
 ) -> tuple[list[dict[str, Any]], str | None]:
     page = attempts.list_attempts(ledger, session.principal, status, limit=PAGE_SIZE, cursor=cursor)
     now = ledger.clock.now()
     rows = [{**item.model_dump(), "age": _age(item.updated_at, now)} for item in page.items]
     return rows, page.next_cursor
+
+
+def _waiting_rows(
+    ledger: LedgerDep, session: Session, cursor: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Queued attempts no worker with their build has taken for the threshold."""
+    rows, next_cursor = _rows(ledger, session, AttentionReason.WAITING_FOR_BUILD, cursor)
+    for row in rows:
+        row["attention"] = AttentionReason.WAITING_FOR_BUILD.value
+    return rows, next_cursor
 
 
 # -- pages ---------------------------------------------------------------------
@@ -113,8 +124,10 @@ def attention(
     ledger: LedgerDep,
     unknown_cursor: Annotated[str | None, Query(max_length=400)] = None,
     failed_cursor: Annotated[str | None, Query(max_length=400)] = None,
+    waiting_cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Response:
-    """What needs a human: outcome_unknown and failed_safe, oldest first, with age."""
+    """What needs a human: outcome_unknown and failed_safe, oldest first, with age;
+    and the queued attempts waiting for a worker with their build."""
     sections = []
     for status, cursor, param in (
         (ATTENTION[0], unknown_cursor, "unknown_cursor"),
@@ -123,6 +136,9 @@ def attention(
         rows, next_cursor = _rows(ledger, session, status, cursor)
         more = f"/console?{urlencode({param: next_cursor})}" if next_cursor else None
         sections.append({"status": status.value, "rows": rows, "more": more})
+    rows, next_cursor = _waiting_rows(ledger, session, waiting_cursor)
+    more = f"/console?{urlencode({'waiting_cursor': next_cursor})}" if next_cursor else None
+    sections.append({"status": AttentionReason.WAITING_FOR_BUILD.value, "rows": rows, "more": more})
     return _page(
         request, "attention.html", {"session": session, "sections": sections, "active": "attention"}
     )

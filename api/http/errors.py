@@ -28,6 +28,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_spec": 422,
     "unknown_permission": 422,
     "executor_build_unavailable": 422,
+    "executor_build_draining": 422,
     "nondeterministic_renderer": 422,
     "commit_too_large": 422,
     "event_too_large": 422,

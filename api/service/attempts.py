@@ -29,6 +29,7 @@ from api.service.principal import Principal, Role, known_id, require_role
 from domain.attempt import AttemptStatus
 from domain.errors import NotFound, NotOutcomeUnknown, StaleRevision
 from domain.services import resolution
+from projections.attention import AttentionReason, waiting_for_build
 from projections.audit import audit_stream, mermaid_state_diagram
 from projections.ports import ViewRecord
 from projections.status import STATUS_VIEW, public_view, status_list_key
@@ -130,18 +131,29 @@ def _changes(ledger: Ledger) -> ViewChanges | None:
 def list_attempts(
     ledger: Ledger,
     principal: Principal,
-    status: AttemptStatus,
+    status: AttemptStatus | AttentionReason,
     *,
     limit: int = DEFAULT_PAGE,
     cursor: str | None = None,
 ) -> AttemptListOut:
     """Attempts in one status, oldest change first (the attention list for
     ``outcome_unknown``, ``effect_after_no_effect`` and ``failed_safe``);
-    paginated from the projection. Admins only."""
+    paginated from the projection. ``waiting_for_build``: the queued attempts no
+    worker with their build has taken for ``LEDGER_WAITING_FOR_BUILD_SECONDS``
+    (each item is its ordinary status view, status ``queued``). Admins only."""
     require_role(principal, Role.ADMIN)
-    rows, next_raw = ledger.views.list_views(
-        status_list_key(status.value), page_size(limit), decode_cursor(cursor)
-    )
+    if status is AttentionReason.WAITING_FOR_BUILD:
+        rows, next_raw = waiting_for_build(
+            ledger.views,
+            ledger.clock.now(),
+            ledger.settings.waiting_for_build_seconds,
+            page_size(limit),
+            decode_cursor(cursor),
+        )
+    else:
+        rows, next_raw = ledger.views.list_views(
+            status_list_key(status.value), page_size(limit), decode_cursor(cursor)
+        )
     items = [AttemptOut.model_validate(public_view(r.data)) for r in rows]
     return AttemptListOut(items=items, next_cursor=encode_cursor(next_raw))
 

@@ -197,12 +197,14 @@ def authorize(
         raise AuthorizationFailed("permission_not_granted")
     if not build.flag("available"):
         raise AuthorizationFailed("executor_build_unavailable")
-    if ctx.registry is not None:
-        executor = ctx.registry.get(spec.capability, spec.executor_build)
-        if executor is None:
-            raise AuthorizationFailed("executor_not_registered")
-        if executor.delivery_mode.value != build.text("delivery_mode"):
-            raise AuthorizationFailed("delivery_mode_mismatch")
+    # Whether THIS process hosts the build is no part of I7 (I11): the directory
+    # says which builds may run, and only a worker that hosts the build leases
+    # its attempts. Where it is hosted here, its delivery mode must agree.
+    executor = (
+        ctx.registry.get(spec.capability, spec.executor_build) if ctx.registry is not None else None
+    )
+    if executor is not None and executor.delivery_mode.value != build.text("delivery_mode"):
+        raise AuthorizationFailed("delivery_mode_mismatch")
     absent: list[str] = []
     if spec.target is not None:
         target_id = target_record_id(spec.target.id)

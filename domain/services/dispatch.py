@@ -28,8 +28,8 @@ from domain.redaction import validate_receipt
 from domain.services.authorization import AuthorizationFailed, TargetDrift
 from domain.services.context import ServiceContext
 from domain.services.read_cache import commit
-from domain.services.recheck import Checked, confirmed_recheck
-from domain.services.results import back_off, bounded, refuse, stored_time
+from domain.services.recheck import Checked, NotHosted, confirmed_recheck
+from domain.services.results import back_off, bounded, refuse, release, stored_time
 from domain.services.retry import retry_on_conflict
 from domain.services.worker_policy import Outcome, WorkerPolicy, settle_seconds
 
@@ -59,6 +59,8 @@ def mark_dispatch(
             return refuse(ctx, current, generation, "target_drift")
         except StoreUnavailable:
             return back_off(ctx, policy, current, generation, "store_unavailable")
+        except NotHosted:
+            return release(ctx, current, generation, "executor_not_hosted")
         now = ctx.clock.now()
         if checked.spec.expires_at <= now:
             # The recheck's reads take time: expiry is judged at the marker's own time.

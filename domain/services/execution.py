@@ -1,5 +1,7 @@
 """The worker (design.md 5.3): lease, recheck, durable dispatch marker, call, record.
 
+A worker takes only attempts whose exact build it hosts (I11, ``hosting.py``):
+any other worker leaves them, untouched and due, for one that has the build.
 One conditional append takes the lease. The pre-dispatch recheck of I7
 (``recheck.py``) reads every directory record from the exact ids stored on the
 attempt, and the ``DispatchStarted`` commit (``dispatch.py``) condition-checks
@@ -36,6 +38,7 @@ from domain.ports import (
 from domain.services.context import ServiceContext
 from domain.services.deadline import CallRunner, DeadlineExceeded, ThreadedCalls
 from domain.services.dispatch import judge_call, mark_dispatch
+from domain.services.hosting import hosts, not_hosted
 from domain.services.resolution import NOT_SETTLED, lookup_outcome
 from domain.services.results import (
     commit_attempt,
@@ -99,10 +102,18 @@ class Worker:
             return Outcome.SKIPPED
         if self.ctx.clock.now() < stored_time(attempt.not_before):
             return Outcome.SKIPPED
+        if not hosts(self.ctx, attempt):
+            return not_hosted(self.ctx, attempt)
         return self._traced(attempt, "ledger.worker.process", self._lease_and_run, trigger=trigger)
 
     def recover(self, attempt_id: str) -> Outcome:
-        """Recovery mode for one due entry (design.md 5.4)."""
+        """Recovery mode for one due entry (design.md 5.4).
+
+        What needs the attempt's build (a lease, a retry, a lookup) is done only
+        by a worker that hosts it (I11, ``hosting.py``); what needs none (an
+        expired undispatched lease back to queued, the operator-only rule, the
+        dispatch budget) by any worker.
+        """
         attempt = self.ctx.store.get(ExecutionAttempt, attempt_id)
         if attempt is None:
             return Outcome.MISSING
@@ -113,6 +124,8 @@ class Worker:
         if attempt.status is AttemptStatus.QUEUED:
             if now < stored_time(attempt.not_before):
                 return Outcome.SKIPPED
+            if not hosts(self.ctx, attempt):
+                return not_hosted(self.ctx, attempt)
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if not attempt.lease_expired(now):
             return Outcome.SKIPPED
@@ -120,13 +133,19 @@ class Worker:
             attempt.requeue(generation=None, reason="lease_expired", not_before=now, now=now)
             if not commit_attempt(self.ctx, attempt, due=now, durable=False):
                 return Outcome.SKIPPED
+            if not hosts(self.ctx, attempt):
+                return not_hosted(self.ctx, attempt)  # queued again: woken hosts take it
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.PROVIDER_IDEMPOTENCY:
             if attempt.dispatch_count >= self.policy.max_dispatches:
                 attempt.record_unknown(reason_code="dispatch_limit", now=now)
                 return settle(self.ctx, attempt, Outcome.OUTCOME_UNKNOWN)
+            if not hosts(self.ctx, attempt):
+                return not_hosted(self.ctx, attempt)
             return self._traced(attempt, "ledger.worker.recover", self._lease_and_run)
         if attempt.delivery_mode is DeliveryMode.CORRELATION_LOOKUP:
+            if not hosts(self.ctx, attempt):
+                return not_hosted(self.ctx, attempt)  # the lookup is the build's own
             return self._traced(
                 attempt, "ledger.worker.reconcile", lambda a: self._reconcile_expired(a, now)
             )

@@ -19,6 +19,7 @@ from domain.directory import (
 )
 from domain.errors import (
     ConcurrencyConflict,
+    ExecutorBuildDraining,
     ExecutorBuildUnavailable,
     IllegalTransition,
     InvalidInput,
@@ -84,7 +85,8 @@ def _render(ctx: ServiceContext, spec: ProposalSpec) -> tuple[str, str, str]:
 
 
 def check_spec_acceptable(ctx: ServiceContext, spec: ProposalSpec, now: datetime) -> None:
-    """Catalogue permission, available executor build, unexpired spec."""
+    """Catalogue permission, an executor build available in the directory and
+    hosted here as current (not draining), unexpired spec."""
     if spec.permission not in ctx.permissions:
         raise UnknownPermission()
     build = ctx.store.get(
@@ -92,8 +94,13 @@ def check_spec_acceptable(ctx: ServiceContext, spec: ProposalSpec, now: datetime
     )
     if build is None or not build.flag("available"):
         raise ExecutorBuildUnavailable()
-    if ctx.registry is not None and ctx.registry.get(spec.capability, spec.executor_build) is None:
-        raise ExecutorBuildUnavailable()
+    if ctx.registry is not None:
+        if ctx.registry.get(spec.capability, spec.executor_build) is None:
+            raise ExecutorBuildUnavailable()
+        if ctx.registry.is_draining(spec.capability, spec.executor_build):
+            # Kept for the attempts and open presentations bound to it; new work uses
+            # the capability's current build.
+            raise ExecutorBuildDraining()
     if spec.expires_at <= now:
         raise InvalidSpec("expires_at: must be in the future")
 

@@ -27,6 +27,15 @@ from domain.services.context import ServiceContext
 from domain.spec import ProposalSpec, stored_spec
 
 
+class NotHosted(Exception):
+    """This worker's registry has no executor for the attempt's build.
+
+    Never a refusal (I11): the worker releases the lease for a worker that has
+    the build. The worker leases only what it hosts (``hosting.py``), so this
+    is a defence against a registry that changed under a lease.
+    """
+
+
 @dataclass(frozen=True)
 class Checked:
     """A passed pre-dispatch recheck."""
@@ -77,11 +86,13 @@ def recheck(
     authorization = authorize(ctx, who, spec, now, reads)
     if authorization.delivery_mode != attempt.delivery_mode.value:
         raise AuthorizationFailed("delivery_mode_mismatch")
-    if ctx.registry is None:
-        raise AuthorizationFailed("executor_not_registered")
-    executor = ctx.registry.get(attempt.capability, attempt.executor_build)
+    executor = (
+        ctx.registry.get(attempt.capability, attempt.executor_build)
+        if ctx.registry is not None
+        else None
+    )
     if executor is None:
-        raise AuthorizationFailed("executor_not_registered")
+        raise NotHosted()
     return Checked(spec=spec, executor=executor, authorization=authorization)
 
 

@@ -11,10 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from domain.errors import LedgerError, StoreUnavailable
-from domain.services.execution import Worker
+from domain.services.execution import Outcome, Worker
 
 DEFAULT_PAGE_SIZE = 100
 ERROR = "error"  # an attempt the worker raised on (it stays due)
+NOT_HOSTED = Outcome.NOT_HOSTED.value
 
 
 @dataclass
@@ -27,9 +28,18 @@ class RecoveryReport:
 
 
 def run_recovery(
-    worker: Worker, *, page_size: int = DEFAULT_PAGE_SIZE, max_items: int | None = None
+    worker: Worker,
+    *,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    max_items: int | None = None,
+    max_not_hosted: int | None = None,
 ) -> RecoveryReport:
-    """One tick: every entry due now, oldest first."""
+    """One tick: every entry due now, oldest first.
+
+    ``max_items`` bounds the entries acted on; attempts this worker does not host
+    (``not_hosted``: left for a worker with their build) do not count, or a
+    backlog of them at the head of the index would starve everything behind
+    it. ``max_not_hosted`` bounds those separately (each costs a read)."""
     report = RecoveryReport()
     now = worker.ctx.clock.now()
     cursor: str | None = None
@@ -47,7 +57,10 @@ def run_recovery(
                 outcome = ERROR
             report.examined += 1
             report.outcomes[outcome] += 1
-            if max_items is not None and report.examined >= max_items:
+            skipped = report.outcomes[NOT_HOSTED]
+            if max_items is not None and report.examined - skipped >= max_items:
+                return report
+            if max_not_hosted is not None and skipped >= max_not_hosted:
                 return report
         if page.cursor is None:
             return report

@@ -93,6 +93,25 @@ def back_off(
     return Outcome.REQUEUED if requeued else Outcome.SKIPPED
 
 
+def release(
+    ctx: ServiceContext, attempt: ExecutionAttempt, generation: int, reason: str
+) -> Outcome:
+    """Give a lease back at once, without backoff, for another worker (I11).
+
+    Before dispatch it is queued again and due now; after one, the lease is
+    left to expire and recovery hands the attempt to a worker that can serve it.
+    """
+    if attempt.dispatched:
+        return Outcome.NOT_HOSTED
+    now = ctx.clock.now()
+    try:
+        attempt.requeue(generation=generation, reason=reason, not_before=now, now=now)
+    except IllegalTransition:
+        return Outcome.STALE
+    released = commit_attempt(ctx, attempt, due=now, durable=False)
+    return Outcome.NOT_HOSTED if released else Outcome.SKIPPED
+
+
 def record(
     ctx: ServiceContext,
     attempt: ExecutionAttempt,

@@ -53,6 +53,7 @@ class Outcome(StrEnum):
     PENDING = "pending"  # dispatched, outcome not known yet: recovery takes over
     STALE = "stale"  # our lease was lost; the late result was observed only
     SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
+    NOT_HOSTED = "not_hosted"  # due, but this worker lacks its build: left for one that has it
     MISSING = "missing"
 
 

@@ -1,19 +1,19 @@
 """A seeded simulation of everyone who touches the ledger, one actor at a time.
 
 One ``random.Random(seed)`` decides every step: approvers (with duplicate,
-sibling, wrong-provenance and unknown-token approvals), three workers fed by a
-lossy, duplicating, reordering stream, recovery ticks, clock jumps past lease
-expiry, crashes at the five boundaries (and at any commit), ambiguous commits
-(applied, then reported as failed), admin reconcile / resolve, directory
-changes and the projector, and executor calls that outlive their deadline
-(the worker waits on, or gives up and the provider lands the effect later),
-and a provider that refuses every request while its credential is rotated, or
-refuses a re-send after an earlier dispatch landed (a 401, a reused key's 422).
-Every action is an actor on its own thread, but only one runs at a time
-(``tests.chaos.interleave``): at every commit, read, executor call and worker
-crash point an actor may park while others start or resume, so the races the
-real system's processes can have are schedules here, and the same seed always
-gives the same run.
+sibling, wrong-provenance and unknown-token approvals), three workers (two of
+which host only some builds) fed by a lossy, duplicating, reordering stream,
+recovery ticks, clock jumps past lease expiry, crashes at the five boundaries
+(and at any commit), ambiguous commits (applied, then reported as failed),
+admin reconcile / resolve, directory changes and the projector, and executor
+calls that outlive their deadline (the worker waits on, or gives up and the
+provider lands the effect later), and a provider that refuses every request
+while its credential is rotated, or refuses a re-send after an earlier dispatch
+landed (a 401, a reused key's 422). Every action is an actor on its own thread,
+but only one runs at a time (``tests.chaos.interleave``): at every commit,
+read, executor call and worker crash point an actor may park while others start
+or resume, so the races the real system's processes can have are schedules
+here, and the same seed always gives the same run.
 
 After every step the oracle checks I1-I9 on the raw store, and that no
 attempt is settled as "no effect" (``failed_safe``, or resolved ``no_effect``
@@ -25,6 +25,7 @@ fake effect ledger is checked and recovery must settle every attempt.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import random
 from collections.abc import Callable, Sequence
@@ -91,12 +92,18 @@ class Simulation(Actions, LateEffects):
         self.tokens = SeededTokens(random.Random(f"tokens-{self.seed}"))
         self.effects = EffectLedger()
         registry = StaticExecutorRegistry()
+        # Two workers host only some builds, as in a rolling deploy (I11): an
+        # attempt must never fail because one of them saw it first.
+        partial = [StaticExecutorRegistry(), StaticExecutorRegistry()]
         for capability, mode in FAKE_CAPABILITIES.items():
             reconciler = (
                 FakeReconciler(self.effects) if mode is DeliveryMode.CORRELATION_LOOKUP else None
             )
             fake = FakeExecutor(capability, self.effects, self.clock)  # slow moves the clock
-            registry.register(ChaosExecutor(fake, self, SETTLE_SECONDS[capability]), reconciler)
+            executor = ChaosExecutor(fake, self, SETTLE_SECONDS[capability])
+            registry.register(executor, reconciler)
+            hosted_by = partial[0] if mode is DeliveryMode.PROVIDER_IDEMPOTENCY else partial[1]
+            hosted_by.register(executor, reconciler)
         self.chaos = ChaosStore(self.store, self)
         self.ctx = ServiceContext(
             store=self.chaos,
@@ -115,8 +122,13 @@ class Simulation(Actions, LateEffects):
         # Calls run inline: the simulation itself decides when a call outlives its
         # deadline (ChaosExecutor), on the injected clock, so a seed replays exactly.
         self.workers = [
-            Worker(self.ctx, POLICY, crash_hook=self.crash_hook, calls=InlineCalls())
-            for _ in range(3)
+            Worker(
+                dataclasses.replace(self.ctx, registry=hosting),
+                POLICY,
+                crash_hook=self.crash_hook,
+                calls=InlineCalls(),
+            )
+            for hosting in (registry, *partial)
         ]
         self.projector = Projector(self.store, self.views)
         self.oracle = Oracle(self.store, self.views, POLICY)

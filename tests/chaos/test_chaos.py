@@ -160,3 +160,22 @@ def test_the_oracle_catches_a_refused_re_send_recorded_as_no_effect(
     monkeypatch.undo()
     assert run_schedule(by_model, "memory").ok
     assert run_schedule(by_effect, "memory").ok
+
+
+def test_the_oracle_catches_an_attempt_failed_for_where_it_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 25.1's planted bug: with the old rule back (every worker leases every
+    attempt, and one without the build records failed_safe executor_not_registered),
+    a worker that hosts only some builds fails attempts the others could run; the
+    model of the stream finds it. The same seed passes with the rule in place."""
+    from domain.services import execution, recheck
+    from domain.services.authorization import AuthorizationFailed
+
+    monkeypatch.setattr(execution, "hosts", lambda ctx, attempt: True)
+    monkeypatch.setattr(
+        recheck, "NotHosted", lambda: AuthorizationFailed("executor_not_registered")
+    )
+    seed = first_seed_caught("failed because of which worker saw it (I11)")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok

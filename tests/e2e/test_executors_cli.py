@@ -49,7 +49,7 @@ def test_development_lists_the_fakes_with_their_kind() -> None:
     assert result.exit_code == 0
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 3
-    assert all(line.endswith(" fake") and len(line.split()) == 4 for line in lines)
+    assert all(line.endswith(" fake current") and len(line.split()) == 5 for line in lines)
 
 
 def test_production_lists_the_http_executors_and_never_a_fake(
@@ -67,9 +67,9 @@ def test_production_lists_the_http_executors_and_never_a_fake(
     lines = result.stdout.strip().splitlines()
     assert [line.split()[0] for line in lines] == ["tasks.create", "tasks.lookup", "tasks.operator"]
     assert [line.split()[2:] for line in lines] == [
-        ["provider_idempotency", "http"],
-        ["correlation_lookup", "http"],
-        ["operator_reconciliation_only", "http"],
+        ["provider_idempotency", "http", "current"],
+        ["correlation_lookup", "http", "current"],
+        ["operator_reconciliation_only", "http", "current"],
     ]
     assert "fake" not in result.stdout
 
@@ -183,7 +183,7 @@ def test_the_example_plugin_is_listed_by_ledger_executors(
     assert run.returncode == 0, run.stderr
     notes = [line for line in run.stdout.splitlines() if line.startswith("notes.append ")]
     assert len(notes) == 1
-    assert notes[0].split()[2:] == ["provider_idempotency", "example-notes"]
+    assert notes[0].split()[2:] == ["provider_idempotency", "example-notes", "current"]
     # a broken plugin (its variable unset) stops start-up, naming it
     del env["LEDGER_EXAMPLE_NOTES_FILE"]
     run = subprocess.run(

@@ -27,6 +27,7 @@ EXPECTED_STATUS = {
     "invalid_spec": 422,
     "unknown_permission": 422,
     "executor_build_unavailable": 422,
+    "executor_build_draining": 422,
     "nondeterministic_renderer": 422,
     "not_found": 404,
     "approval_unavailable": 404,

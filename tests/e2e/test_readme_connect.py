@@ -69,7 +69,7 @@ def check(result: subprocess.CompletedProcess[str], workdir: Path) -> None:
     lines = result.stdout.strip().splitlines()
     executors = [line for line in lines if line.startswith("tasks.create sha256:")]
     assert len(executors) == 2 and executors[0] == executors[1]
-    assert executors[0].endswith(" provider_idempotency http")
+    assert executors[0].endswith(" provider_idempotency http current")
     assert "dict_values([1])" in lines  # the provider's own counter: one effect
     assert '"status":"succeeded"' in lines[-1], detail
     assert '"receipt":{"id":"task_1","status":"created"}' in lines[-1]

@@ -205,6 +205,7 @@ def test_worker_outlives_its_lease(template: dict[str, Any]) -> None:
         ("BackoffBaseSeconds", "LEDGER_BACKOFF_BASE_SECONDS", "backoff_base_seconds"),
         ("BackoffMaxSeconds", "LEDGER_BACKOFF_MAX_SECONDS", "backoff_max_seconds"),
         ("ExecutionEnabled", "LEDGER_EXECUTION_ENABLED", "execution_enabled"),
+        ("WaitingForBuildSeconds", "LEDGER_WAITING_FOR_BUILD_SECONDS", "waiting_for_build_seconds"),
     ],
 )
 def test_parameters_reach_every_function_as_settings(

@@ -17,6 +17,27 @@ from domain.spec import derive_attempt_id, derive_idempotency_key, parse_utc
 from projections.audit import event_type
 
 TERMINAL = ("succeeded", "failed_safe", "manually_resolved", "effect_after_no_effect")
+# Why a worker may fail an attempt before dispatch: the directory, the stored
+# spec and its hashes, or the pre-dispatch budget (I7, I11). Never where it ran.
+WORKER_REFUSALS = frozenset(
+    {
+        "spec_expired",
+        "permission_not_in_catalogue",
+        "directory_record_missing",
+        "actor_disabled",
+        "identity_binding",
+        "channel_binding",
+        "permission_not_granted",
+        "executor_build_unavailable",
+        "delivery_mode_mismatch",
+        "target_drift",
+        "executor_build_mismatch",
+        "stored_spec_invalid",
+        "hash_mismatch",
+        "proposal_not_claimed",
+        "predispatch_lease_limit",
+    }
+)
 REASON_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -247,6 +268,12 @@ def _check_result(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime
             expect(holds, f"{where}: worker result without the current unexpired lease (I5)")
         if new == "failed_safe":
             expect(not dispatched, f"{where}: failed_safe after a dispatch (needs proof)")
+            reason = d.get("reason_code")
+            expect(
+                reason in WORKER_REFUSALS,
+                f"{where}: failed_safe for {reason}, which no directory record, spec or "
+                "budget explains: failed because of which worker saw it (I11)",
+            )
         else:
             expect(new == "outcome_unknown" and dispatched, f"{where}: worker {new}")
     elif source == "recovery":

@@ -119,3 +119,22 @@ def test_channel_services_and_claims_parse() -> None:
     assert hash(settings) == hash(settings)  # settings stay hashable
     with pytest.raises(SettingsError, match="LEDGER_AUTH_ROLE_CLAIM"):
         load_settings(auth_role_claim="roles with spaces")
+
+
+def test_waiting_for_build_threshold_defaults_to_ten_minutes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().waiting_for_build_seconds == 600
+    monkeypatch.setenv("LEDGER_WAITING_FOR_BUILD_SECONDS", "120")
+    assert load_settings().waiting_for_build_seconds == 120
+
+
+@pytest.mark.parametrize("value", ["9", "604801", "soon"])
+def test_waiting_for_build_threshold_out_of_bounds_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("LEDGER_WAITING_FOR_BUILD_SECONDS", value)
+    with pytest.raises(
+        SettingsError, match=r"^invalid settings: LEDGER_WAITING_FOR_BUILD_SECONDS: "
+    ):
+        load_settings()

@@ -20,6 +20,7 @@ from api.http.schemas.attempts import (
 from api.service import attempts
 from api.service.cursors import DEFAULT_PAGE, MAX_PAGE
 from domain.attempt import AttemptStatus
+from projections.attention import AttentionReason
 
 router = APIRouter(
     prefix="/execution-attempts",
@@ -34,13 +35,15 @@ MAX_WAIT_SECONDS = 30
 def list_attempts(
     caller: AdminCaller,
     ledger: LedgerDep,
-    status: AttemptStatus,
+    status: AttemptStatus | AttentionReason,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> AttemptListOut:
     """Attempts in one status, oldest change first (the attention list for
     ``outcome_unknown``, ``effect_after_no_effect`` and ``failed_safe``); paginated
-    from the projection."""
+    from the projection. ``waiting_for_build``: the queued attempts no worker with
+    their build has taken for ``LEDGER_WAITING_FOR_BUILD_SECONDS`` (each item is
+    its ordinary status view, status ``queued``)."""
     return attempts.list_attempts(ledger, caller, status, limit=limit, cursor=cursor)
 
 

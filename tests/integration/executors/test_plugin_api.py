@@ -79,6 +79,8 @@ def test_a_duplicate_build_stops_start_up_and_nothing_is_half_registered() -> No
 
 
 def test_two_identical_file_entries_are_one_build_registered_twice(tmp_path: Path) -> None:
+    """Marked draining or not, the same configuration is the same build: the digest
+    does not cover the mark."""
     from tests.support.http_executors import load_http
 
     entry = (
@@ -86,7 +88,7 @@ def test_two_identical_file_entries_are_one_build_registered_twice(tmp_path: Pat
         'url = "http://127.0.0.1:9/v1/{destination}"\n'
     )
     with pytest.raises(ExecutorConfigError) as caught:
-        load_http(tmp_path, entry + "\n" + entry, "t")
+        load_http(tmp_path, entry + "\n" + entry + "draining = true\n", "t")
     assert str(caught.value).startswith(
         "LEDGER_EXECUTORS_FILE executors.toml: [[http]] #2 (tasks.create) registers "
         "tasks.create sha256:"

@@ -150,7 +150,7 @@ class Run:
         ).stdout
         for line in listed.splitlines():
             fields = line.split()
-            if fields and fields[0] == "tasks.create" and fields[-1] == "http":
+            if len(fields) >= 4 and fields[0] == "tasks.create" and fields[3] == "http":
                 return fields[1]
         raise AssertionError(f"`ledger executors` listed no http build:\n{listed}")
 
