@@ -27,6 +27,11 @@ class InstrumentedExecutor:
         self.capability = inner.capability
         self.build_digest = inner.build_digest
         self.delivery_mode = inner.delivery_mode
+        # The worker reads the build's settle window from the executor it is
+        # handed (worker_policy.settle_seconds): a wrapper that dropped it would
+        # make every configured window 0 in the live worker.
+        if hasattr(inner, "settle_seconds"):
+            self.settle_seconds = inner.settle_seconds
         self._metrics = metrics
         self._tracer = tracer
         self._label = safe_label(inner.capability, capabilities)
