@@ -74,6 +74,13 @@ class Settings(BaseSettings):
     max_dispatches: Annotated[int, Field(ge=1, le=50)] = 5
     due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
+    # attempts one process works on at once (ledger serve, ledger worker), in all
+    # and per executor build: a slow provider's attempts wait behind their own bound
+    worker_concurrency: Annotated[int, Field(ge=1, le=256)] = 16
+    worker_concurrency_per_build: Annotated[int, Field(ge=1, le=256)] = 4
+    # on SIGTERM: how long in-flight executor calls (and HTTP requests) may take
+    # to finish and be recorded before the process exits anyway (recovery covers them)
+    shutdown_grace_seconds: Annotated[float, Field(ge=0, le=900)] = 25
     fake_executors: bool | None = None
     fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
     executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
@@ -139,6 +146,10 @@ class Settings(BaseSettings):
     def _check_consistency(self) -> Settings:
         if self.backoff_max_seconds < self.backoff_base_seconds:
             raise ValueError("LEDGER_BACKOFF_MAX_SECONDS must be >= LEDGER_BACKOFF_BASE_SECONDS")
+        if self.worker_concurrency_per_build > self.worker_concurrency:
+            raise ValueError(
+                "LEDGER_WORKER_CONCURRENCY_PER_BUILD must be <= LEDGER_WORKER_CONCURRENCY"
+            )
         if self.env is Environment.PRODUCTION:
             if self.uses_development_secret and not self.auth_rs256_public_key:
                 raise ValueError(

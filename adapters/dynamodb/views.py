@@ -332,20 +332,29 @@ class DynamoDBViewStore:
         return answer.get("Item")
 
     def list_views(
-        self, list_pk: str, limit: int, cursor: str | None = None
+        self, list_pk: str, limit: int, cursor: str | None = None, *, until: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
         records: list[ViewRecord] = []
+        start = cursor or " "
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": it.LIST_INDEX,
             "KeyConditionExpression": "#p = :p AND #s > :c",
             "ExpressionAttributeNames": {"#p": it.LIST_PK, "#s": it.LIST_SK},
-            "ExpressionAttributeValues": {":p": {"S": list_pk}, ":c": {"S": cursor or " "}},
+            "ExpressionAttributeValues": {":p": {"S": list_pk}, ":c": {"S": start}},
         }
+        if until is not None:
+            # One condition per sort key: BETWEEN includes the cursor, dropped below.
+            request["KeyConditionExpression"] = "#p = :p AND #s BETWEEN :c AND :u"
+            request["ExpressionAttributeValues"][":u"] = {"S": until}
+            if until < start:
+                return [], None
         while len(records) <= limit:
-            request["Limit"] = limit + 1 - len(records)
+            request["Limit"] = limit + 2 - len(records)
             answer = self._call(lambda: self.client.query(**request))
-            records.extend(_record(item) for item in answer.get("Items", []))
+            records.extend(
+                r for r in map(_record, answer.get("Items", [])) if (r.list_sk or "") > start
+            )
             if "LastEvaluatedKey" not in answer:
                 break
             request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]

@@ -54,6 +54,9 @@ class Outcome(StrEnum):
     STALE = "stale"  # our lease was lost; the late result was observed only
     SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
     MISSING = "missing"
+    # handed to the process's bounded pool of attempts; its own outcome is
+    # counted when it runs (adapters/work_pool.py)
+    SCHEDULED = "scheduled"
 
 
 @dataclass(frozen=True)
