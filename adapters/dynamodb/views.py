@@ -52,6 +52,13 @@ REBUILD_ITEMS = 100  # rows per guarded rebuild write (DynamoDB's bound per tran
 BATCH_GET_KEYS = 100  # DynamoDB's bound per BatchGetItem
 MAX_CONFLICT_ROUNDS = 8
 MAX_UNPROCESSED_ROUNDS = 10
+TRACKING_TTL_SECONDS = 7 * 86400
+"""How long a subscriber position outlives its last write (``expires_at_epoch``, the
+table's TTL attribute). A position is only read for a shard the stream still lists,
+and a shard is listed for about 24 hours after it closes; a reader renews the
+positions of the shards it still lists every ``TRACKING_REFRESH_SECONDS``, so
+a position expires only once nothing can read it."""
+TRACKING_REFRESH_SECONDS = 86400
 
 
 @dataclass(frozen=True)
@@ -86,11 +93,16 @@ class DynamoDBViewStore:
         *,
         retrier: Retrier | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.table_name = table_name
         self.retrier = retrier or Retrier()
         self.sleep = sleep
+        self.wall = wall  # the TTL attribute is epoch seconds of the table's own clock
+
+    def _tracking_expiry(self) -> dict[str, str]:
+        return {"N": str(int(self.wall()) + TRACKING_TTL_SECONDS)}
 
     def _call(
         self, operation: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None
@@ -281,6 +293,7 @@ class DynamoDBViewStore:
                 it.SK: {"N": "0"},
                 "position": {"S": position},
                 "sequence_number": {"S": sequence},
+                it.TTL_ATTRIBUTE: self._tracking_expiry(),
             },
             "ConditionExpression": "attribute_not_exists(#pk) OR #p < :p",
             "ExpressionAttributeNames": {"#pk": it.PK, "#p": "position"},
@@ -301,6 +314,27 @@ class DynamoDBViewStore:
     def max_tracking_id(self, application_name: str) -> int | None:
         item = self._tracking_item(application_name)
         return int(item["position"]["S"]) if item else None
+
+    def renew_tracking(self, application_names: Sequence[str]) -> int:
+        """Push the expiry of these positions out again (those that exist; the
+        position itself is left as it is); returns how many were renewed."""
+        renewed = 0
+        for name in application_names:
+            try:
+                self._call(
+                    lambda n=name: self.client.update_item(  # type: ignore[misc]
+                        TableName=self.table_name,
+                        Key={it.PK: {"S": it.TRACKING_PREFIX + n}, it.SK: {"N": "0"}},
+                        UpdateExpression="SET #t = :t",
+                        ConditionExpression="attribute_exists(#pk)",
+                        ExpressionAttributeNames={"#t": it.TTL_ATTRIBUTE, "#pk": it.PK},
+                        ExpressionAttributeValues={":t": self._tracking_expiry()},
+                    )
+                )
+                renewed += 1
+            except ClientError:  # only ConditionalCheckFailed reaches here: none recorded
+                continue
+        return renewed
 
     def sequence_number(self, application_name: str) -> str | None:
         """The exact sequence number of a shard position (None when none is recorded)."""
