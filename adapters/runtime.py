@@ -42,6 +42,7 @@ from domain.errors import LedgerError
 from domain.services.execution import Outcome, Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
 from projections.ports import Subscriber
+from projections.webhooks import WebhookNotifier
 
 logger = logging.getLogger("ledger.runtime")
 DELIVER_IDLE_SECONDS = 1.0
@@ -399,7 +400,10 @@ def subscriber_runs(ledger: Ledger) -> list[SubscriberRun]:
                     len(report.changed),
                 )
 
-        runs.append(SubscriberRun(subscriber, ledger.backend.log_reader(subscriber.name), cover))
+        reader = ledger.backend.log_reader(subscriber.name)
+        if isinstance(subscriber, WebhookNotifier) and subscriber.start_now:
+            reader.start_from_end([subscriber.start_row()])  # a new one: from now on
+        runs.append(SubscriberRun(subscriber, reader, cover))
     return runs
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -49,7 +49,7 @@ from domain.notifications import (
 from domain.ports import EventStore
 from domain.proposal import Proposal, ProposalStatus
 from domain.spec import ATTEMPT_ID_PREFIX
-from domain.timeutil import format_utc
+from domain.timeutil import format_utc, parse_utc
 from projections.inbox import PROPOSAL_PREFIX, proposal_view, sort_time
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord, ViewStore
 from projections.status import view_of
@@ -57,6 +57,7 @@ from projections.status_fold import fold_fields, typed
 
 DELIVERY_VIEW = "webhook_delivery"
 EXPIRY_WATCH_VIEW = "webhook_expiry"
+START_VIEW = "webhook_start"  # when a ``start = "now"`` subscription first ran
 DELIVERY_ID_PREFIX = "whd_"
 # what the admin list shows (the body is sent, not listed)
 LISTED_FIELDS = (
@@ -184,9 +185,37 @@ class WebhookNotifier:
     actor_id: str | None
     now: Callable[[], datetime]
     name: str = ""
+    # start = "now": facts from before the subscription first ran are not told
+    start_now: bool = False
+    _start: datetime | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.name = self.name or f"webhook-{self.subscription_id}"
+
+    def start_row(self) -> ViewRecord:
+        """The moment this subscription starts from (version 1: the first one
+        written stays, whichever process wrote it)."""
+        return ViewRecord(
+            name=START_VIEW,
+            key=self.subscription_id,
+            version=1,
+            data={"subscription_id": self.subscription_id, "start_at": format_utc(self.now())},
+        )
+
+    def starts_at(self) -> datetime | None:
+        """For ``start = "now"``: when the subscription first ran (recorded on
+        first use); None when it is told of every fact."""
+        if not self.start_now:
+            return None
+        if self._start is None:
+            row = self.views.get_view(START_VIEW, self.subscription_id)
+            if row is None:
+                self.views.put_view(self.start_row())
+                row = self.views.get_view(START_VIEW, self.subscription_id)
+            if row is None:  # a store that lost the write it just acknowledged
+                raise RuntimeError("the subscription's start was not recorded")
+            self._start = parse_utc(row.data["start_at"])
+        return self._start
 
     def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
         """The delivery records (and expiry watches) the named streams imply."""
@@ -207,12 +236,15 @@ class WebhookNotifier:
     def _deliveries(self, facts: Iterable[Fact]) -> list[ViewRecord]:
         """The records of one subject's facts, in order; each names the one before."""
         stamp = format_utc(self.now())
+        start = self.starts_at()
         rows: list[ViewRecord] = []
         previous: str | None = None
         for fact in facts:
             n = fact.notification
             if not self._wanted(n.type, fact.actor_id):
                 continue
+            if start is not None and n.at and parse_utc(n.at) < start:
+                continue  # before the subscription started: not told
             ident = delivery_id(self.subscription_id, n.id)
             after, previous = previous, ident
             rows.append(

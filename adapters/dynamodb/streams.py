@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ from adapters.dynamodb.views import (
     shard_tracking_name,
 )
 from adapters.streams import attempt_streams_from_records, work_from_records
-from projections.ports import LogBatch
+from projections.ports import LogBatch, ViewRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams.literals import ShardIteratorTypeType
@@ -258,6 +258,12 @@ class StreamLogReader:
     def take_gaps(self) -> list[str]:
         gaps, self.gaps = self.gaps, []
         return gaps
+
+    def start_from_end(self, records: Sequence[ViewRecord]) -> bool:
+        # No sequence number names "now" in every shard: the subscriber reads the
+        # stream's retention (at most 24 hours) and drops what is older than its start.
+        self.views.put_views(records, [])
+        return False
 
     def lag(self, now: datetime) -> Lag:
         age = 0.0
