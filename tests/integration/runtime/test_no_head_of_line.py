@@ -276,3 +276,36 @@ def test_a_delivery_pass_reads_what_is_due_not_the_backlog(
     assert deliverer.run_lane("chat") == 3
     assert counting.rows_listed == 3
     assert transport.posts == {"http://r.invalid/chat": 3}
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_attempts_of_three_builds_on_the_pool_each_run_once(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest, round_: int
+) -> None:
+    """Every hint twice, and recovery ticking beside the feed: each attempt is
+    leased and called once, settles, and no build ever ran more than its bound."""
+    ledger = webhook_ledger(store, pworld, request, [])
+    modes = ["provider_idempotency", "correlation_lookup", "operator_reconciliation_only"]
+    ids = [pworld.approved(modes[n % 3]) for n in range(24)]
+    pool = WorkPool(total=5, per_build=2)
+    runtime = Runtime(
+        ledger,
+        ListFeed([*ids, *reversed(ids)]),
+        recovery_interval=0.01,
+        poll_seconds=0.01,
+        pool=pool,
+    )
+    runtime.start()
+    try:
+        until(lambda: all(status(ledger, i) == "succeeded" for i in ids), "every attempt succeeds")
+    finally:
+        report = runtime.stop(grace=WAIT)
+    assert report.left_running == 0
+    effects = ledger.effects
+    assert effects is not None
+    for attempt_id in ids:
+        key = pworld.attempt(attempt_id).idempotency_key
+        assert [k for _, k in effects.calls].count(key) == 1, attempt_id
+        assert len(effects.effects[key]) == 1
+    assert max(pool.peak_running.values()) <= 2
+    assert len(pool.peak_running) == 3
