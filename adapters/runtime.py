@@ -11,7 +11,8 @@ recover --once`, another process) is applied when it starts.
 Attempts run on a pool bounded per executor build and in total
 (``adapters/work_pool.py``): the feed and recovery hand attempts to it, and a
 slow provider fills only its own build's slots. Webhook deliveries run on one
-lane per subscription, so a receiver that hangs delays only its own.
+lane per subscription (``adapters/webhooks/lanes.py``), so a receiver that
+hangs delays only its own.
 
 ``stop`` is graceful: nothing new is leased, the attempts already running
 finish (their executor calls run to their deadline and their results are
@@ -36,6 +37,7 @@ from adapters.backend import LogReader, WorkFeed
 from adapters.bootstrap import Ledger, policy_from_settings
 from adapters.rebuild import rebuild
 from adapters.webhooks.deliverer import Deliverer
+from adapters.webhooks.lanes import DeliveryLanes
 from adapters.work_pool import WorkPool
 from domain.attempt import AttemptStatus, ExecutionAttempt
 from domain.errors import LedgerError
@@ -45,7 +47,6 @@ from projections.ports import Subscriber
 from projections.webhooks import WebhookNotifier
 
 logger = logging.getLogger("ledger.runtime")
-DELIVER_IDLE_SECONDS = 1.0
 
 
 def worker_policy(ledger: Ledger) -> WorkerPolicy:
@@ -109,18 +110,19 @@ class Runtime:
     # set by stop(): lease nothing more (the loops that lease end first)
     draining: threading.Event = field(default_factory=threading.Event)
     _leasing: list[threading.Thread] = field(default_factory=list)
-    _lane_wakes: dict[str, threading.Event] = field(default_factory=dict)
+    _lanes: DeliveryLanes | None = None
 
     def start(self) -> None:
         if self.feed is not None:
             self._leasing.append(self._spawn("ledger-worker", self._worker_loop))
         if self.deliverer is not None:
-            self._spawn("ledger-webhooks-adopt", self._adopt_loop)
-            for subscription_id in self.deliverer.subscriptions:
-                self._lane_wakes[f"webhook-{subscription_id}"] = threading.Event()
-                self._spawn(
-                    f"ledger-webhooks-{subscription_id}", partial(self._lane_loop, subscription_id)
-                )
+            self._lanes = DeliveryLanes(
+                self.deliverer,
+                self.ledger.webhook_notifiers(),
+                self.stop_event,
+                poll_seconds=self.poll_seconds,
+            )
+            self._lanes.start(self._spawn)
         for run in self.subscribers:
             self._spawn(f"ledger-{run.subscriber.name}", partial(self._subscriber_loop, run))
         if self.recovery:
@@ -147,8 +149,8 @@ class Runtime:
         else:  # the worker loop runs its attempt itself
             report.left_running = sum(thread.is_alive() for thread in self._leasing)
         self.stop_event.set()
-        for wake in self._lane_wakes.values():
-            wake.set()
+        if self._lanes is not None:
+            self._lanes.release()
         for thread in self.threads:
             if thread not in self._leasing:
                 thread.join(left())
@@ -296,43 +298,6 @@ class Runtime:
         """True once the pool has nothing queued or running (at most ``timeout`` s)."""
         return self.pool is None or self.pool.wait_idle(timeout)
 
-    # -- webhook deliveries ----------------------------------------------------
-
-    def _adopt_loop(self) -> None:
-        """Move delivery records written before the due lists into them (once)."""
-        assert self.deliverer is not None
-        while not self.stop_event.is_set():
-            try:
-                moved = self.deliverer.adopt_legacy()
-                if moved:
-                    logger.info("webhook deliveries moved to the due lists: %d", moved)
-                return
-            except Exception as exc:
-                logger.error("webhook delivery adoption failed: %s", type(exc).__name__)
-                self.stop_event.wait(max(self.poll_seconds, DELIVER_IDLE_SECONDS))
-
-    def _lane_loop(self, subscription_id: str) -> None:
-        """One subscription's deliveries, independent of every other subscription's."""
-        assert self.deliverer is not None
-        wake = self._lane_wakes[f"webhook-{subscription_id}"]
-        notifiers = [
-            n for n in self.ledger.webhook_notifiers() if n.subscription_id == subscription_id
-        ]
-        while not self.stop_event.is_set():
-            wake.clear()
-            try:
-                for notifier in notifiers:
-                    notifier.sweep_expired()  # proposal.expired comes from the clock
-                if not self.deliverer.run_lane(subscription_id, stop=self.stop_event.is_set):
-                    # Nothing was due: wait for the notifier's next records, or a
-                    # second (a backoff that ends, another process's records).
-                    wake.wait(max(self.poll_seconds, DELIVER_IDLE_SECONDS))
-            except Exception as exc:  # the store was unavailable: try again later
-                logger.error(
-                    "webhook delivery pass failed (%s): %s", subscription_id, type(exc).__name__
-                )
-                self.stop_event.wait(self.poll_seconds)
-
     # -- subscribers of the log ------------------------------------------------
 
     def run_subscriber_once(self, run: SubscriberRun) -> bool:
@@ -361,9 +326,8 @@ class Runtime:
         run.reader.advance(batch)
         if moved:
             self.ledger.metrics.inc("ledger_projection_updates_total", moved)
-            wake = self._lane_wakes.get(name)
-            if wake is not None:
-                wake.set()  # new delivery records: the lane sends them now
+            if self._lanes is not None:
+                self._lanes.wake(name)  # new delivery records: the lane sends them now
         return True
 
     def _subscriber_loop(self, run: SubscriberRun) -> None:

@@ -154,7 +154,9 @@ def _stop_gracefully(stopping: StopSignals, settings: Settings, runtime: Any, ht
         left = runtime.stop(grace=grace).left_running
     if http is not None:
         http.wait(grace - (time.monotonic() - began))
-    if left:
+    if runtime is None:
+        typer.echo("ledger: stopped")
+    elif left:
         typer.echo(f"ledger: stopped; {left} attempt(s) still running were left to recovery")
     else:
         typer.echo("ledger: stopped; every attempt in flight was recorded")

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.backend import Lag
 from adapters.dynamodb.client import DynamoDBStreamsClient, error_code
-from adapters.dynamodb.views import (
+from adapters.dynamodb.positions import (
     TRACKING_REFRESH_SECONDS,
-    DynamoDBViewStore,
     ShardTracking,
     shard_tracking_name,
 )
+from adapters.dynamodb.views import DynamoDBViewStore
 from adapters.streams import attempt_streams_from_records, work_from_records
 from projections.ports import LogBatch, ViewRecord
 

@@ -17,7 +17,6 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -33,6 +32,12 @@ from adapters.dynamodb.client import (
     is_transient,
     request_error,
 )
+from adapters.dynamodb.positions import (
+    ShardTracking,
+    position_put,
+    renew_request,
+    shard_tracking_name,
+)
 from domain.errors import StoreUnavailable
 from projections.ports import ViewRecord
 
@@ -44,35 +49,14 @@ if TYPE_CHECKING:
     )
 
 T = TypeVar("T")
+__all__ = ["DynamoDBViewStore", "ShardTracking", "shard_tracking_name"]
 
 VIEW_PREFIX = "view#"
-POSITION_DIGITS = 48  # stream sequence numbers have up to 40 digits
 TRANSACTION_ITEMS = 50  # views per atomic write (DynamoDB allows 100 items)
 REBUILD_ITEMS = 100  # rows per guarded rebuild write (DynamoDB's bound per transaction)
 BATCH_GET_KEYS = 100  # DynamoDB's bound per BatchGetItem
 MAX_CONFLICT_ROUNDS = 8
 MAX_UNPROCESSED_ROUNDS = 10
-TRACKING_TTL_SECONDS = 7 * 86400
-"""How long a subscriber position outlives its last write (``expires_at_epoch``, the
-table's TTL attribute). A position is only read for a shard the stream still lists,
-and a shard is listed for about 24 hours after it closes; a reader renews the
-positions of the shards it still lists every ``TRACKING_REFRESH_SECONDS``, so
-a position expires only once nothing can read it."""
-TRACKING_REFRESH_SECONDS = 86400
-
-
-@dataclass(frozen=True)
-class ShardTracking(Tracking):
-    """A subscriber's position in one stream shard: ``application_name`` is
-    ``<subscriber>@<shard id>``, ``notification_id`` the record's sequence number
-    as an integer, and ``sequence_number`` its exact text (what the Streams
-    API takes back to resume after it)."""
-
-    sequence_number: str = ""
-
-
-def shard_tracking_name(subscriber: str, shard_id: str) -> str:
-    return f"{subscriber}@{shard_id}"
 
 
 class _Condition(TypedDict):
@@ -99,10 +83,7 @@ class DynamoDBViewStore:
         self.table_name = table_name
         self.retrier = retrier or Retrier()
         self.sleep = sleep
-        self.wall = wall  # the TTL attribute is epoch seconds of the table's own clock
-
-    def _tracking_expiry(self) -> dict[str, str]:
-        return {"N": str(int(self.wall()) + TRACKING_TTL_SECONDS)}
+        self.wall = wall  # a position's TTL attribute: epoch seconds (positions.py)
 
     def _call(
         self, operation: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None
@@ -284,21 +265,8 @@ class DynamoDBViewStore:
         }
 
     def _tracking_put(self, tracking: Tracking) -> PutTypeDef:
-        position = f"{tracking.notification_id:0{POSITION_DIGITS}d}"
-        sequence = getattr(tracking, "sequence_number", "") or str(tracking.notification_id)
-        return {
-            "TableName": self.table_name,
-            "Item": {
-                it.PK: {"S": it.TRACKING_PREFIX + tracking.application_name},
-                it.SK: {"N": "0"},
-                "position": {"S": position},
-                "sequence_number": {"S": sequence},
-                it.TTL_ATTRIBUTE: self._tracking_expiry(),
-            },
-            "ConditionExpression": "attribute_not_exists(#pk) OR #p < :p",
-            "ExpressionAttributeNames": {"#pk": it.PK, "#p": "position"},
-            "ExpressionAttributeValues": {":p": {"S": position}},
-        }
+        put: PutTypeDef = position_put(self.table_name, tracking, self.wall())  # type: ignore[assignment]
+        return put
 
     def _tracking_item(self, application_name: str) -> dict[str, Any] | None:
         answer = self._call(
@@ -320,17 +288,9 @@ class DynamoDBViewStore:
         position itself is left as it is); returns how many were renewed."""
         renewed = 0
         for name in application_names:
+            request = renew_request(self.table_name, name, self.wall())
             try:
-                self._call(
-                    lambda n=name: self.client.update_item(  # type: ignore[misc]
-                        TableName=self.table_name,
-                        Key={it.PK: {"S": it.TRACKING_PREFIX + n}, it.SK: {"N": "0"}},
-                        UpdateExpression="SET #t = :t",
-                        ConditionExpression="attribute_exists(#pk)",
-                        ExpressionAttributeNames={"#t": it.TTL_ATTRIBUTE, "#pk": it.PK},
-                        ExpressionAttributeValues={":t": self._tracking_expiry()},
-                    )
-                )
+                self._call(lambda r=request: self.client.update_item(**r))  # type: ignore[misc]
                 renewed += 1
             except ClientError:  # only ConditionalCheckFailed reaches here: none recorded
                 continue

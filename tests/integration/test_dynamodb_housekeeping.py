@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from adapters.dynamodb import items as it
+from adapters.dynamodb.positions import TRACKING_TTL_SECONDS
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
-from adapters.dynamodb.views import TRACKING_TTL_SECONDS, DynamoDBViewStore
+from adapters.dynamodb.views import DynamoDBViewStore
 from adapters.executors.fake import register_fakes
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
