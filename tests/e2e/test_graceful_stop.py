@@ -2,15 +2,17 @@
 slow provider (it applies the effect, then answers seconds later): the
 process leases nothing more, waits for the 8 answers, records the 8 results
 and exits 0, so none is left to recovery (each key was sent once, nothing is
-due). A second signal exits at once (128 + 15); the calls it cut off are
-recovery's, as after `SIGKILL`, and a restart settles them with one effect per
-key. SQLite always, DynamoDB on the emulator."""
+due); a long poll in flight at the signal is answered with the result. A
+second signal exits at once (128 + 15); the calls it cut off are recovery's,
+as after `SIGKILL`, and a restart settles them with one effect per key.
+SQLite always, DynamoDB on the emulator."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -204,9 +206,27 @@ def graceful(life: Life, store: Callable[[], LedgerStore]) -> None:
         keys = keys_of(store(), attempts)
         wait_for(lambda: in_flight(life.provider, keys), 60, "8 calls at the provider")
         assert statuses(store(), attempts) == ["executing"] * CALLS  # none answered yet
+        # a request in flight at the signal: a long poll on one of the attempts
+        answers: list[httpx.Response] = []
+        poll = threading.Thread(
+            target=lambda: answers.append(
+                httpx.get(
+                    f"{life.base}{API}/execution-attempts/{attempts[0]}",
+                    params={"wait": 25},
+                    headers=life.auth["admin"],
+                    timeout=60,
+                )
+            )
+        )
+        poll.start()
+        time.sleep(1)  # sequencing only: let the request reach the server first
         status, took = life.signal(signal.SIGTERM)
+        poll.join(60)
     finally:
         life.stop()
+    # the server finished the request in flight, with the result recorded meanwhile
+    assert [a.status_code for a in answers] == [200]
+    assert answers[0].json()["status"] == "succeeded"
     out = life.log.read_text()
     print(
         f"graceful stop: {CALLS} calls in flight at SIGTERM, exit {status} after {took:.1f} s "
