@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Protocol
 
 from adapters.webhooks import standard
@@ -52,6 +52,7 @@ ERROR_CLASSES = frozenset({"timeout", "connect", "transport", "http_status", "re
 LANE_PAGE = 100
 """Due records one lane reads per pass (the lane runs again at once when it sent any)."""
 _OUTSTANDING = frozenset(status.value for status in OUTSTANDING)
+MAX_CHAIN = 64  # facts of one subject followed back to the earliest unacknowledged one
 
 
 class DeliveryFailed(Exception):
@@ -159,28 +160,32 @@ class Deliverer:
                 continue
             if stop is not None and stop():
                 break
-            if self._waits(row, now):
-                continue
-            if self.deliver(row, subscription) is not None:
-                sent += 1
+            before = self._blocking(row)
+            if before is None:
+                sent += self.deliver(row, subscription) is not None
+            elif parse_utc(before.data["next_try_at"]) <= now:
+                # the subject's earliest unacknowledged fact is due: it goes first
+                sent += self.deliver(before, subscription) is not None
+            else:  # wait for it: not read again before its next try
+                then = before.data["next_try_at"]
+                self.views.put_view(
+                    delivery_row({**row.data, "next_try_at": then}, row.version + 1)
+                )
         return sent
 
-    def _waits(self, row: ViewRecord, now: datetime) -> bool:
-        """True while the subject's previous fact is not acknowledged. A record
-        that waits is moved to that one's next try, so the passes in between do
-        not read it again."""
+    def _blocking(self, row: ViewRecord) -> ViewRecord | None:
+        """The earliest fact of the record's subject that is not acknowledged yet
+        (following ``after``), or None when nothing before it waits."""
+        found: ViewRecord | None = None
         after = row.data.get("after")
-        if not after:
-            return False
-        before = self.views.get_view(DELIVERY_VIEW, after)
-        if before is None or before.data["status"] not in _OUTSTANDING:
-            return False  # acknowledged (or gone with its subscription's old events)
-        then = parse_utc(before.data["next_try_at"])
-        if then > now:
-            self.views.put_view(
-                delivery_row({**row.data, "next_try_at": format_utc(then)}, row.version + 1)
-            )
-        return True
+        for _ in range(MAX_CHAIN):
+            if not after:
+                break
+            before = self.views.get_view(DELIVERY_VIEW, after)
+            if before is None or before.data["status"] not in _OUTSTANDING:
+                break  # acknowledged (or gone with its subscription's old events)
+            found, after = before, before.data.get("after")
+        return found
 
     def adopt_legacy(self) -> int:
         """Move the outstanding records written before the due lists into them,
