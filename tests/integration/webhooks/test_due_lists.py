@@ -115,3 +115,45 @@ def test_a_record_waiting_for_an_earlier_one_due_now_is_sent_right_after_it(
     assert deliverer.run_lane("chat") == 1
     assert deliverer.run_lane("chat") == 1
     assert transport.sent == [first["notification_id"], second["notification_id"]]
+
+
+def test_a_page_of_waiting_records_sends_their_earlier_facts_first(
+    store: LedgerStore, pworld: ExecutionWorld, request: pytest.FixtureRequest
+) -> None:
+    """Every record of the page waits for an earlier fact of its subject that is
+    due too but listed after the page: the pass sends those earlier facts, and
+    never stands still."""
+    ledger = webhook_ledger(store, pworld, request, [subscription("http://r.invalid/chat")])
+    assert ledger.views is not None
+    clock = pworld.clock.now()
+    earlier, later = format_utc(clock - timedelta(seconds=9)), format_utc(clock)
+    firsts = []
+    for n in range(3):
+        subject = f"att_{n:064d}"
+        first = record(10 + n, "failing", subject_id=subject, next_try_at=later)
+        second = record(
+            20 + n,
+            "pending",
+            subject_id=subject,
+            subject_version=9,
+            next_try_at=earlier,
+            after=first["delivery_id"],
+        )
+        for data in (first, second):
+            ledger.views.put_view(delivery_row(data, 1))
+        firsts.append(first["notification_id"])
+    transport = Recording()
+    transport.status = 204
+    deliverer = ledger.make_deliverer(transport=transport)
+    assert deliverer.run_lane("chat", limit=2) == 2  # the page: two waiting records
+    assert len(transport.sent) == 2 and set(transport.sent) <= set(firsts)  # earlier facts
+    passes = 0
+    while due(ledger.views, "chat", pworld.clock.now(), 100):
+        passes += 1
+        assert passes < 10
+        deliverer.run_lane("chat", limit=2)
+    assert len(transport.sent) == 6
+    for n in range(3):  # each subject in order
+        assert transport.sent.index(f"msg_{10 + n:040d}") < transport.sent.index(
+            f"msg_{20 + n:040d}"
+        )
