@@ -193,6 +193,7 @@ class Ledger:
                 w.actor_id,
                 now=self.clock.now,
                 name=w.subscriber_name,
+                start_now=w.start == "now",
             )
             for w in self.webhooks
         ]

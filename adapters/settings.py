@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     # a queued attempt no worker with its build has taken for this long is on the
     # attention list as waiting_for_build (projections.attention)
     waiting_for_build_seconds: Annotated[int, Field(ge=10, le=7 * 86400)] = 600
+    # attempts one process works on at once (ledger serve, ledger worker), in all
+    # and per executor build: a slow provider's attempts wait behind their own bound
+    worker_concurrency: Annotated[int, Field(ge=1, le=256)] = 16
+    worker_concurrency_per_build: Annotated[int, Field(ge=1, le=256)] = 4
+    # on SIGTERM: how long in-flight executor calls (and HTTP requests) may take
+    # to finish and be recorded before the process exits anyway (recovery covers them)
+    shutdown_grace_seconds: Annotated[float, Field(ge=0, le=900)] = 25
     fake_executors: bool | None = None
     fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
     executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
@@ -231,6 +238,10 @@ class Settings(BaseSettings):
         if self.auth_jwks_cache_seconds < self.auth_jwks_min_refresh_seconds:
             raise ValueError(
                 "LEDGER_AUTH_JWKS_CACHE_SECONDS must be >= LEDGER_AUTH_JWKS_MIN_REFRESH_SECONDS"
+            )
+        if self.worker_concurrency_per_build > self.worker_concurrency:
+            raise ValueError(
+                "LEDGER_WORKER_CONCURRENCY_PER_BUILD must be <= LEDGER_WORKER_CONCURRENCY"
             )
         if self.env is Environment.PRODUCTION:
             if self.uses_development_secret and not (

@@ -55,6 +55,9 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
     NOT_HOSTED = "not_hosted"  # due, but this worker lacks its build: left for one that has it
     MISSING = "missing"
+    # handed to the process's bounded pool of attempts; its own outcome is
+    # counted when it runs (adapters/work_pool.py)
+    SCHEDULED = "scheduled"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
 from domain.spec import ATTEMPT_ID_PREFIX
-from projections.webhooks import DELIVERY_VIEW, EXPIRY_WATCH_VIEW
+from projections.webhooks import DELIVERY_VIEW, EXPIRY_WATCH_VIEW, START_VIEW
 from tests.support.sam_template import (
     CHECKPOINT_OBJECTS_ARN,
     DUE_INDEX_ARN,
@@ -36,6 +36,7 @@ LOOKUPS = f"{it.LOOKUP_PREFIX}*"
 PROPOSALS = "prop_*"
 DELIVERIES = f"{VIEW_PREFIX}{DELIVERY_VIEW}#*"
 WATCHES = f"{VIEW_PREFIX}{EXPIRY_WATCH_VIEW}#*"
+STARTS = f"{VIEW_PREFIX}{START_VIEW}#*"  # when a start = "now" subscription first ran
 DIRECTORY = frozenset(f"{kind.value}:*" for kind in DirectoryKind)
 
 
@@ -97,8 +98,8 @@ EXPECTED: dict[str, set[Grant]] = {
     | {
         ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
         ("dynamodb:Query", LIST_INDEX_ARN, None),
-        ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
-        ("dynamodb:PutItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
+        ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES, STARTS})),
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES, STARTS})),
     },
     "CheckpointRole": {
         ("logs:CreateLogStream", get_att("CheckpointLogGroup", "Arn"), None),
