@@ -93,8 +93,11 @@ def redeliver_command(
     """Send one delivery again.
 
     A failing one goes at the next pass instead of after its backoff; a delivered
-    one is sent once more (receivers drop repeats by webhook-id).
+    one is sent once more (receivers drop repeats by webhook-id). One delivered
+    longer ago than LEDGER_WEBHOOK_RETENTION_SECONDS has been trimmed (no body is
+    kept) and cannot be sent again: the command says so and exits 1.
     """
+    from adapters.webhooks.deliverer import DeliveryTrimmed
     from api.cli_common import OPERATOR
     from api.cli_common import fail as _fail
     from api.cli_common import one_line_errors as _one_line_errors
@@ -107,6 +110,8 @@ def redeliver_command(
             service.redeliver(ledger, OPERATOR, delivery_id)
         except NotFound:
             _fail(f"no webhook delivery {delivery_id[:80]!r}")
+        except DeliveryTrimmed as trimmed:
+            _fail(f"webhook delivery {delivery_id[:80]!r} was {trimmed.detail}")
         finally:
             ledger.close()
         typer.echo(f"{delivery_id} pending: the running server sends it on its next pass")

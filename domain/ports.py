@@ -115,11 +115,16 @@ class ExecutorRegistry(Protocol):
 
 @dataclass(frozen=True)
 class Lookup:
-    """A create-only unique item written in the same commit (e.g. a token hash)."""
+    """A create-only unique item written in the same commit (e.g. a token hash).
+
+    ``expires_at``: read after it, the item is absent (and swept away later);
+    ``now``: when it is written, so an expired item of the same key is replaced
+    instead of clashing (a key reused after it was forgotten)."""
 
     key: str
     value: Mapping[str, str]
     expires_at: datetime | None = None
+    now: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -196,8 +201,9 @@ class EventStore(Protocol):
         """
         ...
 
-    def get_lookup(self, key: str) -> Mapping[str, str] | None:
-        """A lookup item by key (strongly consistent)."""
+    def get_lookup(self, key: str, *, now: datetime | None = None) -> Mapping[str, str] | None:
+        """A lookup item by key (strongly consistent); with ``now``, an item
+        that has expired by then is absent."""
         ...
 
     def events_at(self, keys: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], LedgerEvent]:

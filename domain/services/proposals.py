@@ -35,6 +35,7 @@ from domain.ports import Commit, Lookup
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
+from domain.services.presentation_bindings import check_presentation_bindings
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, validated_payload_hash, view_hash
@@ -113,9 +114,11 @@ def propose(
     lineage_id: str | None = None,
     expected_version: int | None = None,
     idempotency: IdempotencyKey | None = None,
+    proposer: str | None = None,
 ) -> ProposalResult:
     """Create a new lineage, or version n+1 of an existing one (superseding n).
 
+    ``proposer``: who creates a new lineage (recorded on it: its owner).
     With an idempotency key, a retry gets the first answer and the key is
     committed with the new version (one commit)."""
     if idempotency is not None:
@@ -123,7 +126,9 @@ def propose(
         if replay is not None:
             return replay
     try:
-        return _propose(ctx, actor_id, spec_data, lineage_id, expected_version, idempotency)
+        return _propose(
+            ctx, actor_id, spec_data, lineage_id, expected_version, idempotency, proposer
+        )
     except LookupConflict:
         # a concurrent duplicate committed the key first: answer as its retry
         assert idempotency is not None
@@ -134,7 +139,7 @@ def propose(
 
 
 def _replayed_proposal(ctx: ServiceContext, idem: IdempotencyKey) -> ProposalResult | None:
-    stored = idem.stored_answer(ctx.store)
+    stored = idem.stored_answer(ctx.store, ctx.clock.now())
     if stored is None:
         return None
     proposal = ctx.store.get(Proposal, stored["proposal_id"])
@@ -155,6 +160,7 @@ def _propose(
     lineage_id: str | None,
     expected_version: int | None,
     idem: IdempotencyKey | None,
+    proposer: str | None = None,
 ) -> ProposalResult:
     spec = parse_spec(spec_data)
     now = ctx.clock.now()
@@ -172,6 +178,7 @@ def _propose(
             view_hash=vh,
             renderer_build=ctx.renderer.build,
             at=at,
+            proposer=proposer,
         )
         commit(
             ctx.store,
@@ -240,6 +247,9 @@ def present(
 ) -> PresentationResult:
     """Create a single-use presentation bound to one actor, binding and view.
 
+    The bindings must be the proposal's actor's, on one channel and for the
+    conversation named (``check_presentation_bindings``), else InvalidInput.
+
     With an idempotency key the token is derived from it (``derive_token``), so
     a retry after a lost answer gets the same presentation and the same token."""
     ttl = ctx.presentation_ttl_seconds if ttl_seconds is None else ttl_seconds
@@ -277,6 +287,14 @@ def present(
         expires = now + timedelta(seconds=ttl)
         if proposal is None:
             raise NotFound()
+        # before anything is counted: a control no one can approve takes no slot
+        check_presentation_bindings(
+            ctx,
+            actor_id=proposal.actor_id,
+            identity_binding_id=identity_binding_id,
+            channel_binding_id=channel_binding_id,
+            conversation_key=conversation_key,
+        )
         proposal.present(
             presentation_id=presentation_id,
             version=version,
@@ -317,7 +335,7 @@ def present(
 
 
 def _replayed_presentation(ctx: ServiceContext, idem: IdempotencyKey) -> PresentationResult | None:
-    stored = idem.stored_answer(ctx.store)
+    stored = idem.stored_answer(ctx.store, ctx.clock.now())
     if stored is None:
         return None
     token = idem.derive_token(stored["salt"], stored["presentation_id"])
