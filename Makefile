@@ -11,6 +11,9 @@ MINISTACK_VERSION := 1.5.33
 # the test, lint and bench targets add the dev and aws extras (DEV_STAMP).
 RUN_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+# The Python client (clients/python) is a distribution of its own; the dev
+# install adds it, editable, so its tests and the type checker see it.
+PY_CLIENT := $(wildcard clients/python/pyproject.toml)
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
 PYTEST_ARGS ?= -n auto
 comma := ,
@@ -27,7 +30,8 @@ help: ## list targets
 # into place: its scripts name their interpreter by absolute path. A venv with
 # no stamp at all is such a leftover (of an older Makefile, or a kill -9), so it
 # is made anew too.
-#   $(1): what pip installs; $(2): the stamps written once it has; $(3): what it is.
+#   $(1): pip's arguments (what it installs); $(2): the stamps written once it has;
+#   $(3): what it is.
 define install_venv
 	@echo "installing the ledger with $(3) into $(VENV) ($(PYTHON))"
 	@removed() { rm -rf $(VENV); echo "make: installing $(3) into $(VENV) failed; $(VENV) was removed, so the next make starts afresh" >&2; exit 1; }; \
@@ -35,16 +39,16 @@ define install_venv
 	if [ ! -f $(RUN_STAMP) ]; then rm -rf $(VENV); fi; \
 	{ test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } \
 	  && $(BIN)/python -m pip install --quiet --upgrade pip \
-	  && $(BIN)/python -m pip install --quiet -e "$(1)" \
+	  && $(BIN)/python -m pip install --quiet $(1) \
 	  || removed; \
 	touch $(2)
 endef
 
 $(RUN_STAMP): pyproject.toml
-	$(call install_venv,.,$(RUN_STAMP),its runtime dependencies)
+	$(call install_venv,-e .,$(RUN_STAMP),its runtime dependencies)
 
-$(DEV_STAMP): pyproject.toml
-	$(call install_venv,.[dev$(comma)aws],$(RUN_STAMP) $(DEV_STAMP),the dev and aws extras)
+$(DEV_STAMP): pyproject.toml $(PY_CLIENT)
+	$(call install_venv,-e ".[dev$(comma)aws]" $(if $(PY_CLIENT),-e ./clients/python),$(RUN_STAMP) $(DEV_STAMP),the dev and aws extras)
 
 # ministack pins its own botocore, so it lives in its own virtual environment.
 $(MINISTACK):
@@ -60,10 +64,10 @@ PORT ?= 8000
 run: $(RUN_STAMP) ## run the ledger (API, worker, recovery) on the embedded store (PORT=8000)
 	$(BIN)/ledger serve --port $(PORT)
 
-lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/ and api/), import-linter
+lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/, api/ and the Python client), import-linter
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy domain projections adapters api
+	$(BIN)/mypy domain projections adapters api clients/python/src/ledger_client
 	$(BIN)/lint-imports
 
 test: $(DEV_STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite
