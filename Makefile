@@ -18,7 +18,7 @@ MINISTACK := $(MINISTACK_VENV)/bin/ministack
 PYTEST_ARGS ?= -n auto
 comma := ,
 
-.PHONY: install install-run run test test-fast test-containers emulator-image e2e-aws lint bench chaos clean help
+.PHONY: install install-run run test test-fast test-typescript typescript-types test-containers emulator-image e2e-aws lint bench chaos clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -70,9 +70,32 @@ lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projectio
 	$(BIN)/mypy domain projections adapters api clients/python/src/ledger_client
 	$(BIN)/lint-imports
 
-test: $(DEV_STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite
+test: $(DEV_STAMP) $(MINISTACK) lint test-typescript ## install, start what tests need, run the whole suite
 	$(BIN)/pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-containers CONTAINERS_OPTIONAL=1
+
+# The TypeScript client (clients/typescript): its npm dependencies from the
+# committed package-lock.json, then its checks. Its types are generated from
+# the server's OpenAPI document; a stale src/openapi.ts fails the check
+# (`make typescript-types` regenerates it). Its tests start a `ledger serve`.
+TS := clients/typescript
+TS_STAMP := $(TS)/node_modules/.installed
+NODE_CHECK := node -e 'const [major] = process.versions.node.split("."); if (+major < 20) { console.error("make: the TypeScript client needs Node.js 20 or newer; this is " + process.version); process.exit(1); }'
+
+$(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json
+	@command -v npm >/dev/null || { echo "make: npm is not installed: the TypeScript client needs Node.js 20+ and npm" >&2; exit 1; }
+	@$(NODE_CHECK)
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+typescript-types: $(DEV_STAMP) $(TS_STAMP) ## regenerate the TypeScript client's types (clients/typescript/src/openapi.ts) from the server's OpenAPI
+	$(BIN)/python $(TS)/scripts/dump_openapi.py $(TS)/build/openapi.json
+	cd $(TS) && npm run --silent generate
+
+test-typescript: $(DEV_STAMP) $(TS_STAMP) ## the TypeScript client: types not stale, tsc build, its node --test suite against ledger serve
+	$(BIN)/python $(TS)/scripts/dump_openapi.py $(TS)/build/openapi.json
+	cd $(TS) && npm run --silent check-types && npm run --silent build
+	cd $(TS) && LEDGER_BIN="$(abspath $(BIN))/ledger" npm test --silent
 
 # The DynamoDB-marked tests a second time, on the emulator in a container
 # (testcontainers), when a Docker engine answers and has the image; otherwise
@@ -136,4 +159,5 @@ else
 endif
 
 clean: ## remove the virtual environments (the other Pythons' too) and local state
-	rm -rf $(VENV) .venv-py3.* $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-py3.* $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache \
+	  $(TS)/node_modules $(TS)/build $(TS)/dist
