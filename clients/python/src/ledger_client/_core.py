@@ -254,8 +254,8 @@ def wait_call(attempt_id: str, seconds: int, timeout: float) -> Call[a.AttemptOu
 
 
 def wait_seconds(remaining: float) -> int:
-    """The ``?wait=`` of the next long poll: what is left, within 1..30."""
-    return max(1, min(MAX_WAIT_SECONDS, int(remaining + 0.999)))
+    """The ``?wait=`` of the next long poll: the whole seconds left, within 1..30."""
+    return max(1, min(MAX_WAIT_SECONDS, int(remaining)))
 
 
 def reconcile(attempt_id: str, expected_revision: int) -> Call[a.AttemptOut]:
