@@ -17,7 +17,7 @@ from typing import Any
 from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.services.approval import Provenance
-from ledger_client import Client, WebhookVerifier, sha256_digest
+from ledger_client import Client, SpecDigests, WebhookVerifier, sha256_digest
 from ledger_client.errors import WebhookVerificationError
 from tests.support.http_server import free_port, ledger_command, wait_until_up
 
@@ -31,11 +31,11 @@ WEBHOOK_SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
 # What the tests' assistant binds into its specs: digests of its own (small) things.
-DIGESTS = {
-    "plugin_build": sha256_digest("the client tests' assistant, build 1"),
-    "schema_digest": sha256_digest('{"type": "object", "required": ["title"]}'),
-    "policy_digest": sha256_digest("tasks.write for enrolled actors, after their approval"),
-}
+DIGESTS = SpecDigests(
+    plugin_build=sha256_digest("the client tests' assistant, build 1"),
+    schema_digest=sha256_digest('{"type": "object", "required": ["title"]}'),
+    policy_digest=sha256_digest("tasks.write for enrolled actors, after their approval"),
+)
 FAKE = "fake.provider_idempotency"
 
 
@@ -78,7 +78,7 @@ def spec_args(**changes: Any) -> dict[str, Any]:
         "destination": "tasks",
         "content": {"title": "Buy milk"},
         "sources": ["message:1"],
-        **DIGESTS,
+        "digests": DIGESTS,
     }
     args.update(changes)
     return args

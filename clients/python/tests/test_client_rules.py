@@ -333,3 +333,44 @@ def test_a_budget_gives_up_when_the_next_wait_would_pass_the_total_time() -> Non
     assert budget.next_delay(4.0) == 4.0
     clock.now = 8.0
     assert budget.next_delay(4.0) is None
+
+
+def test_a_token_function_is_asked_on_every_try() -> None:
+    tokens = iter(["first", "refreshed"])
+    handler, seen = scripted(
+        refused(503, "store_unavailable"), httpx.Response(200, json={"items": []})
+    )
+    clock = FakeClock()
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    retry = RetryPolicy(clock=clock, random=lambda: 0.5)
+    with Client(
+        URL, token=lambda: next(tokens), retry=retry, http_client=http, sleep=clock.sleep
+    ) as c:
+        c.executors()
+    assert [r.headers["authorization"] for r in seen] == ["Bearer first", "Bearer refreshed"]
+
+
+def test_present_takes_a_provenance_or_the_three_bindings_never_both() -> None:
+    from ledger_client import Provenance
+
+    alice = Provenance("alice", "ib-alice", "cb-kitchen", "conv-42")
+    answer = {"presentation_id": "pres_1", "token": "tok", "expires_at": "2030-01-01T00:00:00Z"}
+    handler, seen = scripted(httpx.Response(201, json=answer), httpx.Response(201, json=answer))
+    with client(handler) as c:
+        c.present("prop_1", alice, version=1)
+        c.present("prop_1", version=1, **{k: v for k, v in vars(alice).items() if k != "actor_id"})
+        with pytest.raises(TypeError, match="not both"):
+            c.present("prop_1", alice, version=1, conversation_key="conv-9")
+        with pytest.raises(TypeError, match="give to="):
+            c.present("prop_1", version=1, identity_binding_id="ib-alice")
+    bodies = [json.loads(request.content) for request in seen]
+    assert (
+        bodies[0]
+        == bodies[1]
+        == {
+            "version": 1,
+            "identity_binding_id": "ib-alice",
+            "channel_binding_id": "cb-kitchen",
+            "conversation_key": "conv-42",
+        }
+    )

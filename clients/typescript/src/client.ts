@@ -25,6 +25,7 @@ import {
   type GrantOut,
   type IdentityBindingOut,
   type InboxOut,
+  type PresentationIn,
   type PresentationOut,
   type ProposalOut,
   type ProposalSpec,
@@ -67,10 +68,18 @@ export interface KeyOption {
   idempotencyKey?: string;
 }
 
-export interface PresentOptions extends KeyOption {
+/** Who approves, through what: a presentation is bound to exactly these. */
+export interface Provenance {
+  actor_id: string;
   identity_binding_id: string;
   channel_binding_id: string;
   conversation_key: string;
+}
+
+/** The bindings of a presentation (a `Provenance` has them). */
+export type Bindings = Pick<Provenance, "identity_binding_id" | "channel_binding_id" | "conversation_key">;
+
+export interface PresentOptions extends KeyOption {
   /** Default: the proposal answer's version. */
   version?: number;
   ttl_seconds?: number;
@@ -216,29 +225,37 @@ export class LedgerClient {
     return this.call({ method: "GET", path: "/executors" });
   }
 
-  /** A spec on the newest available build of `capability` (see `pickBuild`). */
-  async buildSpec(capability: string, fields: SpecFields): Promise<ProposalSpec> {
-    return makeSpec(pickBuild(await this.executors(), capability), fields);
+  /** A spec on the newest available build of `capability` (see `pickBuild`); it
+   * expires in 24 hours unless `expires_at` says otherwise. */
+  async buildSpec(capability: string, content: Record<string, unknown>, fields: SpecFields): Promise<ProposalSpec> {
+    return makeSpec(pickBuild(await this.executors(), capability), content, fields);
   }
 
   /** Store a proposal (with `lineage_id`: its next version, superseding the last). */
   propose(
-    actorId: string,
+    actor: string | Provenance,
     spec: ProposalSpec,
     options: KeyOption & { lineage_id?: string; expected_version?: number } = {},
   ): Promise<ProposalOut> {
     const { idempotencyKey, ...rest } = options;
+    const actorId = typeof actor === "string" ? actor : actor.actor_id;
     return this.call({ method: "POST", path: "/proposals", body: { actor_id: actorId, spec, ...rest }, idempotencyKey });
   }
 
-  /** A single-use presentation (its token is in this answer only). */
-  present(proposal: ProposalRef, options: PresentOptions): Promise<PresentationOut> {
-    const { idempotencyKey, version, ...binding } = options;
+  /** A single-use presentation for `to` (its token is in this answer only). */
+  present(proposal: ProposalRef, to: Bindings, options: PresentOptions = {}): Promise<PresentationOut> {
+    const body: PresentationIn = {
+      version: versionOf(proposal, options.version, "present"),
+      identity_binding_id: to.identity_binding_id,
+      channel_binding_id: to.channel_binding_id,
+      conversation_key: to.conversation_key,
+    };
+    if (options.ttl_seconds !== undefined) body.ttl_seconds = options.ttl_seconds;
     return this.call({
       method: "POST",
       path: `/proposals/${seg(proposalId(proposal))}/presentations`,
-      body: { version: versionOf(proposal, version, "present"), ...binding },
-      idempotencyKey,
+      body,
+      idempotencyKey: options.idempotencyKey,
     });
   }
 

@@ -18,18 +18,24 @@ import type { ExecutorListOut, ExecutorOut, ProposalSpec, Target } from "./types
 /** How long a spec stays approvable when no `expires_at` is given. */
 export const DEFAULT_EXPIRES_IN_MS = 24 * 3600 * 1000;
 
-/** What a spec needs besides the build: every field is the proposer's. */
+/** The three digests a proposer binds into each spec, each `sha256:<64 hex>`, its
+ * own to compute: the ledger puts them inside the payload hash and the preview,
+ * so an approval is bound to exactly these values. */
+export interface SpecDigests {
+  /** The build of the code that proposes (the assistant's own build). */
+  plugin_build: string;
+  /** The schema the spec's `content` follows. */
+  schema_digest: string;
+  /** The policy the proposer applied in deciding to propose. */
+  policy_digest: string;
+}
+
+/** What a spec needs besides the build and the content: every field is the proposer's. */
 export interface SpecFields {
   permission: string;
   effect: string;
   destination: string;
-  content: Record<string, unknown>;
-  /** `sha256:<64 hex>` of the build of the code that proposes. */
-  plugin_build: string;
-  /** `sha256:<64 hex>` of the schema the content follows. */
-  schema_digest: string;
-  /** `sha256:<64 hex>` of the policy the proposer applied. */
-  policy_digest: string;
+  digests: SpecDigests;
   sources?: string[];
   target?: Target;
   /** Default: 24 hours from now. */
@@ -54,18 +60,23 @@ export function pickBuild(listing: ExecutorListOut | ExecutorOut[], capability: 
 }
 
 /** A spec on `build` (its capability and exact build digest). */
-export function makeSpec(build: ExecutorOut, fields: SpecFields, now: Date = new Date()): ProposalSpec {
+export function makeSpec(
+  build: ExecutorOut,
+  content: Record<string, unknown>,
+  fields: SpecFields,
+  now: Date = new Date(),
+): ProposalSpec {
   const expires = fields.expires_at ?? new Date(now.getTime() + DEFAULT_EXPIRES_IN_MS);
   const spec: ProposalSpec = {
     capability: build.capability,
     executor_build: build.executor_build,
-    plugin_build: fields.plugin_build,
-    schema_digest: fields.schema_digest,
-    policy_digest: fields.policy_digest,
+    plugin_build: fields.digests.plugin_build,
+    schema_digest: fields.digests.schema_digest,
+    policy_digest: fields.digests.policy_digest,
     permission: fields.permission,
     effect: fields.effect,
     destination: fields.destination,
-    content: fields.content,
+    content,
     sources: fields.sources ?? [],
     expires_at: typeof expires === "string" ? expires : expires.toISOString(),
   };

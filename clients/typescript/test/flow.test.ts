@@ -18,11 +18,13 @@ import {
   UnknownPermission,
   sha256Digest,
   settled,
+  type Provenance,
   type SpecFields,
 } from "../src/index.js";
-import { FaultProxy, LedgerServer, type Provenance } from "./server.js";
+import { FaultProxy, LedgerServer } from "./server.js";
 
 const FAKE = "fake.provider_idempotency";
+const CONTENT = { title: "Buy milk" };
 let server: LedgerServer;
 let admin: LedgerClient;
 let proposerToken: string;
@@ -43,11 +45,6 @@ async function enrol(): Promise<{ who: Provenance; channel: LedgerClient }> {
   return { who, channel: new LedgerClient(server.url, { token: server.token("channel", who) }) };
 }
 
-function binding(who: Provenance) {
-  const { identity_binding_id, channel_binding_id, conversation_key } = who;
-  return { identity_binding_id, channel_binding_id, conversation_key };
-}
-
 before(async () => {
   server = await LedgerServer.start();
   admin = new LedgerClient(server.url, { token: server.token("admin") });
@@ -59,10 +56,11 @@ before(async () => {
     permission: "tasks.write",
     effect: "create",
     destination: "tasks",
-    content: { title: "Buy milk" },
-    plugin_build: await sha256Digest("the TypeScript tests' assistant, build 1"),
-    schema_digest: await sha256Digest('{"type": "object", "required": ["title"]}'),
-    policy_digest: await sha256Digest("tasks.write for enrolled actors, after their approval"),
+    digests: {
+      plugin_build: await sha256Digest("the TypeScript tests' assistant, build 1"),
+      schema_digest: await sha256Digest('{"type": "object", "required": ["title"]}'),
+      policy_digest: await sha256Digest("tasks.write for enrolled actors, after their approval"),
+    },
   };
 });
 
@@ -72,13 +70,13 @@ test("the whole flow: executors, spec, propose, present, inbox, approve, wait", 
   const assistant = new LedgerClient(server.url, { token: proposerToken });
   const { who, channel } = await enrol();
   const newest = (await assistant.executors()).items.find((item) => item.capability === FAKE)!;
-  const spec = await assistant.buildSpec(FAKE, fields);
+  const spec = await assistant.buildSpec(FAKE, CONTENT, fields);
   assert.equal(spec.executor_build, newest.executor_build);
   assert.ok(newest.available);
   assert.ok(!("content_schema" in newest), "absent, never null, when a build declares none");
-  const proposal = await assistant.propose(who.actor_id, spec);
+  const proposal = await assistant.propose(who, spec);
   assert.equal(proposal.status, "presented");
-  const shown = await assistant.present(proposal, binding(who));
+  const shown = await assistant.present(proposal, who);
   assert.deepEqual((await channel.inbox(who.actor_id)).items.map((i) => i.proposal_id), [proposal.proposal_id]);
   const approval = await channel.approve(shown.token);
   assert.equal(approval.status, "execution_pending");
@@ -87,7 +85,7 @@ test("the whole flow: executors, spec, propose, present, inbox, approve, wait", 
   assert.equal(result.status, "succeeded");
   assert.ok(settled(result) && result.result?.receipt);
   const second = await assistant.propose(who.actor_id, spec);
-  const declined = await channel.decline((await assistant.present(second, binding(who))).token);
+  const declined = await channel.decline((await assistant.present(second, who)).token);
   assert.equal(declined.status, "declined");
   const third = await assistant.propose(who.actor_id, spec);
   assert.equal((await assistant.cancel(third)).status, "canceled");
@@ -96,7 +94,7 @@ test("the whole flow: executors, spec, propose, present, inbox, approve, wait", 
 test("each refusal throws the class of its code, with status and detail", async () => {
   const assistant = new LedgerClient(server.url, { token: proposerToken });
   const { who, channel } = await enrol();
-  const spec = await assistant.buildSpec(FAKE, fields);
+  const spec = await assistant.buildSpec(FAKE, CONTENT, fields);
   const gone = await sha256Digest("gone");
   const actorToken = server.token("actor");
   const cases: [() => Promise<unknown>, typeof LedgerClientError, number][] = [
@@ -135,7 +133,7 @@ test("a lost answer is retried with the same key and makes exactly one proposal"
         slept.push(ms);
       },
     });
-    const spec = await assistant.buildSpec(FAKE, fields);
+    const spec = await assistant.buildSpec(FAKE, CONTENT, fields);
     const proposal = await assistant.propose(who.actor_id, spec);
     const posts = proxy.seen.filter((s) => s.method === "POST");
     assert.deepEqual(posts.map((s) => s.action), ["drop", "forwarded"]);

@@ -9,15 +9,11 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import type { Provenance } from "../src/index.js";
+
 const PACKAGE = resolve(fileURLToPath(new URL(".", import.meta.url)), "../..");
 export const LEDGER = process.env.LEDGER_BIN ?? join(PACKAGE, "../../.venv/bin/ledger");
 
-export interface Provenance {
-  actor_id: string;
-  identity_binding_id: string;
-  channel_binding_id: string;
-  conversation_key: string;
-}
 
 export class LedgerServer {
   private constructor(

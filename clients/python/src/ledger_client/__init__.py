@@ -3,9 +3,9 @@
     from ledger_client import Client
 
     with Client("http://127.0.0.1:8000", token=proposer_token) as ledger:
-        spec = ledger.build_spec("tasks.create", permission="tasks.write", effect="create",
-                                 destination="tasks", content={"title": "Buy milk"},
-                                 plugin_build=..., schema_digest=..., policy_digest=...)
+        digests = SpecDigests(plugin_build=..., schema_digest=..., policy_digest=...)
+        spec = ledger.build_spec("tasks.create", {"title": "Buy milk"}, permission="tasks.write",
+                                 effect="create", destination="tasks", digests=digests)
         proposal = ledger.propose("alice", spec)
 
 :class:`Client` (sync) and :class:`AsyncClient` (asyncio) have the same
@@ -31,9 +31,9 @@ from ledger_client.answers import (
 )
 from ledger_client.client import Client
 from ledger_client.errors import LedgerClientError
-from ledger_client.requests import ProposalSpec, Target
+from ledger_client.requests import ProposalSpec, Provenance, Target
 from ledger_client.retry import RetryPolicy
-from ledger_client.spec import pick_build, sha256_digest
+from ledger_client.spec import SpecDigests, pick_build, sha256_digest
 from ledger_client.webhooks import WebhookVerifier
 
 __all__ = [
@@ -50,7 +50,9 @@ __all__ = [
     "ProposalOut",
     "ProposalSpec",
     "ProposalViewOut",
+    "Provenance",
     "RetryPolicy",
+    "SpecDigests",
     "Target",
     "WebhookVerifier",
     "__version__",

@@ -198,6 +198,25 @@ def attempt_ref(attempt: str | a.ApprovalOut | a.AttemptOut) -> str:
     return attempt if isinstance(attempt, str) else attempt.attempt_id
 
 
+def bindings(
+    to: r.Provenance | None,
+    identity_binding_id: str | None,
+    channel_binding_id: str | None,
+    conversation_key: str | None,
+) -> tuple[str, str, str]:
+    """The three bindings of a presentation: from ``to``, or each given."""
+    if to is not None:
+        if identity_binding_id or channel_binding_id or conversation_key:
+            raise TypeError("present: give either to= or the three bindings, not both")
+        return to.identity_binding_id, to.channel_binding_id, to.conversation_key
+    if not (identity_binding_id and channel_binding_id and conversation_key):
+        raise TypeError(
+            "present: give to=Provenance(...) or identity_binding_id, "
+            "channel_binding_id and conversation_key"
+        )
+    return identity_binding_id, channel_binding_id, conversation_key
+
+
 def propose(
     actor_id: str,
     spec: r.ProposalSpec,

@@ -13,7 +13,7 @@ from ledger_client import _core as core
 from ledger_client import answers as a
 from ledger_client import requests as r
 from ledger_client.retry import Budget, RetryPolicy
-from ledger_client.spec import make_spec, pick_build
+from ledger_client.spec import SpecDigests, make_spec, pick_build
 
 T = TypeVar("T")
 
@@ -83,29 +83,26 @@ class AsyncClient(core.Base):
     async def build_spec(
         self,
         capability: str,
+        content: Mapping[str, Any],
         *,
         permission: str,
         effect: str,
         destination: str,
-        content: Mapping[str, Any],
-        plugin_build: str,
-        schema_digest: str,
-        policy_digest: str,
+        digests: SpecDigests,
         sources: Iterable[str] = (),
         target: r.Target | None = None,
         expires_at: datetime | str | None = None,
     ) -> r.ProposalSpec:
-        """A spec on the newest available build of ``capability`` (see ``ledger_client.spec``)."""
+        """A spec on the newest available build of ``capability`` (see ``ledger_client.spec``);
+        it expires in 24 hours unless ``expires_at`` says otherwise."""
         build = pick_build(await self.executors(), capability)
         return make_spec(
             build,
+            content,
             permission=permission,
             effect=effect,
             destination=destination,
-            content=content,
-            plugin_build=plugin_build,
-            schema_digest=schema_digest,
-            policy_digest=policy_digest,
+            digests=digests,
             sources=sources,
             target=target,
             expires_at=expires_at,
@@ -113,7 +110,7 @@ class AsyncClient(core.Base):
 
     async def propose(
         self,
-        actor_id: str,
+        actor: str | r.Provenance,
         spec: r.ProposalSpec,
         *,
         lineage_id: str | None = None,
@@ -121,30 +118,26 @@ class AsyncClient(core.Base):
         idempotency_key: str | None = None,
     ) -> a.ProposalOut:
         """Store a proposal (with ``lineage_id``: its next version, superseding the last)."""
+        actor_id = actor if isinstance(actor, str) else actor.actor_id
         call = core.propose(actor_id, spec, lineage_id, expected_version, idempotency_key)
         return await self.call(call)
 
     async def present(
         self,
         proposal: str | a.ProposalOut | a.ProposalViewOut,
+        to: r.Provenance | None = None,
         *,
-        identity_binding_id: str,
-        channel_binding_id: str,
-        conversation_key: str,
+        identity_binding_id: str | None = None,
+        channel_binding_id: str | None = None,
+        conversation_key: str | None = None,
         version: int | None = None,
         ttl_seconds: int | None = None,
         idempotency_key: str | None = None,
     ) -> a.PresentationOut:
-        """A single-use presentation (its token is in this answer only)."""
-        call = core.present(
-            proposal,
-            version,
-            identity_binding_id,
-            channel_binding_id,
-            conversation_key,
-            ttl_seconds,
-            idempotency_key,
-        )
+        """A single-use presentation for ``to`` (or the three bindings given one by
+        one); its token is in this answer only."""
+        bindings = core.bindings(to, identity_binding_id, channel_binding_id, conversation_key)
+        call = core.present(proposal, version, *bindings, ttl_seconds, idempotency_key)
         return await self.call(call)
 
     async def get_proposal(self, proposal_id: str) -> a.ProposalViewOut:

@@ -49,6 +49,17 @@ class ProposalSpec(_Model):
     target: Target | None = None
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Who approves, through what: an actor, its identity binding, the channel
+    binding and the conversation. A presentation is bound to exactly these."""
+
+    actor_id: str
+    identity_binding_id: str
+    channel_binding_id: str
+    conversation_key: str
+
+
 # -- requests --------------------------------------------------------------------------
 
 

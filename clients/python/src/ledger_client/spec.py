@@ -4,17 +4,18 @@ The server decides which executor build runs an effect; the proposer decides
 everything else. :func:`pick_build` takes the newest available build of a
 capability from the listing (it comes newest first per capability) and
 :func:`make_spec` fills ``executor_build`` with it. The three other digests
-are the proposer's own and have no default here: each is a ``sha256:<64 hex>``
-of something the proposer holds (the build of the code that proposes, the
-schema its content follows, the policy it applied; the project's design
-document says what each binds), and all three are inside the payload hash, so
-an approval is bound to exactly those values.
+are the proposer's own (:class:`SpecDigests`) and have no default here: each
+is a ``sha256:<64 hex>`` of something the proposer holds (the build of the
+code that proposes, the schema its content follows, the policy it applied;
+the project's design document says what each binds), and all three are inside
+the payload hash, so an approval is bound to exactly those values.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,24 @@ from ledger_client.requests import ProposalSpec, Target
 
 DEFAULT_EXPIRES_IN = timedelta(hours=24)
 """How long a spec stays approvable when no ``expires_at`` is given."""
+
+
+@dataclass(frozen=True)
+class SpecDigests:
+    """The three digests a proposer binds into each spec, each ``sha256:<64 hex>``.
+
+    They are the proposer's to compute; the ledger takes them as given and
+    puts them inside the payload hash and the preview, so an approval is
+    bound to exactly these values (the project's design document says what
+    each binds and who computes it).
+    """
+
+    plugin_build: str
+    """The build of the code that proposes (the assistant's own build)."""
+    schema_digest: str
+    """The schema the spec's ``content`` follows."""
+    policy_digest: str
+    """The policy the proposer applied in deciding to propose."""
 
 
 def sha256_digest(data: bytes | str) -> str:
@@ -55,14 +74,12 @@ def utc_text(moment: datetime | str) -> str:
 
 def make_spec(
     build: ExecutorOut,
+    content: Mapping[str, Any],
     *,
     permission: str,
     effect: str,
     destination: str,
-    content: Mapping[str, Any],
-    plugin_build: str,
-    schema_digest: str,
-    policy_digest: str,
+    digests: SpecDigests,
     sources: Iterable[str] = (),
     target: Target | None = None,
     expires_at: datetime | str | None = None,
@@ -74,9 +91,9 @@ def make_spec(
     return ProposalSpec(
         capability=build.capability,
         executor_build=build.executor_build,
-        plugin_build=plugin_build,
-        schema_digest=schema_digest,
-        policy_digest=policy_digest,
+        plugin_build=digests.plugin_build,
+        schema_digest=digests.schema_digest,
+        policy_digest=digests.policy_digest,
         permission=permission,
         effect=effect,
         destination=destination,
