@@ -64,7 +64,9 @@ class FaultProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()  # a short poll: shutdown() waits for it
 
     def drop(self, method: str, path: str) -> None:
         """Lose the server's answer to the next matching request."""

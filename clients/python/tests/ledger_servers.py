@@ -118,7 +118,9 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/ledger-events"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()  # a short poll: shutdown() waits for it
 
     def wait_for(self, attempt_id: str, timeout: float = 30.0) -> dict[str, Any]:
         """The verified delivery about ``attempt_id`` (bounded wait on the condition)."""

@@ -116,6 +116,18 @@ function neverSent(error: unknown): boolean {
   return false;
 }
 
+/** "fetch failed (ECONNREFUSED)": the message and the innermost cause's code. */
+function describeFailure(failure: unknown): string {
+  let text = failure instanceof Error ? failure.message : String(failure);
+  let cause: unknown = failure instanceof Error ? failure.cause : undefined;
+  while (cause instanceof Error) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === "string") text = `${text} (${code})`;
+    cause = cause.cause;
+  }
+  return text;
+}
+
 function proposalId(proposal: ProposalRef): string {
   return typeof proposal === "string" ? proposal : proposal.proposal_id;
 }
@@ -171,7 +183,7 @@ export class LedgerClient {
     try {
       response = await this.fetchImpl(this.url(call), await this.init(call, key));
     } catch (failure) {
-      const error = new LedgerConnectionError(failure instanceof Error ? failure.message : String(failure));
+      const error = new LedgerConnectionError(describeFailure(failure));
       // Never sent: always safe to send. Sent, answer lost: only what the server deduplicates.
       return { error, retry: neverSent(failure) || call.resendSafe !== false };
     }

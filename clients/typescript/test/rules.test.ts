@@ -89,7 +89,10 @@ test("a caller may bring its own key; reads carry none and are retried after a r
 test("a request the server does not deduplicate is resent only if it was never sent", async () => {
   const { seen, fetchImpl } = scripted(refusedConnection(), reset());
   const c = client(fetchImpl);
-  await assert.rejects(c.call({ method: "POST", path: "/webhook-deliveries/whd_1/redeliver", body: {}, resendSafe: false }), LedgerConnectionError);
+  await assert.rejects(
+    c.call({ method: "POST", path: "/webhook-deliveries/whd_1/redeliver", body: {}, resendSafe: false }),
+    (e: unknown) => e instanceof LedgerConnectionError && e.message === "fetch failed (UND_ERR_SOCKET)" && e.status === 0,
+  );
   assert.equal(seen.length, 2);
 });
 
