@@ -200,6 +200,7 @@ class Ledger:
             tracer=self.tracer or NullTracer(),
             max_active_presentations=self.settings.max_active_presentations,
             cache=ReadCache(0) if self.read_cache is None else self.read_cache,
+            no_effect_watch=self.settings.no_effect_watch_seconds,
         )
 
     def ready(self) -> bool:

@@ -24,6 +24,7 @@ EVENT_WORDS: dict[str, str] = {
     "DispatchStarted": "dispatch started",
     "ResultRecorded": "result recorded",
     "LateResultObserved": "late result observed",
+    "LookedAgain": "looked again",
     "EffectAfterNoEffect": "effect seen after no effect",
     "ManuallyResolved": "manually resolved",
     # proposal
@@ -50,11 +51,12 @@ STATE_AFTER: dict[str, str] = {
     "ManuallyResolved": AttemptStatus.MANUALLY_RESOLVED.value,
 }
 """Attempt event type -> the state it leads to. ``ResultRecorded`` leads to the
-status it records; ``LateResultObserved`` is an observation and leaves the
-state as it was (so does an event of a type not listed)."""
+status it records; ``LateResultObserved`` and ``LookedAgain`` (a look of the
+watch that found nothing) are observations and leave the state as it was (so
+does an event of a type not listed)."""
 
 RESULT_EVENT = "ResultRecorded"
-OBSERVATION_EVENTS = frozenset({"LateResultObserved"})
+OBSERVATION_EVENTS = frozenset({"LateResultObserved", "LookedAgain"})
 """Events drawn beside the state path, not on it: they change no state."""
 REASONED_EVENTS = frozenset({"ResultRecorded", "Requeued"})
 """Events whose label names their reason (a bounded, redacted code)."""
@@ -86,4 +88,8 @@ def event_label(row: Mapping[str, Any]) -> str:
         text += f" ({reason})"
     if kind == "ManuallyResolved" and data.get("outcome"):
         text += f" ({data['outcome']})"
+    if kind == "LookedAgain" and data.get("verdict"):
+        text += f" (look {data.get('step')}: {data['verdict']})"
+    if kind == "EffectAfterNoEffect" and data.get("source") == "watch":
+        text += " (found by the watch)"
     return text

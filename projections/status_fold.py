@@ -138,6 +138,11 @@ def _late_result_observed(fields: Fields, data: Mapping[str, Any]) -> None:
     """Kept for the record; nothing the view shows changes."""
 
 
+def _looked_again(fields: Fields, data: Mapping[str, Any]) -> None:
+    """The watch of a "no effect" looked and did not find the effect: kept for the
+    record (the audit timeline shows each look); nothing the view shows changes."""
+
+
 def _manually_resolved(fields: Fields, data: Mapping[str, Any]) -> None:
     fields["status"] = MANUALLY_RESOLVED
     fields["resolution"] = shown_resolution(
@@ -183,6 +188,7 @@ CHANGES: dict[str, Change] = {
         _effect_after_no_effect, "generation", "previous", "source", "at"
     ),
     "LateResultObserved": _change(_late_result_observed, "generation", "kind", "at"),
+    "LookedAgain": _change(_looked_again, "step", "verdict", "at"),
     "ManuallyResolved": _change(
         _manually_resolved, "outcome", "reason", "resolved_by", "receipt", "at"
     ),

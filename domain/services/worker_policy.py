@@ -75,6 +75,8 @@ class Outcome(StrEnum):
     STALE = "stale"  # our lease was lost; the late result was observed only
     SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
     MISSING = "missing"
+    LOOKED_AGAIN = "looked_again"  # the watch of a "no effect" looked: still not found
+    EFFECT_AFTER_NO_EFFECT = "effect_after_no_effect"  # ... and found the effect (I12)
 
 
 @dataclass(frozen=True)
