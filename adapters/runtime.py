@@ -26,6 +26,7 @@ from adapters.webhooks.deliverer import Deliverer
 from domain.errors import LedgerError
 from domain.services.execution import Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
+from domain.services.restore import settle_pending_restore
 from projections.ports import Subscriber
 
 logger = logging.getLogger("ledger.runtime")
@@ -66,6 +67,8 @@ class Runtime:
     deliverer: Deliverer | None = None
 
     def start(self) -> None:
+        # A restore recorded but not settled yet is settled before anything leases (I17).
+        settle_pending_restore(self.ledger.context, self.ledger.worker_policy())
         if self.feed is not None:
             self._spawn("ledger-worker", self._worker_loop)
         if self.deliverer is not None:

@@ -153,12 +153,15 @@ def verify_command(
 
     Exit 0 when it does; 1 naming the first stream that was truncated, deleted,
     rewritten or reordered (or a digest whose signature does not verify); 2 when
-    the digest cannot be checked (not JSON, another key, another ledger).
+    the digest cannot be checked (not JSON, another key, another ledger). A
+    ledger that is only behind the digest (what restoring an older backup
+    leaves) also gets one line per stream it lost on stdout.
     """
     with _digest_errors():
         from adapters.audit.digests import (
             check_digest_itself,
             load_digest,
+            restore_note,
             verify_consistency,
             verify_ledger,
         )
@@ -173,13 +176,20 @@ def verify_command(
                 if problem is not None:
                     _say(problem.message, 1)
         ledger = _ledger()
+        note = ""
         try:
             if older is not None:
                 verdict = verify_consistency(ledger.store, older, digest)
             else:
                 verdict = verify_ledger(ledger.store, digest)
+                if verdict.behind is not None:
+                    note = restore_note(ledger.store, digest)
         finally:
             ledger.close()
+        if verdict.behind is not None:
+            for line in verdict.behind.lines():  # what a restore lost, stream by stream
+                typer.echo(line)
+            _say(f"behind the digest: {verdict.message} ({note})", 1)
         if not verdict.ok:
             _say(f"tampering found: {verdict.message}", 1)
         typer.echo(f"ok: {verdict.message}")

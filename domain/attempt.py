@@ -28,6 +28,13 @@ due-work index, and is looked up again, read-only, at each offset
 (``LookedAgain``); a look that finds the effect moves it to
 ``effect_after_no_effect``. The plan is bounded, so the watch ends.
 
+A restored backup can be older than what happened (I17): an attempt that was
+not settled at the restored point may have been dispatched since. The restore
+marks it ``PossiblyDispatched``: it counts as dispatched (a lease of it has
+expired, its next "nothing was written" is a re-send's), so recovery retries
+with the same key, looks it up first, or records ``outcome_unknown``, by
+delivery mode, and never dispatches it blindly.
+
 Only the current, unexpired lease generation may mark dispatch or record a
 result (I5). A stale generation's result is kept as a non-authoritative
 observation and never overwrites the truth (I8).
@@ -171,6 +178,8 @@ class ExecutionAttempt(LedgerAggregate):
         self.watch: list[int] | None = None
         self.watch_from: str | None = None
         self.watch_looks = 0
+        # Restores that found this attempt unsettled (I17): each id once.
+        self.restores: list[str] = []
 
     # -- queries -------------------------------------------------------------
 
@@ -180,8 +189,9 @@ class ExecutionAttempt(LedgerAggregate):
 
     @property
     def dispatched(self) -> bool:
-        """True once any generation has marked dispatch: an effect may exist."""
-        return self.dispatch_started_at is not None
+        """True once any generation has marked dispatch, or a restore found the attempt
+        unsettled (it may have been dispatched after the backup): an effect may exist."""
+        return self.dispatch_started_at is not None or bool(self.restores)
 
     @property
     def no_write_is_proof(self) -> bool:
@@ -585,6 +595,45 @@ class ExecutionAttempt(LedgerAggregate):
     @event("LookedAgain")
     def _looked_again(self, step: int, verdict: str, at: str) -> None:
         self.watch_looks = step
+
+    # -- restore (I17) -------------------------------------------------------------
+
+    def mark_possibly_dispatched(
+        self, *, restore_id: str, now: datetime, settle_seconds: float
+    ) -> bool:
+        """A restore found this attempt unsettled: from now on it counts as dispatched,
+        under a lease that has expired (a live one's expiry is kept), and a lookup's
+        "not applied" is proof only ``settle_seconds`` after the restore. False (and
+        nothing appended) when it is settled or this restore marked it already."""
+        if self.status not in (AttemptStatus.QUEUED, AttemptStatus.EXECUTING):
+            return False
+        if restore_id in self.restores:
+            return False
+        expires = now
+        if self.status is AttemptStatus.EXECUTING and self.lease_expires_at is not None:
+            expires = max(expires, parse_utc(self.lease_expires_at))
+        settles = now + timedelta(seconds=max(0.0, settle_seconds))
+        if self.settles_at is not None:
+            settles = max(settles, parse_utc(self.settles_at))
+        self._possibly_dispatched(
+            restore_id=restore_id,
+            lease_expires_at=format_utc(expires),
+            settles_at=format_utc(settles),
+            at=format_utc(now),
+        )
+        return True
+
+    @event("PossiblyDispatched")
+    def _possibly_dispatched(
+        self, restore_id: str, lease_expires_at: str, settles_at: str, at: str
+    ) -> None:
+        self.restores = [*self.restores, restore_id]
+        self.status = AttemptStatus.EXECUTING
+        self.lease_owner = None if lease_expires_at == at else self.lease_owner
+        self.lease_expires_at = lease_expires_at
+        self.settles_at = settles_at
+        self.dispatch_count += 1  # a dispatch after the backup may be lost with it
+        self.updated_at = at
 
     # -- admin -----------------------------------------------------------------
 

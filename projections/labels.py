@@ -25,6 +25,7 @@ EVENT_WORDS: dict[str, str] = {
     "ResultRecorded": "result recorded",
     "LateResultObserved": "late result observed",
     "LookedAgain": "looked again",
+    "PossiblyDispatched": "possibly dispatched (found unsettled by a restore)",
     "EffectAfterNoEffect": "effect seen after no effect",
     "ManuallyResolved": "manually resolved",
     # proposal
@@ -39,6 +40,10 @@ EVENT_WORDS: dict[str, str] = {
     # directory record
     "Registered": "registered",
     "Changed": "changed",
+    # restore log
+    "RestoreLogOpened": "restore log opened",
+    "BackupRestored": "a backup was restored",
+    "RestoreSettled": "restore settled (unsettled attempts marked)",
 }
 """Event type -> the words a picture of the timeline shows for it."""
 
@@ -47,6 +52,7 @@ STATE_AFTER: dict[str, str] = {
     "Leased": AttemptStatus.EXECUTING.value,
     "Requeued": AttemptStatus.QUEUED.value,
     "DispatchStarted": AttemptStatus.EXECUTING.value,
+    "PossiblyDispatched": AttemptStatus.EXECUTING.value,
     "EffectAfterNoEffect": AttemptStatus.EFFECT_AFTER_NO_EFFECT.value,
     "ManuallyResolved": AttemptStatus.MANUALLY_RESOLVED.value,
 }

@@ -56,15 +56,16 @@ STEPS = [
     "late",
     "resolve",
     "look",
+    "restore",
 ]
 WEIGHTS: dict[str, list[int]] = {
     # mostly what the state allows next, sometimes what it refuses
-    "queued": [8, 1, 1, 1, 1, 1, 1, 1, 1, 1],
-    "leased": [1, 1, 8, 1, 1, 1, 1, 1, 1, 1],
-    "dispatched": [1, 1, 1, 8, 1, 2, 2, 1, 1, 1],
-    "outcome_unknown": [1, 1, 1, 1, 1, 1, 6, 2, 4, 1],
-    "settled": [1, 1, 1, 1, 1, 1, 1, 4, 3, 2],
-    "watched": [1, 1, 1, 1, 1, 1, 1, 1, 1, 30],
+    "queued": [8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+    "leased": [1, 1, 8, 1, 1, 1, 1, 1, 1, 1, 1],
+    "dispatched": [1, 1, 1, 8, 1, 2, 2, 1, 1, 1, 1],
+    "outcome_unknown": [1, 1, 1, 1, 1, 1, 6, 2, 4, 1, 1],
+    "settled": [1, 1, 1, 1, 1, 1, 1, 4, 3, 2, 1],
+    "watched": [1, 1, 1, 1, 1, 1, 1, 1, 1, 30, 1],
 }
 WATCH = (60, 600, 3600)
 
@@ -136,6 +137,10 @@ def random_step(attempt: ExecutionAttempt, rng: random.Random, now: datetime) ->
             generation=max(0, generation - 1),
             now=now,
             kind=rng.choice(["succeeded", "failed_safe"]),
+        )
+    elif step == "restore":
+        attempt.mark_possibly_dispatched(
+            restore_id=f"rst_{rng.randint(1, 2)}", now=now, settle_seconds=rng.choice([0.0, 30.0])
         )
     elif step == "look":
         due = attempt.watch_due_at()

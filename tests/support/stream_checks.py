@@ -229,6 +229,14 @@ def check_attempt_stream(
                 len(s.dispatched_generations) <= policy.max_dispatches,
                 f"{where}: more dispatches than the policy allows",
             )
+        elif kind == "PossiblyDispatched":
+            # A restore found it unsettled (I17): from now on it counts as dispatched
+            # (generation 0: a dispatch the restored store does not show).
+            expect(s.status in ("queued", "executing"), f"{where}: a restore marked {s.status}")
+            s.status = "executing"
+            s.dispatched_generations.append(0)
+            s.lease_expires_at = parse_utc(d["lease_expires_at"])
+            s.settles_at = parse_utc(d["settles_at"])
         elif kind == "Requeued":
             expect(
                 s.status == "executing"
