@@ -146,7 +146,14 @@ class LateEffects:
             except Exception as exc:
                 error = exc
             if landing.generation is not None:
-                self.report_late(request, landing.generation, result, error)
+                try:
+                    self.report_late(request, landing.generation, result, error)
+                except BaseException:
+                    # The report died with its worker (a crash at its commit): nobody
+                    # can learn of that effect from its answer any more.
+                    self.count("landing:answer_lost")
+                    self.unseen.add(key)
+                    raise
         finally:
             self.reporting.discard(key)
         answer = type(error).__name__ if error else "ok"
