@@ -44,6 +44,7 @@ from domain.attempt import AttemptStatus, ExecutionAttempt
 from domain.errors import LedgerError
 from domain.services.execution import Outcome, Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
+from domain.services.restore import settle_pending_restore
 from projections.ports import Subscriber
 from projections.webhooks import WebhookNotifier
 
@@ -115,6 +116,8 @@ class Runtime:
     _lanes: DeliveryLanes | None = None
 
     def start(self) -> None:
+        # A restore recorded but not settled yet is settled before anything leases (I17).
+        settle_pending_restore(self.ledger.context, self.ledger.worker_policy())
         if self.feed is not None:
             self._leasing.append(self._spawn("ledger-worker", self._worker_loop))
         if self.deliverer is not None:

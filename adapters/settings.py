@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from itertools import pairwise
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
@@ -21,8 +22,11 @@ from adapters.setting_names import (
     unknown_variable_warnings,
     unknown_variables,
 )
+from domain.services.context import DEFAULT_NO_EFFECT_WATCH
 
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
+MAX_WATCH_LOOKS = 10
+MAX_WATCH_SECONDS = 30 * 86400
 DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 86400
 MIN_HS256_SECRET_CHARS = 32
 ENV_PREFIX = "LEDGER_"
@@ -128,6 +132,9 @@ class Settings(BaseSettings):
     # on SIGTERM: how long in-flight executor calls (and HTTP requests) may take
     # to finish and be recorded before the process exits anyway (recovery covers them)
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=900)] = 25
+    # I12: after a lookup's "not applied" (failed_safe) or a no_effect resolution of
+    # a correlation_lookup attempt, look again this many seconds after it, read-only
+    no_effect_watch_seconds: Annotated[tuple[int, ...], NoDecode] = DEFAULT_NO_EFFECT_WATCH
     fake_executors: bool | None = None
     fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
     executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
@@ -241,6 +248,27 @@ class Settings(BaseSettings):
         parts = urlsplit(value or "https://x")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("needs an http:// or https:// scheme and a host")
+        return value
+
+    @field_validator("no_effect_watch_seconds", mode="before")
+    @classmethod
+    def _split_watch(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.split(",") if p.strip()]
+            if not all(p.isdigit() for p in parts):
+                raise ValueError("must be whole seconds separated by commas, e.g. 60,600,3600")
+            value = [int(p) for p in parts]
+        return value
+
+    @field_validator("no_effect_watch_seconds")
+    @classmethod
+    def _check_watch(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not 1 <= len(value) <= MAX_WATCH_LOOKS:
+            raise ValueError(f"must name 1 to {MAX_WATCH_LOOKS} looks")
+        if any(not 1 <= v <= MAX_WATCH_SECONDS for v in value):
+            raise ValueError(f"each look must be 1..{MAX_WATCH_SECONDS} seconds after")
+        if any(b <= a for a, b in pairwise(value)):
+            raise ValueError("the looks must be in increasing order")
         return value
 
     @field_validator("metrics_listen")

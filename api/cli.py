@@ -15,6 +15,7 @@ from rich.console import Console
 
 from adapters.settings import Environment, Settings, load_settings
 from api.cli_audit import audit_app
+from api.cli_backup import register as register_backup_commands
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
@@ -388,6 +389,9 @@ def token(
                 ttl_seconds=ttl,
             )
         )
+
+
+register_backup_commands(app)
 
 
 def main() -> None:

@@ -2,9 +2,11 @@
 
 For every stream a batch touched, the notifier folds the stream event by event
 and finds the notifications it implies (``domain.notifications``): an attempt
-reaching ``succeeded``, ``failed_safe``, ``outcome_unknown`` or
-``manually_resolved``; a proposal version ``declined`` or ``expired``. Each one
-the subscription asks for becomes a **delivery record** (a view row keyed by a
+reaching ``succeeded``, ``failed_safe``, ``outcome_unknown``,
+``manually_resolved`` or ``effect_after_no_effect`` (an effect seen after a "no
+effect" settlement, by a late answer or by the watch of I12); a proposal
+version ``declined`` or ``expired``. Each one the subscription asks for
+becomes a **delivery record** (a view row keyed by a
 deterministic delivery id), written with the batch's position in one atomic
 write. A record that already exists is never rewritten by the notifier (the
 version guard refuses version 1 over anything), so a replay after a crash adds
