@@ -31,6 +31,7 @@ from api.http.routers import (
     audit,
     declines,
     directory,
+    executors,
     health,
     proposals,
     webhooks,
@@ -83,6 +84,7 @@ def create_app(
 
     app.include_router(health.router)
     app.include_router(directory.router, prefix=API_PREFIX)
+    app.include_router(executors.router, prefix=API_PREFIX)
     app.include_router(proposals.router, prefix=API_PREFIX)
     app.include_router(approvals.router, prefix=API_PREFIX)
     app.include_router(declines.router, prefix=API_PREFIX)

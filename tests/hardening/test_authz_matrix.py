@@ -307,6 +307,9 @@ RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/api/conversational/audit/digest"): Rule(
         ADMIN, lambda w, rel: (f"{API}/audit/digest", None, None), OK_200
     ),
+    ("GET", "/api/conversational/executors"): Rule(
+        frozenset({"proposer", "admin"}), lambda w, rel: (f"{API}/executors", None, None), OK_200
+    ),
 }
 
 
