@@ -14,6 +14,7 @@ import httpx
 from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.services.approval import Provenance
+from tests.support.factories import schema_digest_for
 
 API = "/api/conversational"
 DIGEST = "sha256:" + "ab" * 32
@@ -64,7 +65,7 @@ def approve_one(client: httpx.Client, n: int) -> str:
         "capability": CAPABILITY,
         "executor_build": fake_build_digest(CAPABILITY),
         "plugin_build": DIGEST,
-        "schema_digest": DIGEST,
+        "schema_digest": schema_digest_for(CAPABILITY),
         "policy_digest": DIGEST,
         "permission": "tasks.write",
         "effect": "create",
