@@ -168,7 +168,11 @@ def _message(keyword: Any, wanted: Any) -> str:
         "contains": lambda v: "must hold an item that matches `contains`",
         "anyOf": lambda v: "must match at least one of the schema's `anyOf` alternatives",
         "oneOf": lambda v: "must match exactly one of the schema's `oneOf` alternatives",
-        "not": lambda v: "must not match the schema's `not` subschema",
+        "not": lambda v: (
+            "is not allowed by the schema"
+            if v == {}
+            else "must not match the schema's `not` subschema"
+        ),
         "propertyNames": lambda v: "has a field name the schema does not allow",
         "unevaluatedProperties": lambda v: "has fields the schema does not allow",
         "unevaluatedItems": lambda v: "has items the schema does not allow",
@@ -207,12 +211,55 @@ def load_content_schema(value: Any, where: str) -> LoadedContentSchema:
             f"{where}: not a valid JSON Schema (Draft 2020-12) at {path}: {_short(exc.message)}"
         ) from None
     names = _check_references(schema, where)
-    validator = Draft202012Validator(schema, registry=_EMPTY_REGISTRY)
+    validator = Draft202012Validator(_validating_form(schema), registry=_EMPTY_REGISTRY)
     try:
         list(validator.iter_errors({}))
     except RecursionError:
         raise ContentSchemaError(f"{where}: a $ref refers to itself without end") from None
     return LoadedContentSchema(schema, content_schema_digest(schema), validator, names)
+
+
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"prefixItems", "allOf", "anyOf", "oneOf"})
+_SCHEMA_VALUES = frozenset(
+    {
+        "items",
+        "contains",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+    }
+)
+_NOTHING: dict[str, Any] = {"not": {}}
+
+
+def _validating_form(schema: Any, slot: bool = False) -> Any:
+    """The schema the validator runs: a ``false`` subschema of a field (under
+    ``properties``, ``$defs``, ``allOf``...) as ``{"not": {}}``, which allows
+    exactly as little, because the validator reports such a ``false`` without
+    the field's path. Keywords that report their own ``false`` at the object
+    (``additionalProperties``, ``items``...) keep it. (The listed and hashed
+    schema stays as written.)"""
+    if schema is False and slot:
+        return _NOTHING
+    if not isinstance(schema, dict):
+        return schema
+    form: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            form[key] = {name: _validating_form(sub, True) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            form[key] = [_validating_form(sub, True) for sub in value]
+        elif key in _SCHEMA_VALUES:
+            form[key] = _validating_form(value)
+        else:
+            form[key] = value
+    return form
 
 
 def load_content_schema_file(path: Any, where: str) -> Any:

@@ -85,7 +85,7 @@ class FieldErrorOut(BaseModel):
 
     pointer: str = Field(
         description="Where: a JSON pointer (RFC 6901) into the request body, such as "
-        "`/spec/content/title` (`` for the body itself); for a query, path or header "
+        "`/spec/content/title` (empty for the body as a whole); for a query, path or header "
         "parameter, `/` and its name. A key of the caller's that is not a plain name or "
         "looks like a secret is shown as `*`."
     )
