@@ -112,6 +112,26 @@ def test_the_cli_lists_and_redelivers(sqlite_env: dict[str, str]) -> None:
     )
 
 
+def test_an_empty_list_says_so_on_stderr(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    for status in ("failing", "pending", "delivered"):
+        listed = invoke(["webhooks", "list", "--status", status], **sqlite_env)
+        assert listed.exit_code == 0, listed.stderr
+        assert listed.stdout == ""  # scripts reading one line per delivery read none
+        assert listed.stderr.strip() == (
+            f"no {status} webhook deliveries; no [[webhook]] subscription is configured "
+            "(see LEDGER_EXECUTORS_FILE)"
+        )
+    subscribed = tmp_path / "webhooks.toml"
+    subscribed.write_text(
+        '[[webhook]]\nurl = "http://127.0.0.1:9/hook"\nsecret = "env:HOOK_SECRET"\n'
+        'events = ["attempt.succeeded"]\n'
+    )
+    env = {**sqlite_env, "LEDGER_EXECUTORS_FILE": str(subscribed), "HOOK_SECRET": "s" * 32}
+    listed = invoke(["webhooks", "list", "--json"], **env)
+    assert listed.exit_code == 0, listed.stderr
+    assert (listed.stdout, listed.stderr.strip()) == ("", "no failing webhook deliveries")
+
+
 @pytest.mark.parametrize(
     "args",
     [["webhooks", "--help"], ["webhooks", "list", "--help"], ["webhooks", "redeliver", "--help"]],
