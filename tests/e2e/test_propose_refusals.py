@@ -154,3 +154,27 @@ def test_the_in_process_api_refuses_with_the_same_errors_and_problems() -> None:
         ledger.put_actor(alice.actor_id, enabled=False)
         with pytest.raises(ActorDisabled):
             ledger.propose(alice.actor_id, ledger.fake_spec())
+
+
+def test_the_openapi_request_schema_says_what_each_digest_binds_and_who_computes_it(
+    client: TestClient,
+) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    spec_fields = schemas["ProposalSpec"]["properties"]
+    assert all(field.get("description") for field in spec_fields.values()), [
+        name for name, field in spec_fields.items() if not field.get("description")
+    ]
+    described = {name: spec_fields[name]["description"] for name in spec_fields}
+    assert "GET /executors" in described["executor_build"]
+    assert "content schema" in described["executor_build"]
+    assert "GET /executors" in described["schema_digest"]
+    assert "/spec/schema_digest" in described["schema_digest"]
+    assert "computed by the proposer" in described["plugin_build"]
+    assert described["policy_digest"].startswith("Reserved")
+    assert "any well-formed" in described["policy_digest"]
+    assert all(schemas["ProposalIn"]["properties"][f]["description"] for f in ("actor_id", "spec"))
+    listed = schemas["ExecutorOut"]["properties"]
+    assert {"content_schema", "schema_digest"} <= set(listed)
+    body = schemas["ErrorBody"]["properties"]
+    assert {"errors", "error_count"} <= set(body)
+    assert set(schemas["FieldErrorOut"]["properties"]) == {"pointer", "message", "location"}
