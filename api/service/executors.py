@@ -18,16 +18,18 @@ READERS = (Role.PROPOSER, Role.ADMIN)
 
 def newest_first(entries: Sequence[RegistryEntry]) -> list[RegistryEntry]:
     """THE order of executor builds everywhere they are listed: by capability,
-    and within one capability the newest build first.
+    and within one capability the current build before the draining ones
+    (kept only for the work already bound to them), each group newest first.
 
-    The registry records no age of a build yet, so "newer" is "registered
-    later": the loader registers the fakes, then the plugins, then the
-    executors file's entries in file order (``adapters/executors/loader.py``),
-    so a build added below another in the file counts as newer. Anything that
-    learns more about a build (a draining mark, a registration time) changes
-    the key here and nowhere else.
+    The registry records no age of a build, so "newer" is "registered later":
+    the loader registers the fakes, then the plugins, then the executors
+    file's entries in file order (``adapters/executors/loader.py``), so a
+    build added below another in the file counts as newer. Anything that
+    learns more about a build changes the key here and nowhere else.
     """
-    ranked = sorted(enumerate(entries), key=lambda item: (item[1].capability, -item[0]))
+    ranked = sorted(
+        enumerate(entries), key=lambda item: (item[1].capability, item[1].draining, -item[0])
+    )
     return [entry for _, entry in ranked]
 
 
@@ -39,7 +41,10 @@ def list_executors(ledger: Ledger) -> list[RegistryEntry]:
 
 
 def _available(store: EventStore, entry: RegistryEntry) -> bool:
-    """The directory allows exactly this build with the delivery mode it is hosted with."""
+    """A new proposal may name this build: it is current (not draining) and the
+    directory allows exactly it with the delivery mode it is hosted with."""
+    if entry.draining:
+        return False
     record = store.get(
         DirectoryRecord, executor_build_record_id(entry.capability, entry.build_digest)
     )
@@ -62,6 +67,7 @@ def executor_listing(ledger: Ledger, principal: Principal) -> ExecutorListOut:
                 executor_build=entry.build_digest,
                 delivery_mode=entry.delivery_mode,
                 available=_available(ledger.store, entry),
+                state=entry.state,
                 content_schema=(
                     dict(entry.content_schema) if entry.content_schema is not None else None
                 ),

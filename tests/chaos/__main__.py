@@ -5,6 +5,7 @@ python -m tests.chaos --seed 1234 --trace            # replay one schedule
 python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
 python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
 python -m tests.chaos --schedules 300 --plant resend-no-write-proof   # likewise
+python -m tests.chaos --schedules 2000 --plant no-watch   # likewise
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     parser.add_argument(
         "--plant",
-        choices=("old-lookup-rule", "resend-no-write-proof"),
+        choices=("old-lookup-rule", "resend-no-write-proof", "no-watch"),
         help="re-introduce a known bug (the run must then find violations): "
         "old-lookup-rule trusts a lookup's 'not applied' at lease expiry; "
-        "resend-no-write-proof takes a re-send's refusal for a proof of no effect",
+        "resend-no-write-proof takes a re-send's refusal for a proof of no effect; "
+        "no-watch never looks again after a lookup's 'not applied' or a no_effect",
     )
     args = parser.parse_args(argv)
     if args.plant == "old-lookup-rule":
@@ -51,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
         from tests.chaos.late import plant_resend_no_write_proof
 
         plant_resend_no_write_proof()
+    elif args.plant == "no-watch":
+        from tests.chaos.late import plant_no_watch
+
+        plant_no_watch()
 
     if args.store == "dynamodb":
         return _dynamodb(args)

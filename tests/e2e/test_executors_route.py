@@ -71,6 +71,7 @@ def test_proposers_and_admins_list_every_hosted_build(
                 "executor_build",
                 "delivery_mode",
                 "available",
+                "state",
                 "content_schema",
                 "schema_digest",
             }
@@ -79,6 +80,7 @@ def test_proposers_and_admins_list_every_hosted_build(
             assert item["executor_build"] == fake_build_digest(item["capability"])
             assert item["delivery_mode"] == FAKE_CAPABILITIES[item["capability"]].value
             assert item["available"] is False  # nothing allowed in the directory yet
+            assert item["state"] == "current"
 
 
 def test_actors_channels_and_strangers_are_refused(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,10 +32,19 @@ class ExecutorOut(BaseModel):
             "capability and build digest says `available` with this delivery mode AND this "
             "server process hosts the build (every listed build is one its registry holds; a "
             "build this process does not host is not listed, whatever the directory says). "
-            "A proposal naming a build that is not available is refused "
-            "(422 `executor_build_unavailable`)."
+            "A draining build is never available. A proposal naming a build that is not "
+            "available is refused (422 `executor_build_unavailable`, or "
+            "`executor_build_draining`)."
         ),
     ]
+    state: Annotated[
+        Literal["current", "draining"],
+        Field(
+            description="`current`: the build new proposals should name (at most one per "
+            "capability); `draining`: kept only for the attempts and open presentations "
+            "already bound to it (docs/operations.md)."
+        ),
+    ] = "current"
     content_schema: Annotated[
         dict[str, Any] | None,
         Field(
