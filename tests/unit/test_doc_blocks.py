@@ -17,6 +17,7 @@ DOCUMENTS = sorted(
         ROOT / "README.md",
         ROOT / "CHANGELOG.md",
         ROOT / "infra" / "README.md",
+        *ROOT.glob("clients/*/README.md"),
         *ROOT.glob("docs/*.md"),
     ]
 )
