@@ -82,8 +82,22 @@ def list_command(
                 cursor = page.next_cursor
                 if cursor is None:
                     break
+            if shown == 0:
+                _say_none(status, configured=bool(ledger.webhooks))
         finally:
             ledger.close()
+
+
+def _say_none(status: DeliveryStatus, *, configured: bool) -> None:
+    """An empty list says so, on stderr (stdout stays one line per delivery)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    note = f"no {status.value} webhook deliveries"
+    if not configured:
+        note += "; no [[webhook]] subscription is configured (see LEDGER_EXECUTORS_FILE)"
+    # Text, not markup: "[[webhook]]" would be read as a style
+    Console(stderr=True, soft_wrap=True, highlight=False).print(Text(note))
 
 
 @webhooks_app.command("redeliver")

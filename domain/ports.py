@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from domain.base import LedgerAggregate, LedgerEvent
 from domain.directory import DeliveryMode
+from domain.problems import FieldProblem
 from domain.spec import ProposalSpec
 
 A = TypeVar("A", bound=LedgerAggregate)
@@ -101,6 +102,20 @@ class Reconciler(Protocol):
     def lookup(self, request: ExecutionRequest) -> ReconcileAnswer: ...
 
 
+class ContentSchema(Protocol):
+    """The JSON Schema a build declares for the spec's ``content`` (design.md 2.1).
+
+    ``digest`` is the spec's ``schema_digest`` for that build: ``sha256:`` over
+    the RFC 8785 bytes of the schema (``domain.spec.content_schema_digest``)."""
+
+    digest: str
+
+    def problems(self, content: Mapping[str, Any], prefix: str) -> list[FieldProblem]:
+        """Every way ``content`` fails the schema, as pointers under ``prefix``;
+        the messages never repeat the content."""
+        ...
+
+
 class ExecutorRegistry(Protocol):
     """Executors keyed by (capability, exact build digest): the builds this process
     hosts. A capability may have several at once (a rollover); a draining one runs
@@ -111,6 +126,10 @@ class ExecutorRegistry(Protocol):
     def reconciler(self, capability: str, build_digest: str) -> Reconciler | None: ...
 
     def is_draining(self, capability: str, build_digest: str) -> bool: ...
+
+    def content_schema(self, capability: str, build_digest: str) -> ContentSchema | None:
+        """The build's content schema; None when it declares none (any object)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def inbox(
     approve, soonest expiry first), from the inbox projection. A channel sees
     only its own actor's inbox; for any other actor the page is empty."""
     require_role(principal, *INBOX_READERS)
-    actor_id = validate_ident(actor_id, "actor_id")
+    actor_id = validate_ident(actor_id, "actor_id", "query")
     after = decode_cursor(cursor)
     if not may_see_inbox(principal, actor_id):
         return InboxOut(items=[])

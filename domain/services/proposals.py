@@ -32,10 +32,12 @@ from domain.errors import (
     UnknownPermission,
 )
 from domain.ports import Commit, Lookup
+from domain.problems import FieldProblem
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
 from domain.services.presentation_bindings import check_presentation_bindings
+from domain.services.propose_checks import SPEC_POINTER, check_actor_may_propose, content_problems
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, validated_payload_hash, view_hash
@@ -87,23 +89,36 @@ def _render(ctx: ServiceContext, spec: ProposalSpec) -> tuple[str, str, str]:
 
 def check_spec_acceptable(ctx: ServiceContext, spec: ProposalSpec, now: datetime) -> None:
     """Catalogue permission, an executor build available in the directory and
-    hosted here as current (not draining), unexpired spec."""
+    hosted here as current (not draining), the build's content schema (its
+    digest and the content), an unexpired spec."""
     if spec.permission not in ctx.permissions:
-        raise UnknownPermission()
+        raise UnknownPermission(
+            problems=[FieldProblem(f"{SPEC_POINTER}/permission", "is not in the catalogue")]
+        )
     build = ctx.store.get(
         DirectoryRecord, executor_build_record_id(spec.capability, spec.executor_build)
     )
+    unavailable = [
+        FieldProblem(
+            f"{SPEC_POINTER}/executor_build",
+            "is not a build of this capability that the directory allows and this server hosts",
+        )
+    ]
     if build is None or not build.flag("available"):
-        raise ExecutorBuildUnavailable()
+        raise ExecutorBuildUnavailable(problems=unavailable)
+    problems: list[FieldProblem] = []
     if ctx.registry is not None:
         if ctx.registry.get(spec.capability, spec.executor_build) is None:
-            raise ExecutorBuildUnavailable()
+            raise ExecutorBuildUnavailable(problems=unavailable)
         if ctx.registry.is_draining(spec.capability, spec.executor_build):
             # Kept for the attempts and open presentations bound to it; new work uses
             # the capability's current build.
             raise ExecutorBuildDraining()
+        problems = content_problems(ctx.registry, spec)
     if spec.expires_at <= now:
-        raise InvalidSpec("expires_at: must be in the future")
+        problems.append(FieldProblem(f"{SPEC_POINTER}/expires_at", "must be in the future"))
+    if problems:
+        raise InvalidSpec(problems=problems)
 
 
 def propose(
@@ -162,9 +177,10 @@ def _propose(
     idem: IdempotencyKey | None,
     proposer: str | None = None,
 ) -> ProposalResult:
-    spec = parse_spec(spec_data)
+    spec = parse_spec(spec_data, SPEC_POINTER)
     now = ctx.clock.now()
     check_spec_acceptable(ctx, spec, now)
+    check_actor_may_propose(ctx, actor_id, spec.permission)
     ph, preview, vh = _render(ctx, spec)
     stored_spec = spec.canonical_dict()
     at = format_utc(now)
@@ -192,7 +208,7 @@ def _propose(
         if existing is None:
             raise NotFound()
         if existing.actor_id != actor_id:
-            raise InvalidInput("actor_id: does not match the proposal lineage")
+            raise InvalidInput.at("/actor_id", "is not the actor of this proposal lineage")
         version = existing.revise(
             spec=stored_spec,
             payload_hash=ph,
@@ -254,8 +270,8 @@ def present(
     a retry after a lost answer gets the same presentation and the same token."""
     ttl = ctx.presentation_ttl_seconds if ttl_seconds is None else ttl_seconds
     if not MIN_PRESENTATION_TTL <= ttl <= MAX_PRESENTATION_TTL:
-        raise InvalidInput(
-            f"ttl_seconds: must be between {MIN_PRESENTATION_TTL} and {MAX_PRESENTATION_TTL}"
+        raise InvalidInput.at(
+            "/ttl_seconds", f"must be between {MIN_PRESENTATION_TTL} and {MAX_PRESENTATION_TTL}"
         )
     if idempotency is not None:
         replay = _replayed_presentation(ctx, idempotency)

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
-from tests.support.http_helpers import API, DIRECTORY, Headers, spec
+from tests.support.http_helpers import API, DIRECTORY, Headers, assert_error_body, spec
 from tests.support.worlds.http_api import (
     MISSING_ATTEMPT,
     MISSING_PROPOSAL,
@@ -374,7 +374,7 @@ def test_the_whole_matrix(http_world: HttpWorld, client: TestClient) -> None:
                 continue
             if response.status_code >= 400:
                 body = response.json()
-                assert set(body) == {"error", "detail"}, (method, path, role, body)
+                assert_error_body(body, response.status_code)
             refused = expected == rule.answers["missing"] and relation != "missing"
             if rule.same_as_missing and refused and role in rule.roles:
                 missing = send(
