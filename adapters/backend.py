@@ -25,7 +25,6 @@ implementation per backend.
 from __future__ import annotations
 
 import contextlib
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 
+from adapters.commit_signal import CommitSignal, commit_signal
 from adapters.recorder import LedgerRecorder
 
 if TYPE_CHECKING:
@@ -199,7 +199,11 @@ class NotificationLogFeed:
     """Reads new events from an embedded store's notification log.
 
     By default only Queued/Requeued events (work for the worker); with
-    ``topics=()`` every event.
+    ``topics=()`` every event. With nothing new, ``poll`` waits for the next
+    commit made in this process that queues work (``signal``, shared with the
+    store that writes through the recorder), so an approval reaches the worker
+    at once; any other commit, or one made by another process, is read at the
+    latest when the wait ends.
     """
 
     trigger = "notification"
@@ -210,17 +214,20 @@ class NotificationLogFeed:
         *,
         from_start: bool = False,
         topics: Sequence[str] = tuple(sorted(WORK_TOPICS)),
+        signal: CommitSignal | None = None,
     ) -> None:
         self.recorder = recorder
         self.topics = list(topics)
+        self.signal = signal if signal is not None else commit_signal(recorder)
         self.position = 0 if from_start else (recorder.max_notification_id() or 0)
 
     def poll(self, wait_seconds: float) -> list[str]:
+        seen = self.signal.count  # before the read: a commit after it ends the wait
         notifications = self.recorder.select_notifications(
             start=self.position, limit=BATCH_LIMIT, topics=self.topics, inclusive_of_start=False
         )
         if not notifications:
-            time.sleep(wait_seconds)
+            self.signal.wait(seen, wait_seconds)
             return []
         self.position = notifications[-1].id
         return list(dict.fromkeys(str(n.originator_id) for n in notifications))

@@ -35,6 +35,7 @@ from eventsourcing.persistence import IntegrityError
 
 from adapters.backend import LogReader, WorkFeed
 from adapters.bootstrap import Ledger, policy_from_settings
+from adapters.commit_signal import commit_signal
 from adapters.housekeeping import housekeeping_loop
 from adapters.rebuild import rebuild
 from adapters.webhooks.deliverer import Deliverer
@@ -147,6 +148,7 @@ class Runtime:
 
         report = StopReport()
         self.draining.set()
+        commit_signal(self.ledger.store.recorder).wake()  # a feed waiting for work looks up
         if self.pool is not None:
             report.dropped = self.pool.close()
         for thread in self._leasing:

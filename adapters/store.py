@@ -25,8 +25,10 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 
+from adapters.commit_signal import commit_signal
 from adapters.mapping import LedgerMapper
 from adapters.recorder import LedgerRecorder, LookupConflictError, StreamConflictError
+from adapters.streams import WORK_TOPICS
 from domain.base import LedgerAggregate, LedgerEvent
 from domain.errors import (
     ConcurrencyConflict,
@@ -247,3 +249,6 @@ class LedgerStore:
             raise
         except PersistenceError as exc:
             raise StoreUnavailable() from exc
+        if any(event.topic in WORK_TOPICS for event in stored):
+            # Work was queued: this process's worker, waiting on the signal, reads it now.
+            commit_signal(self.recorder).notify()

@@ -4,13 +4,14 @@ lookups, due work and the head index, all written in the events' transaction."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.persistence import IntegrityError, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRecorder
 
 from adapters.recorder import (
@@ -19,12 +20,18 @@ from adapters.recorder import (
     check_due_page,
     due_sort_key,
 )
-from adapters.sqlite.datastore import ImmediateTransaction, LedgerDatastore, read
+from adapters.sqlite.datastore import (
+    ImmediateTransaction,
+    LedgerDatastore,
+    persistence_error,
+    read,
+)
 from adapters.sqlite.durability import (
     DEFAULT_SYNCHRONOUS,
     Synchronous,
     synchronous_for,
 )
+from adapters.sqlite.group_commit import Batch, GroupCommit, Write
 from adapters.sqlite.lookups import (
     LOOKUP_TABLE,
     delete_expired_lookups,
@@ -74,6 +81,7 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         self._select_events = (
             f"SELECT originator_version, topic, state FROM {t} WHERE originator_id=?"
         )
+        self.group_commit = GroupCommit(self._commit_batch, self._commit_one)
 
     def construct_create_table_statements(self) -> list[str]:
         statements = super().construct_create_table_statements()
@@ -92,9 +100,31 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        durable = bool(kwargs.get("durable", True))
+        """Committed with the writes of other callers that arrive meanwhile, in
+        one transaction, each with its own answer (``group_commit.py``)."""
+        result: Sequence[int] | None = self.group_commit.submit(
+            lambda c: self._insert_events(c, stored_events, **kwargs),
+            durable=bool(kwargs.get("durable", True)),
+        )
+        return result
+
+    def _commit_one(self, write: Write) -> Any:
+        with self._write_transaction(durable=write.durable) as c:
+            return write.run(c)
+
+    def _commit_batch(self, batch: Batch, durable: bool) -> None:
+        """Every write in a savepoint of its own: a clash undoes that write only."""
         with self._write_transaction(durable=durable) as c:
-            return self._insert_events(c, stored_events, **kwargs)
+            for write in batch:
+                c.execute("SAVEPOINT ledger_write")
+                try:
+                    write.result = write.run(c)
+                except (IntegrityError, sqlite3.IntegrityError) as exc:
+                    c.execute("ROLLBACK TO ledger_write")
+                    write.error = (
+                        persistence_error(exc) if isinstance(exc, sqlite3.IntegrityError) else exc
+                    )
+                c.execute("RELEASE ledger_write")
 
     @contextmanager
     def _write_transaction(self, *, durable: bool = False) -> Iterator[SQLiteCursor]:
