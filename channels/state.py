@@ -118,6 +118,13 @@ def _row(values: sqlite3.Row) -> Held:
     return Held(**data)
 
 
+def _most(held: int | None, answered: int | None) -> int | None:
+    """The votes to show: a later answer never shows fewer than a sibling's tally did."""
+    if answered is None:
+        return held
+    return answered if held is None else max(held, answered)
+
+
 class State:
     """The state file; safe to use from several threads of one process."""
 
@@ -242,7 +249,7 @@ class State:
                 decision.phase,
                 now,
                 attempt_id=decision.attempt_id or held.attempt_id,
-                votes=decision.votes if decision.votes is not None else held.votes,
+                votes=_most(held.votes, decision.votes),
                 required=decision.required if decision.required is not None else held.required,
             )
             if decision.votes is not None:
