@@ -2,9 +2,7 @@
 
 Every command reads the same settings (``load_settings``) and fails with one
 line on stderr and a non-zero exit status, never a traceback (``cli_common``).
-The command groups live beside this module: ``cli_audit``, ``cli_dynamodb``,
-``cli_executors`` and ``cli_projections``.
-"""
+The command groups live beside this module (``cli_audit``, ``cli_channels``, ...)."""
 
 from __future__ import annotations
 

@@ -50,3 +50,11 @@ def ledger(
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def sqlite_only(ledger: LedgerUnderTest) -> None:
+    """For what the channel does alone (its message, its state file, a restart): the
+    same on every store, so run once; what the ledger decides runs on both."""
+    if ledger.store != "sqlite":
+        pytest.skip("channel-side only: the same on every store, run on SQLite")

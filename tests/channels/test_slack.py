@@ -134,7 +134,9 @@ def world(unstarted: World) -> World:
     return unstarted
 
 
-def test_the_message_is_blocks_with_the_preview_and_two_buttons(world: World) -> None:
+def test_the_message_is_blocks_with_the_preview_and_two_buttons(
+    sqlite_only: None, world: World
+) -> None:
     proposal, shown, answer = world.present()
     assert answer.status_code == 202, answer.text
     assert answer.json() == {"presentation_id": shown.presentation_id, "status": "sent"}
@@ -192,7 +194,7 @@ def test_forged_stale_and_replayed_requests_are_refused_and_change_nothing(world
     assert world.ledger.proposal(proposal.proposal_id).versions[0].status == "claimed"
 
 
-def test_a_decline_declines_and_the_message_says_so(world: World) -> None:
+def test_a_decline_declines_and_the_message_says_so(sqlite_only: None, world: World) -> None:
     proposal, _, _ = world.present()
     approve = world.value("approve")
     assert world.deliver(world.value("decline"), "decline") == (200, "Declined.")
@@ -211,7 +213,7 @@ def test_a_press_after_expiry_is_answered_expired(world: World) -> None:
 
 
 def test_the_channel_killed_between_approval_and_update_updates_after_restart(
-    unstarted: World,
+    sqlite_only: None, unstarted: World
 ) -> None:
     world = unstarted
     world.fake.fail("chat.update")

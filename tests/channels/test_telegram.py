@@ -141,7 +141,9 @@ def world(unstarted: World) -> World:
     return unstarted
 
 
-def test_the_message_carries_the_preview_and_buttons_but_never_the_token(world: World) -> None:
+def test_the_message_carries_the_preview_and_buttons_but_never_the_token(
+    sqlite_only: None, world: World
+) -> None:
     proposal, shown, answer = world.present()
     assert answer.status_code == 202, answer.text
     assert answer.json() == {"presentation_id": shown.presentation_id, "status": "sent"}
@@ -215,7 +217,7 @@ def test_a_forged_or_replayed_update_is_refused_and_changes_nothing(world: World
     assert world.ledger.proposal(proposal.proposal_id).versions[0].status == "claimed"
 
 
-def test_a_decline_declines_and_the_message_says_so(world: World) -> None:
+def test_a_decline_declines_and_the_message_says_so(sqlite_only: None, world: World) -> None:
     proposal, _, _ = world.present()
     approve = world.data("Approve")
     assert world.deliver(world.data("Decline")) == (200, "Declined.")
@@ -235,7 +237,7 @@ def test_a_press_after_expiry_is_answered_expired(world: World) -> None:
 
 
 def test_the_channel_killed_between_approval_and_edit_edits_after_restart(
-    unstarted: World,
+    sqlite_only: None, unstarted: World
 ) -> None:
     world = unstarted
     world.fake.fail("editMessageText")
