@@ -64,10 +64,10 @@ PORT ?= 8000
 run: $(RUN_STAMP) ## run the ledger (API, worker, recovery) on the embedded store (PORT=8000)
 	$(BIN)/ledger serve --port $(PORT)
 
-lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/, api/ and the Python client), import-linter
+lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/, api/, channels/ and the Python client), import-linter
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy domain projections adapters api clients/python/src/ledger_client
+	$(BIN)/mypy domain projections adapters api channels clients/python/src/ledger_client
 	$(BIN)/lint-imports
 
 test: $(DEV_STAMP) $(MINISTACK) lint test-typescript ## install, start what tests need, run the whole suite

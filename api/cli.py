@@ -2,9 +2,7 @@
 
 Every command reads the same settings (``load_settings``) and fails with one
 line on stderr and a non-zero exit status, never a traceback (``cli_common``).
-The command groups live beside this module: ``cli_audit``, ``cli_dynamodb``,
-``cli_executors`` and ``cli_projections``.
-"""
+The command groups live beside this module (``cli_audit``, ``cli_channels``, ...)."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ from rich.console import Console
 from adapters.settings import Environment, Settings, load_settings
 from api.cli_audit import audit_app
 from api.cli_backup import register as register_backup_commands
+from api.cli_channels import channels_app
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
@@ -66,6 +65,7 @@ app.add_typer(projections_app, name="projections")
 app.add_typer(executors_app, name="executors")
 app.add_typer(audit_app, name="audit")
 app.add_typer(webhooks_app, name="webhooks")
+app.add_typer(channels_app, name="channels")
 
 
 @app.command()

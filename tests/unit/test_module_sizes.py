@@ -50,6 +50,7 @@ def test_the_worker_is_split_by_step_and_keeps_its_public_names() -> None:
 
 def test_each_command_group_has_its_own_module() -> None:
     from api.cli_audit import audit_app
+    from api.cli_channels import channels_app
     from api.cli_dynamodb import dynamodb_app
     from api.cli_executors import executors_app
     from api.cli_projections import projections_app
@@ -57,6 +58,7 @@ def test_each_command_group_has_its_own_module() -> None:
 
     groups = {
         "audit": audit_app,
+        "channels": channels_app,
         "dynamodb": dynamodb_app,
         "executors": executors_app,
         "projections": projections_app,
