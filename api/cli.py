@@ -21,6 +21,7 @@ from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
+from api.cli_mcp import register as register_mcp_command
 from api.cli_projections import projections_app
 from api.cli_webhooks import webhooks_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
@@ -392,6 +393,7 @@ def token(
 
 
 register_backup_commands(app)
+register_mcp_command(app)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -78,6 +79,9 @@ async def session(config: McpServerConfig, timeout: float) -> AsyncIterator[Any]
     info = Implementation(name=CLIENT_NAME, version="1")
     if entry.url is not None:
         import httpx2
+
+        for name in ("httpx2", "httpcore2"):  # request lines name the server: not logged
+            logging.getLogger(name).setLevel(logging.WARNING)
         from mcp.client.streamable_http import streamable_http_client
 
         client = httpx2.AsyncClient(

@@ -9,6 +9,8 @@ harmless).
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from adapters.bootstrap import Ledger
 from api.http.schemas.proposals import (
     CancelIn,
@@ -56,13 +58,22 @@ def visible_proposal(ledger: Ledger, principal: Principal, proposal_id: str) -> 
 
 
 def propose(
-    ledger: Ledger, principal: Principal, body: ProposalIn, *, idempotency_key: str | None = None
+    ledger: Ledger,
+    principal: Principal,
+    body: ProposalIn,
+    *,
+    idempotency_key: str | None = None,
+    fingerprint: BaseModel | None = None,
 ) -> ProposalOut:
     """Store a proposal version (superseding the previous one of its lineage).
 
-    With an idempotency key, a retry of the same request gets the first answer."""
+    With an idempotency key, a retry of the same request gets the first answer.
+    ``fingerprint``: what "the same request" means when it is not ``body`` (an
+    entry point that writes the spec's expiry itself, such as MCP's
+    ``propose_action``, fingerprints the request it was given)."""
     require_role(principal, Role.PROPOSER)
-    with held(ledger, principal, idempotency_key, route="/proposals", body=body) as key:
+    same = body if fingerprint is None else fingerprint
+    with held(ledger, principal, idempotency_key, route="/proposals", body=same) as key:
         result = proposal_services.propose(
             ledger.context,
             actor_id=body.actor_id,
