@@ -227,10 +227,12 @@ async def stdio_session(files: McpFiles, *extra: str) -> AsyncIterator[Any]:
         cwd=str(files.root),
     )
     with open(files.root / "mcp-stderr.log", "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write, read_timeout_seconds=60) as session:
-                await session.initialize()
-                yield session
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=60) as session,
+        ):
+            await session.initialize()
+            yield session
 
 
 @contextlib.asynccontextmanager
