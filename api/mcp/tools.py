@@ -104,7 +104,7 @@ def _actor(ctx: McpContext, actor_id: str) -> ActorEntry:
 def _capability(ctx: McpContext, principal: Principal, name: str) -> Capability:
     found = catalog(ctx.ledger, principal, ctx.config).get(name)
     if found is None:
-        raise InvalidInput(f"capability: {name[:64]!r} is not offered (see list_capabilities)")
+        raise InvalidInput("capability: not one this server offers (see list_capabilities)")
     if not found.build.available:
         raise ExecutorBuildUnavailable()
     if found.executor is not None:

@@ -131,7 +131,11 @@ class McpFiles:
 
     def settings(self) -> dict[str, Any]:
         """``open_ledger`` overrides for the same store and executors file."""
-        values = {k.removeprefix("LEDGER_").lower(): v for k, v in self.store_env.items()}
+        values = {
+            k.removeprefix("LEDGER_").lower(): v
+            for k, v in self.store_env.items()
+            if k.startswith("LEDGER_")
+        }
         return {**values, "executors_file": str(self.executors)}
 
 
