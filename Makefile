@@ -15,7 +15,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 # install adds it, editable, so its tests and the type checker see it.
 PY_CLIENT := $(wildcard clients/python/pyproject.toml)
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
-PYTEST_ARGS ?= -n auto
+PYTEST_ARGS ?= -n auto --durations=25
 comma := ,
 
 .PHONY: install install-run run test test-fast test-typescript typescript-types test-containers emulator-image e2e-aws lint bench chaos clean help

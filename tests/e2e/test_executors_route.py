@@ -61,10 +61,17 @@ def test_proposers_and_admins_list_every_hosted_build(
         assert [i["capability"] for i in items] == sorted(FAKE_CAPABILITIES)
         for item in items:
             # the optional content_schema is absent, never null, when a build declares none
-            assert set(item) == {"capability", "executor_build", "delivery_mode", "available"}
+            assert set(item) == {
+                "capability",
+                "executor_build",
+                "delivery_mode",
+                "available",
+                "state",
+            }
             assert item["executor_build"] == fake_build_digest(item["capability"])
             assert item["delivery_mode"] == FAKE_CAPABILITIES[item["capability"]].value
             assert item["available"] is False  # nothing allowed in the directory yet
+            assert item["state"] == "current"
 
 
 def test_actors_channels_and_strangers_are_refused(
