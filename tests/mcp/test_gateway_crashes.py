@@ -91,3 +91,35 @@ def test_a_gated_call_survives_a_crash_at_each_boundary(
     if found[0] == "succeeded":
         assert attempt.result is not None
         assert attempt.result["receipt"]["id"].startswith(("task_", "msg_"))
+
+
+@pytest.mark.parametrize("change", ["schema_changed", "server_gone"])
+def test_a_changed_or_vanished_downstream_tool_is_never_called_on_the_old_build(
+    store: LedgerStore, tmp_path: Path, change: str
+) -> None:
+    state = tmp_path / "tasks.db"
+    server = Downstream(state)
+    world = gateway_world(store, server.url, state, tmp_path)
+    try:
+        attempt_id = world.approved("provider_idempotency")
+        server.stop()
+        if change == "schema_changed":  # the same server, upgraded: create_task wants `due`
+            server = Downstream(state, variant="v2", port=server.port)
+        world.worker().process(attempt_id)
+        for _ in range(2):
+            world.recover_after_lease()
+        attempt = world.attempt(attempt_id)
+    finally:
+        server.stop()
+        assert world.loaded is not None
+        world.loaded.registry.close()
+    assert attempt.status.value == "failed_safe"
+    assert attempt.result is not None
+    assert (
+        attempt.result["reason_code"]
+        == {
+            "schema_changed": "downstream_tool_changed",
+            "server_gone": "downstream_unavailable",
+        }[change]
+    )
+    assert world.requests_of(attempt_id) == 0  # nothing was called

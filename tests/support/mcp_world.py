@@ -172,8 +172,10 @@ def allow_everything(ledger: Any) -> None:
 class Downstream:
     """The tasks service over streamable HTTP, as a process on a free port."""
 
-    def __init__(self, state: Path, *, variant: str = "v1", fail_first: int = 0) -> None:
-        self.port = free_port()
+    def __init__(
+        self, state: Path, *, variant: str = "v1", fail_first: int = 0, port: int | None = None
+    ) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         command = [sys.executable, "-m", "tests.support.mcp_downstream", "--state", str(state)]
         command += ["--transport", "http", "--port", str(self.port), "--variant", variant]
