@@ -13,13 +13,15 @@ call and the test that reads the counts share it): ``requests`` per key and
 ``effects`` per key. ``--variant v2`` changes ``create_task``'s input schema (a
 required ``due`` field), as an upgraded server would. ``--fail-first N`` makes
 the first N effect calls of a key apply the effect and then fail before
-answering (a lost answer). Nothing here is part of the ledger.
+answering (a lost answer). ``TASKS_INTERNAL_NOTE`` set: each effect's answer
+also carries it, outside the receipt's pointers. Nothing here is part of the ledger.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Mapping
@@ -31,6 +33,7 @@ import anyio
 
 IDEMPOTENCY_META_KEY = "execution-ledger/idempotency-key"
 EFFECT_TOOLS = ("create_task", "send_message")
+NOTE_ENV = "TASKS_INTERNAL_NOTE"  # set: every effect's answer carries it (a canary)
 
 
 def tool_schemas(variant: str = "v1") -> dict[str, dict[str, Any]]:
@@ -162,6 +165,9 @@ def build_server(state: State, *, variant: str = "v1", fail_first: int = 0) -> A
         key = (ctx.meta or {}).get(IDEMPOTENCY_META_KEY)
         key = key if isinstance(key, str) else None
         result = await anyio.to_thread.run_sync(state.call, key, params.name, arguments, fail_first)
+        note = os.environ.get(NOTE_ENV)
+        if note:  # what a real service adds to its answer beyond the receipt's pointers
+            result = {**result, "internal_note": note}
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(result))],
             structured_content=result,

@@ -105,6 +105,7 @@ class McpFiles:
     root: Path
     store_env: dict[str, str]
     secret: str = field(default_factory=lambda: secrets.token_hex(16))
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def executors(self) -> Path:
@@ -127,6 +128,7 @@ class McpFiles:
             "LEDGER_RECOVERY_INTERVAL_SECONDS": "1",
             SECRET_ENV: self.secret,
             "PYTHONPATH": str(REPO_ROOT),
+            **self.extra_env,
         }
 
     def settings(self) -> dict[str, Any]:
@@ -173,7 +175,13 @@ class Downstream:
     """The tasks service over streamable HTTP, as a process on a free port."""
 
     def __init__(
-        self, state: Path, *, variant: str = "v1", fail_first: int = 0, port: int | None = None
+        self,
+        state: Path,
+        *,
+        variant: str = "v1",
+        fail_first: int = 0,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
@@ -183,7 +191,7 @@ class Downstream:
         self.process = subprocess.Popen(
             command,
             cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -241,9 +249,48 @@ async def stdio_session(files: McpFiles, *extra: str) -> AsyncIterator[Any]:
             yield session
 
 
+class Recording:
+    """A client's read stream that keeps, as JSON text, every message the server
+    sent (the SDK's ``ReadStream`` protocol, delegated)."""
+
+    def __init__(self, inner: Any, texts: list[str]) -> None:
+        self.inner = inner
+        self.texts = texts
+
+    def _keep(self, item: Any) -> Any:
+        message = getattr(item, "message", None)
+        dump = getattr(message, "model_dump_json", None)
+        self.texts.append(dump(by_alias=True) if dump is not None else repr(item))
+        return item
+
+    async def receive(self) -> Any:
+        return self._keep(await self.inner.receive())
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __aiter__(self) -> Recording:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self._keep(await self.inner.__anext__())
+
+    async def __aenter__(self) -> Recording:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # last_context and the like
+        return getattr(self.inner, name)
+
+
 @contextlib.asynccontextmanager
-async def http_session(url: str, token: str | None) -> AsyncIterator[Any]:
-    """The SDK's client session with ``ledger mcp --transport http``."""
+async def http_session(
+    url: str, token: str | None, record: list[str] | None = None
+) -> AsyncIterator[Any]:
+    """The SDK's client session with ``ledger mcp --transport http`` (``record``:
+    receives every server message as JSON text)."""
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -252,7 +299,9 @@ async def http_session(url: str, token: str | None) -> AsyncIterator[Any]:
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60)) as client,
         streamable_http_client(url, http_client=client) as (read, write),
-        ClientSession(read, write, read_timeout_seconds=60) as session,
+        ClientSession(
+            read if record is None else Recording(read, record), write, read_timeout_seconds=60
+        ) as session,
     ):
         await session.initialize()
         yield session
