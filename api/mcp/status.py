@@ -6,13 +6,19 @@ the uniform NotFound for anything else); its attempt is read as the
 proposal's actor, the owner the service lets read it. The wait holds no
 thread: it sleeps on this process's view-change notification, first for the
 actor's decision (the proposal's inbox row), then for the attempt to settle.
+That notification sees only this process's writes; the decision and the
+worker may be in another process (``ledger serve`` with ``ledger mcp
+--no-worker``), so the wait also reads the store again every
+``RECHECK_SECONDS``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Annotated, Any
 
+import anyio
 from anyio import to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +31,7 @@ from api.service.validation import parse
 from projections.inbox import INBOX_VIEW
 
 MAX_WAIT_SECONDS = 30
+RECHECK_SECONDS = 1.0  # how soon a write of another process is seen by a wait
 # What the agent is told while there is no attempt: the proposal's own status.
 PROPOSAL_STATUS = {"presented": "awaiting_approval", "claimed": "approved"}
 
@@ -73,27 +80,37 @@ async def get_action_status(
     args = parse(ActionStatusIn, raw)
     ledger = ctx.ledger
     deadline = time.monotonic() + args.wait_seconds
-    view = await to_thread.run_sync(proposals.get_proposal, ledger, principal, args.proposal_id)
     changes = _changes(ctx)
-    if _current(view)[2] is None and args.wait_seconds > 0 and changes is not None:
-        with changes.watch(INBOX_VIEW, view.proposal_id) as waiter:
-            view = await to_thread.run_sync(
-                proposals.get_proposal, ledger, principal, args.proposal_id
-            )
-            while _current(view)[1] == "presented":
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not await waiter.wait(remaining):
-                    break
-                view = await to_thread.run_sync(
-                    proposals.get_proposal, ledger, principal, args.proposal_id
-                )
+
+    def read() -> ProposalViewOut:
+        return proposals.get_proposal(ledger, principal, args.proposal_id)
+
+    view = await to_thread.run_sync(read)
+    if _current(view)[1] == "presented" and args.wait_seconds > 0:
+        watching = (
+            changes.watch(INBOX_VIEW, view.proposal_id)
+            if changes is not None
+            else contextlib.nullcontext(None)
+        )
+        with watching as waiter:
+            view = await to_thread.run_sync(read)
+            while _current(view)[1] == "presented" and (left := deadline - time.monotonic()) > 0:
+                seconds = min(left, RECHECK_SECONDS)
+                if waiter is None:
+                    await anyio.sleep(seconds)
+                else:
+                    await waiter.wait(seconds)
+                view = await to_thread.run_sync(read)
     attempt_id = _current(view)[2]
     if attempt_id is None:
         return _answer(view, None)
     owner = Principal(subject=view.actor_id, role=Role.ACTOR)
-    remaining = deadline - time.monotonic()
-    if remaining > 0:
-        attempt = await attempts.wait_attempt_async(ledger, owner, attempt_id, remaining)
-    else:
-        attempt = await to_thread.run_sync(attempts.get_attempt, ledger, owner, attempt_id)
+    attempt = await to_thread.run_sync(attempts.get_attempt, ledger, owner, attempt_id)
+    while attempt.status not in attempts.SETTLED and (left := deadline - time.monotonic()) > 0:
+        seconds = min(left, RECHECK_SECONDS)
+        if changes is None:
+            await anyio.sleep(seconds)
+            attempt = await to_thread.run_sync(attempts.get_attempt, ledger, owner, attempt_id)
+        else:
+            attempt = await attempts.wait_attempt_async(ledger, owner, attempt_id, seconds)
     return _answer(view, attempt)
