@@ -17,6 +17,7 @@ from adapters.settings import Environment, Settings, load_settings
 from api.cli_audit import audit_app
 from api.cli_backup import register as register_backup_commands
 from api.cli_common import fail as _fail
+from api.cli_common import note_without_executors as _note_without_executors
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
@@ -176,15 +177,6 @@ def _preflight(settings: Settings) -> None:
         preflight(settings)
     except PreflightError as exc:
         _fail(str(exc))
-
-
-def _note_without_executors(ledger: Any) -> None:
-    """Say so at start-up when nothing can execute (every approval would be refused)."""
-    if not ledger.registry.entries():
-        Console(stderr=True, soft_wrap=True).print(
-            "note: no executors are registered, so every approval is refused; set "
-            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)"
-        )
 
 
 def _configure_logging(settings: Settings) -> None:
