@@ -31,6 +31,12 @@ def new_call_id() -> str:
     return "call_" + secrets.token_hex(12)
 
 
+def resource(path: str) -> str:
+    """What a request is about: ``proposals``, ``presentations``, ``execution-attempts``..."""
+    parts = path.split("/api/conversational/", 1)[-1].split("/")
+    return parts[2] if len(parts) > 2 else parts[0]
+
+
 @dataclass
 class World:
     """One test's agent processes: each :meth:`gate` is a new process's, on one journal."""
@@ -46,7 +52,7 @@ class World:
         """A gate of a freshly started process: a new client, the journal on disk."""
 
         async def count(request: httpx.Request) -> None:
-            self.sent[(request.method, request.url.path.rsplit("/", 1)[-1])] += 1
+            self.sent[(request.method, resource(request.url.path))] += 1
 
         async def deliver(pending: PendingApproval) -> None:
             self.delivered.append(pending)

@@ -71,6 +71,7 @@ def test_approval_answers_the_ledgers_result_and_a_resume_never_proposes_or_runs
     assert world.proposals_sent == 1 and len(world.delivered) == 1
     assert proposal_streams(ledger_server) - before == 1
     assert world.executor_calls(ledger) == 1
+    assert world.sent[("GET", "execution-attempts")] >= 1  # the result was read, not made
 
 
 async def resume_in(world: World, saved: str) -> RunResult:
@@ -101,4 +102,4 @@ def test_a_declined_call_is_rejected_in_the_run_and_never_runs(
     told, decision = asyncio.run(scenario())
     assert "declined" in told and "Nothing was done" in told
     assert decision == {"status": "declined", "attempt": None}
-    assert world.sent[("GET", "wait")] == 0  # the tool never asked for a result
+    assert world.sent[("GET", "execution-attempts")] == 0  # the tool never asked for a result
