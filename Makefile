@@ -48,7 +48,7 @@ $(RUN_STAMP): pyproject.toml
 	$(call install_venv,-e .,$(RUN_STAMP),its runtime dependencies)
 
 $(DEV_STAMP): pyproject.toml $(PY_CLIENT)
-	$(call install_venv,-e ".[dev$(comma)aws]" $(if $(PY_CLIENT),-e ./clients/python),$(RUN_STAMP) $(DEV_STAMP),the dev and aws extras)
+	$(call install_venv,-e ".[dev$(comma)aws]" $(if $(PY_CLIENT),-e "./clients/python[openai-agents$(comma)langgraph]"),$(RUN_STAMP) $(DEV_STAMP),the dev and aws extras)
 
 # ministack pins its own botocore, so it lives in its own virtual environment.
 $(MINISTACK):

@@ -16,10 +16,12 @@ from api.cli_audit import audit_app
 from api.cli_backup import register as register_backup_commands
 from api.cli_channels import channels_app
 from api.cli_common import fail as _fail
+from api.cli_common import note_without_executors as _note_without_executors
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
+from api.cli_mcp import register as register_mcp_command
 from api.cli_projections import projections_app
 from api.cli_webhooks import webhooks_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
@@ -175,15 +177,6 @@ def _preflight(settings: Settings) -> None:
         preflight(settings)
     except PreflightError as exc:
         _fail(str(exc))
-
-
-def _note_without_executors(ledger: Any) -> None:
-    """Say so at start-up when nothing can execute (every approval would be refused)."""
-    if not ledger.registry.entries():
-        Console(stderr=True, soft_wrap=True).print(
-            "note: no executors are registered, so every approval is refused; set "
-            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)"
-        )
 
 
 def _configure_logging(settings: Settings) -> None:
@@ -392,6 +385,7 @@ def token(
 
 
 register_backup_commands(app)
+register_mcp_command(app)
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -53,3 +53,12 @@ def one_line_errors() -> Iterator[None]:
         if origin in {"botocore", "boto3"}:
             fail(f"AWS: {type(exc).__name__}: {exc}")
         fail(f"{type(exc).__name__}: {exc}")
+
+
+def note_without_executors(ledger: Any) -> None:
+    """Say so at start-up when nothing can execute (every approval would be refused)."""
+    if not ledger.registry.entries():
+        Console(stderr=True, soft_wrap=True).print(
+            "note: no executors are registered, so every approval is refused; set "
+            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)"
+        )

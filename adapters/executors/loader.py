@@ -30,6 +30,7 @@ from adapters.executors.content_schema import (
 )
 from adapters.executors.fake import EffectLedger, FileEffectLedger, effect_ledger, register_fakes
 from adapters.executors.http_config import HttpConfigError, HttpExecutorConfig, check_entry
+from adapters.executors.mcp_config import McpConfigError, McpServerConfig, read_mcp_entries
 from adapters.executors.registry import DuplicateExecutor, StaticExecutorRegistry
 from adapters.settings import Environment, Settings, SettingsError
 from adapters.webhooks.config import WebhookConfigError, WebhookSubscription, check_webhooks
@@ -39,7 +40,7 @@ from domain.redaction import looks_secret
 from domain.spec import DIGEST_PATTERN, NAME_PATTERN
 
 ENTRY_POINT_GROUP = "execution_ledger.executors"
-FILE_KINDS = frozenset({"http", "webhook"})
+FILE_KINDS = frozenset({"http", "webhook", "mcp"})
 MAX_FILE_BYTES = 1024 * 1024
 
 
@@ -64,6 +65,7 @@ class LoadedExecutors:
     effects: EffectLedger | FileEffectLedger | None = None
     http: list[HttpExecutorConfig] = field(default_factory=list)
     webhooks: list[WebhookSubscription] = field(default_factory=list)
+    mcp: list[McpServerConfig] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,15 @@ def load_executors(
             pending.append(
                 _Pending(executor, reconciler, "http", source, executor.config.content_schema)
             )
+    servers = read_mcp_servers(settings, environ)
+    if servers:
+        from adapters.executors.mcp import build_mcp
+
+        for gated in build_mcp(servers, clock)[0]:
+            source = f"LEDGER_EXECUTORS_FILE {Path(str(settings.executors_file)).name}: " + (
+                f"{gated.gated.server.label} tool {gated.gated.tool.name}"
+            )
+            pending.append(_Pending(gated, None, "mcp", source))
 
     registry = StaticExecutorRegistry()
     effects = (
@@ -127,7 +138,7 @@ def load_executors(
                 f"{item.source} registers {item.executor.capability} "
                 f"{item.executor.build_digest}, which is already registered"
             ) from None
-    return LoadedExecutors(registry, effects, configs, webhooks)
+    return LoadedExecutors(registry, effects, configs, webhooks, servers)
 
 
 def fake_effects_path(settings: Settings) -> str | None:
@@ -161,6 +172,22 @@ def read_webhooks(settings: Settings, environ: Mapping[str, str]) -> list[Webhoo
             production=settings.env is Environment.PRODUCTION,
         )
     except WebhookConfigError as exc:
+        raise ExecutorConfigError(str(exc)) from None
+
+
+def read_mcp_servers(settings: Settings, environ: Mapping[str, str]) -> list[McpServerConfig]:
+    """The ``[[mcp]]`` downstream servers of ``LEDGER_EXECUTORS_FILE`` (docs/mcp.md)."""
+    if not settings.executors_file:
+        return []
+    name, document = _read_document(settings.executors_file)
+    try:
+        return read_mcp_entries(
+            document.get("mcp", []),
+            name,
+            environ,
+            production=settings.env is Environment.PRODUCTION,
+        )
+    except McpConfigError as exc:
         raise ExecutorConfigError(str(exc)) from None
 
 
@@ -212,7 +239,7 @@ def read_executors_file(settings: Settings, environ: Mapping[str, str]) -> list[
     unknown = sorted(set(document) - FILE_KINDS)
     if unknown:
         raise ExecutorConfigError(
-            f"{name}: unknown key {unknown[0]!r} (expected [[http]] or [[webhook]] tables)"
+            f"{name}: unknown key {unknown[0]!r} (expected [[http]], [[mcp]] or [[webhook]] tables)"
         )
     entries = document.get("http", [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):

@@ -14,6 +14,8 @@ harmless).
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from adapters.bootstrap import Ledger
 from api.http.schemas.proposals import (
     CancelIn,
@@ -82,17 +84,27 @@ def check_owner(ledger: Ledger, principal: Principal, proposal_id: str) -> None:
 
 
 def propose(
-    ledger: Ledger, principal: Principal, body: ProposalIn, *, idempotency_key: str | None = None
+    ledger: Ledger,
+    principal: Principal,
+    body: ProposalIn,
+    *,
+    idempotency_key: str | None = None,
+    fingerprint: BaseModel | None = None,
 ) -> ProposalOut:
     """Store a proposal version (superseding the previous one of its lineage).
 
     With an idempotency key, a retry of the same request gets the first answer.
     A new lineage belongs to the caller; only it may add versions (NotFound for
-    another proposer's lineage)."""
+    another proposer's lineage).
+
+    ``fingerprint``: what "the same request" means when it is not ``body`` (an
+    entry point that writes the spec's expiry itself, such as MCP's
+    ``propose_action``, fingerprints the request it was given)."""
     require_role(principal, Role.PROPOSER)
     if body.lineage_id is not None:
         check_owner(ledger, principal, body.lineage_id)
-    with held(ledger, principal, idempotency_key, route="/proposals", body=body) as key:
+    same = body if fingerprint is None else fingerprint
+    with held(ledger, principal, idempotency_key, route="/proposals", body=same) as key:
         result = proposal_services.propose(
             ledger.context,
             actor_id=body.actor_id,

@@ -148,6 +148,7 @@ class LedgerServer:
     receiver: Receiver
     log: Path
     store_env: dict[str, str] = field(default_factory=dict)
+    effects_file: Path | None = None
 
     def token(self, role: str, subject: str | None = None, **claims: Any) -> str:
         settings = load_settings(auth_hs256_secret=self.secret)
@@ -185,6 +186,7 @@ def start_server(workdir: Path, store_env: dict[str, str], store: str) -> Ledger
             "LEDGER_AUTH_HS256_SECRET": secret,
             "LEDGER_EXECUTORS_FILE": str(executors),
             "CLIENT_TEST_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "LEDGER_FAKE_EFFECTS_FILE": str(workdir / "effects.db"),
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -204,7 +206,9 @@ def start_server(workdir: Path, store_env: dict[str, str], store: str) -> Ledger
         process.kill()
         receiver.close()
         raise
-    return LedgerServer(store, url, secret, process, receiver, log, store_env)
+    return LedgerServer(
+        store, url, secret, process, receiver, log, store_env, workdir / "effects.db"
+    )
 
 
 def dynamodb_env(endpoint: str, table: str) -> dict[str, str]:
