@@ -105,7 +105,8 @@ class LoadedContentSchema:
 
     def _explain(self, error: ValidationError, prefix: str) -> Iterator[FieldProblem]:
         at = self._where(error.absolute_path, prefix)
-        keyword, wanted, instance = error.validator, error.validator_value, error.instance
+        keyword, instance = error.validator, error.instance
+        wanted: Any = error.validator_value  # the keyword's value in the schema
         if keyword == "required" and isinstance(instance, Mapping):
             for name in wanted:
                 if name not in instance:
