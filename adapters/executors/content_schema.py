@@ -105,13 +105,16 @@ class LoadedContentSchema:
 
     def _explain(self, error: ValidationError, prefix: str) -> Iterator[FieldProblem]:
         at = self._where(error.absolute_path, prefix)
-        keyword, instance = error.validator, error.instance
-        wanted: Any = error.validator_value  # the keyword's value in the schema
-        if keyword == "required" and isinstance(instance, Mapping):
+        keyword, wanted, instance = error.validator, error.validator_value, error.instance
+        if keyword == "required" and isinstance(instance, Mapping) and isinstance(wanted, list):
             for name in wanted:
                 if name not in instance:
                     yield FieldProblem(f"{at}/{self._segment(name)}", "is required")
-        elif keyword == "dependentRequired" and isinstance(instance, Mapping):
+        elif (
+            keyword == "dependentRequired"
+            and isinstance(instance, Mapping)
+            and isinstance(wanted, Mapping)
+        ):
             for name, needs in wanted.items():
                 if name in instance:
                     for need in needs:

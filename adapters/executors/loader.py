@@ -112,7 +112,11 @@ def load_executors(
             source = f"LEDGER_EXECUTORS_FILE {Path(str(settings.executors_file)).name}: " + (
                 f"{gated.gated.server.label} tool {gated.gated.tool.name}"
             )
-            pending.append(_Pending(gated, None, "mcp", source))
+            try:
+                schema = load_content_schema(gated.content_schema, f"{source}: input schema")
+            except ContentSchemaError as exc:
+                raise ExecutorConfigError(str(exc)) from None
+            pending.append(_Pending(gated, None, "mcp", source, schema))
 
     registry = StaticExecutorRegistry()
     effects = (

@@ -9,7 +9,6 @@ A capability is offered when this process hosts a current build of it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,26 +27,10 @@ PERMISSIVE_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
 def content_schema(ledger: Ledger, item: ExecutorOut) -> dict[str, Any]:
-    """THE content schema of one listed build, in one place.
-
-    A gated MCP tool's is its input schema as the downstream server advertised
-    it when the build was made; an executor that declares a ``content_schema``
-    attribute gives its own; any other build takes any object. When the
-    executors listing carries ``content_schema`` itself, this becomes
-    ``return item.content_schema or PERMISSIVE_SCHEMA``."""
-    executor = ledger.registry.get(item.capability, item.executor_build)
-    found = getattr(executor, "content_schema", None)
-    return dict(found) if isinstance(found, Mapping) else dict(PERMISSIVE_SCHEMA)
-
-
-def schema_digest(schema: Mapping[str, Any]) -> str:
-    """``sha256:`` over a content schema's canonical JSON (the spec's ``schema_digest``)."""
-    try:
-        return sha256_tag(canonical_json(dict(schema)))
-    except Exception:  # a number the canonical form refuses: the schema's sorted JSON text
-        import json
-
-        return sha256_tag(json.dumps(schema, sort_keys=True, separators=(",", ":")).encode())
+    """THE content schema of one listed build, in one place: the one the executors
+    listing carries (a gated MCP tool's is its input schema as the downstream
+    server advertised it when the build was made); any object when it has none."""
+    return dict(item.content_schema) if item.content_schema else dict(PERMISSIVE_SCHEMA)
 
 
 def proposer_build() -> str:
@@ -73,7 +56,8 @@ class Capability:
 
     @property
     def schema_digest(self) -> str:
-        return schema_digest(self.content_schema)
+        """The build's, as ``GET /executors`` lists it (what propose checks)."""
+        return self.build.schema_digest
 
     @property
     def policy_digest(self) -> str:

@@ -94,12 +94,11 @@ def propose(
     """Store a proposal version (superseding the previous one of its lineage).
 
     With an idempotency key, a retry of the same request gets the first answer.
-    A new lineage belongs to the caller; only it may add versions (NotFound for
-    another proposer's lineage).
-
     ``fingerprint``: what "the same request" means when it is not ``body`` (an
     entry point that writes the spec's expiry itself, such as MCP's
-    ``propose_action``, fingerprints the request it was given)."""
+    ``propose_action``, fingerprints the request it was given). A new lineage
+    belongs to the caller; only it may add versions (NotFound for another
+    proposer's lineage)."""
     require_role(principal, Role.PROPOSER)
     if body.lineage_id is not None:
         check_owner(ledger, principal, body.lineage_id)

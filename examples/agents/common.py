@@ -38,8 +38,7 @@ def env(name: str, default: str | None = None) -> str:
 
 def tasks_tool() -> GatedTool:
     digests = SpecDigests(
-        plugin_build=sha256_digest("the agent example, build 1"),
-        schema_digest=sha256_digest(str(TASK_SCHEMA)),
+        plugin_build=sha256_digest("the agent example, build 1"),  # schema_digest: the build's
         policy_digest=sha256_digest("create_task: the actor approves each call"),
     )
     capability = env("LEDGER_CAPABILITY", "fake.provider_idempotency")

@@ -121,17 +121,26 @@ def test_the_input_refusals_share_the_servers_hierarchy() -> None:
         ), code
 
 
+# The adapters of the extras import their frameworks (which bring pydantic); they
+# are imported last, when only the ledger's own packages stay blocked.
 BLOCKER = """
 import importlib, importlib.abc, pkgutil, sys
 SERVER = {"domain", "projections", "adapters", "api", "fastapi", "pydantic", "starlette"}
+EXTRAS = {"ledger_client.openai_agents", "ledger_client.langgraph"}
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in SERVER:
             raise ImportError("the client imported " + name)
 sys.meta_path.insert(0, Block())
 import ledger_client
-for info in pkgutil.walk_packages(ledger_client.__path__, "ledger_client."):
-    importlib.import_module(info.name)
+names = [i.name for i in pkgutil.walk_packages(ledger_client.__path__, "ledger_client.")]
+assert EXTRAS <= set(names), names
+for name in names:
+    if name not in EXTRAS:
+        importlib.import_module(name)
+SERVER -= {"fastapi", "pydantic", "starlette"}
+for name in sorted(EXTRAS):
+    importlib.import_module(name)
 print(sorted(m for m in sys.modules if m.startswith("ledger_client")))
 """
 
@@ -142,6 +151,7 @@ def test_the_client_imports_nothing_of_the_server() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "ledger_client.webhooks" in done.stdout and "ledger_client.aio" in done.stdout
+    assert "ledger_client.gate" in done.stdout and "ledger_client.langgraph" in done.stdout
 
 
 def test_the_distribution_depends_on_httpx_alone() -> None:
@@ -169,4 +179,7 @@ def test_the_wheel_holds_the_client_alone(tmp_path: Path) -> None:
     }
     assert "ledger_client/py.typed" in names
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
-    assert len(requires) == 1 and requires[0].startswith("Requires-Dist: httpx")
+    always = [line for line in requires if "extra ==" not in line]
+    assert len(always) == 1 and always[0].startswith("Requires-Dist: httpx")
+    extras = sorted(line.split(";")[1].strip() for line in requires if "extra ==" in line)
+    assert extras == ['extra == "langgraph"', 'extra == "openai-agents"']

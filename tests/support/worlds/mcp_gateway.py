@@ -47,6 +47,7 @@ class GatewayWorld(ExecutionWorld):
     downstream: State | None = None
     loaded: LoadedExecutors | None = None
     builds: dict[str, McpExecutor] = field(default_factory=dict)
+    schema_digests: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -55,6 +56,7 @@ class GatewayWorld(ExecutionWorld):
             executor = self.loaded.registry.get(entry.capability, entry.build_digest)
             assert isinstance(executor, McpExecutor)
             self.builds[entry.delivery_mode.value] = executor
+            self.schema_digests[entry.delivery_mode.value] = entry.schema_digest
             self.put(
                 DirectoryKind.EXECUTOR_BUILD,
                 executor_build_record_id(entry.capability, entry.build_digest),
@@ -67,6 +69,7 @@ class GatewayWorld(ExecutionWorld):
         proposal_id = self.propose(
             capability=executor.capability,
             executor_build=executor.build_digest,
+            schema_digest=self.schema_digests[mode],
             content=dict(GATED[mode][2]),
         )
         token = self.present(proposal_id).token
