@@ -29,6 +29,7 @@ class NotificationType(StrEnum):
     ATTEMPT_MANUALLY_RESOLVED = "attempt.manually_resolved"
     PROPOSAL_DECLINED = "proposal.declined"
     PROPOSAL_EXPIRED = "proposal.expired"
+    PROPOSAL_APPROVED = "proposal.approved"
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _ended_at(proposal: Proposal, number: int) -> str | None:
     if record["status"] == ProposalStatus.SUPERSEDED.value and number + 1 in proposal.versions:
         ended: str = proposal.versions[number + 1]["created_at"]
         return ended
-    decided: str | None = record.get("decided_at")
+    decided: str | None = record.get("decided_at") or record.get("approved_at")
     return decided
 
 
@@ -78,9 +79,22 @@ def expired_at(proposal: Proposal, number: int, now: datetime) -> str | None:
 
 
 def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notification]:
-    """``proposal.declined`` and ``proposal.expired``, at most one per version."""
+    """``proposal.approved``, ``proposal.declined`` and ``proposal.expired``, at
+    most one per version (the proposal view it carries says who or what approved)."""
     found: list[Notification] = []
     for number, record in sorted(proposal.versions.items()):
+        if record["status"] == ProposalStatus.CLAIMED.value:
+            kind = NotificationType.PROPOSAL_APPROVED
+            found.append(
+                Notification(
+                    notification_id(kind, proposal.id, number),
+                    kind,
+                    proposal.id,
+                    number,
+                    record.get("approved_at") or "",
+                )
+            )
+            continue
         if record["status"] == ProposalStatus.DECLINED.value:
             kind = NotificationType.PROPOSAL_DECLINED
             found.append(

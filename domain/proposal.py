@@ -306,11 +306,13 @@ class Proposal(LedgerAggregate):
         now: datetime,
         at: str,
         asserted_by: str | None = None,
+        approval: dict[str, Any] | None = None,
     ) -> None:
         """Consume one presentation, claim its version and revoke every sibling.
 
         ``asserted_by``: the channel service that asserted the approval's
-        provenance in its request (None: the credential carried it)."""
+        provenance in its request (None: the credential carried it).
+        ``approval``: how it was approved (``domain.approvals``)."""
         self.check_claimable(presentation_id, now)
         self._claimed(
             version=self.presentations[presentation_id]["version"],
@@ -319,22 +321,46 @@ class Proposal(LedgerAggregate):
             revoked=[p for p in self.active_presentation_ids() if p != presentation_id],
             at=at,
             asserted_by=asserted_by,
+            approval=approval,
+        )
+
+    def claim_automatically(
+        self, *, version: int, attempt_id: str, approval: dict[str, Any], now: datetime, at: str
+    ) -> None:
+        """The ledger claims the current, presented version itself (a policy or a
+        standing grant approved it): no presentation is consumed, every active one
+        is revoked, in the same ``Claimed`` event a person's approval appends."""
+        if version != self.current_version:
+            raise IllegalTransition("Only the current version can be claimed.")
+        if self.effective_status(version, now) is not ProposalStatus.PRESENTED:
+            raise IllegalTransition("The proposal version is not presented.")
+        self._claimed(
+            version=version,
+            presentation_id=None,
+            attempt_id=attempt_id,
+            revoked=self.active_presentation_ids(),
+            at=at,
+            approval=approval,
         )
 
     @event("Claimed")
     def _claimed(
         self,
         version: int,
-        presentation_id: str,
+        presentation_id: str | None,  # None: claimed by the ledger (policy, grant)
         attempt_id: str,
         revoked: list[str],
         at: str,
         asserted_by: str | None = None,  # came later: older events replay with None
+        approval: dict[str, Any] | None = None,  # likewise (None: a human approval)
     ) -> None:
-        self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
+        if presentation_id is not None:
+            self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
         self._revoke(revoked)
         self.versions[version]["status"] = ProposalStatus.CLAIMED.value
         self.versions[version]["attempt_id"] = attempt_id
+        self.versions[version]["approval"] = approval
+        self.versions[version]["approved_at"] = at
 
     def decline(
         self, *, presentation_id: str, now: datetime, at: str, asserted_by: str | None = None

@@ -38,6 +38,7 @@ EVENT_WORDS: dict[str, str] = {
     # directory record
     "Registered": "registered",
     "Changed": "changed",
+    "Used": "standing grant used",
 }
 """Event type -> the words a picture of the timeline shows for it."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from domain.approvals import human_approval
 from domain.attempt import ExecutionAttempt
 from domain.directory import channel_binding_record_id, identity_binding_record_id
 from domain.errors import (
@@ -217,6 +218,7 @@ def _approve_once(
 
     attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
     at = format_utc(now)
+    approval = human_approval(who.actor_id)
     attempt = ExecutionAttempt(
         attempt_id=attempt_id,
         proposal_id=proposal.id,
@@ -238,6 +240,7 @@ def _approve_once(
         trace_context=clean_trace_context(ctx.tracer.current_context()),
         spec=record["spec"],
         authorized=[[c.stream_id, c.version] for c in auth.read_set],
+        approval=approval,
     )
     proposal.claim(
         presentation_id=presentation_id,
@@ -245,6 +248,7 @@ def _approve_once(
         now=now,
         at=at,
         asserted_by=service.asserted_by if service else None,
+        approval=approval,
     )
     commit(
         ctx.store,

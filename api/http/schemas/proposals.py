@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from domain.directory import Ident, ShortText
 from domain.spec import ProposalSpec
+from projections.status import AttemptApproval
 
 ProposalId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^prop_[0-9a-f]{32}$")]
 
@@ -26,7 +27,8 @@ class ProposalIn(_Body):
 
 
 class ProposalOut(BaseModel):
-    """The stored version, its hashes and the rendered preview."""
+    """The stored version, its hashes and the rendered preview. ``claimed`` when a
+    policy or a standing grant approved it at once: then with its attempt and how."""
 
     proposal_id: str
     version: int
@@ -34,6 +36,8 @@ class ProposalOut(BaseModel):
     view_hash: str
     preview: str
     status: str
+    attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 class PresentationIn(_Body):
@@ -129,6 +133,7 @@ class ProposalVersionOut(BaseModel):
     created_at: str
     expires_at: str
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 class PresentationSummaryOut(BaseModel):
@@ -168,6 +173,7 @@ class InboxItemOut(BaseModel):
     expires_at: str
     presentation_ids: list[str]
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 class InboxOut(BaseModel):

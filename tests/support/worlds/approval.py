@@ -10,6 +10,7 @@ from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource
+from domain.approvals import kind_of, needs_channel
 from domain.attempt import ExecutionAttempt
 from domain.directory import (
     DeliveryMode,
@@ -200,9 +201,13 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str], now: 
                 assert attempt is not None
                 assert attempt.proposal_id == proposal_id
                 assert attempt.proposal_version == number
-                # I2: exactly one consumed presentation, no active sibling left
-                assert len(consumed) == 1
+                # I2: exactly one consumed presentation, no active sibling left; a
+                # version the ledger claimed itself (a policy, a standing grant)
+                # consumed none
+                kind = kind_of(record.get("approval"))
+                assert len(consumed) == (1 if needs_channel(kind) else 0), (kind, consumed)
                 assert not proposal.active_presentation_ids(number)
+                assert kind_of(attempt.approval) is kind
             elif record["status"] == ProposalStatus.DECLINED.value:
                 # a decline consumes exactly one presentation, revokes the rest, queues nothing
                 assert not stored, "attempt for a declined proposal version"
