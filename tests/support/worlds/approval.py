@@ -182,7 +182,9 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str], now: 
     """I1-I3 read from the raw store for the given proposals."""
     for proposal_id in proposal_ids:
         proposal = store.get(Proposal, proposal_id)
-        assert proposal is not None
+        if proposal is None:
+            assert not store.read_stream(proposal_id)
+            continue  # refused before anything was stored (a policy forbade it)
         for number, record in proposal.versions.items():
             attempt_id = derive_attempt_id(proposal_id, number, record["payload_hash"])
             stored = store.read_stream(attempt_id)
