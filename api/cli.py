@@ -20,6 +20,7 @@ from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
+from api.cli_policies import grants_app, policies_app
 from api.cli_projections import projections_app
 from api.cli_webhooks import webhooks_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
@@ -64,6 +65,8 @@ app.add_typer(projections_app, name="projections")
 app.add_typer(executors_app, name="executors")
 app.add_typer(audit_app, name="audit")
 app.add_typer(webhooks_app, name="webhooks")
+app.add_typer(policies_app, name="policies")
+app.add_typer(grants_app, name="grants")
 
 
 @app.command()

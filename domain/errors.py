@@ -280,6 +280,9 @@ class PolicyDenied(LedgerError):
 
     def __init__(self, policy_ids: list[str] | tuple[str, ...]) -> None:
         self.policy_ids = tuple(policy_ids)
+        if not self.policy_ids:
+            super().__init__("The policy set could not evaluate this proposal, so it is refused.")
+            return
         shown = ", ".join(self.policy_ids[:5]) + (" ..." if len(self.policy_ids) > 5 else "")
         super().__init__(f"Forbidden by policy {shown}.")
 

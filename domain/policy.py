@@ -36,7 +36,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -44,7 +44,7 @@ import cedarpy
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidPolicySet
-from domain.spec import ProposalSpec, format_utc
+from domain.spec import ProposalSpec
 
 MAX_POLICY_TEXT_BYTES = 64 * 1024
 """A policy set's text, at most (its record's events stay far under the event limit)."""
@@ -226,6 +226,12 @@ def content_fields(content: Mapping[str, Any]) -> dict[str, str | int | bool]:
     return {key: value for key, value in content.items() if isinstance(value, (str, int, bool))}
 
 
+def cedar_datetime(moment: datetime) -> str:
+    """UTC with milliseconds: the precision Cedar's ``datetime`` takes."""
+    utc = moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
 @dataclass(frozen=True)
 class PolicyRequest:
     """What one proposal is evaluated as (see the module docstring)."""
@@ -285,7 +291,7 @@ class PolicyRequest:
             "permission": self.permission,
             "destination": self.destination,
             "content": dict(self.content),
-            "now": {"__extn": {"fn": "datetime", "arg": format_utc(self.at)}},
+            "now": {"__extn": {"fn": "datetime", "arg": cedar_datetime(self.at)}},
         }
         request = {
             "principal": principal,
@@ -311,6 +317,9 @@ class PolicyDecision:
 
 
 NO_POLICIES = PolicyDecision(Verdict.HUMAN)
+UNEVALUABLE = PolicyDecision(Verdict.DENIED, errors=1)
+"""A proposal the policy set could not be evaluated on at all: refused."""
+_POLICY_ERROR = re.compile(r"evaluating policy `[^`]+`")
 
 
 def evaluate(policies: CompiledPolicies, request: PolicyRequest) -> PolicyDecision:
@@ -321,10 +330,12 @@ def evaluate(policies: CompiledPolicies, request: PolicyRequest) -> PolicyDecisi
     try:
         result = cedarpy.is_authorized(cedar_request, policies.handle, entities)
     except (ValueError, TypeError):
-        # A request Cedar cannot even read (an id it refuses): nobody approves it
-        # automatically, and nothing here says it is forbidden.
-        return PolicyDecision(Verdict.HUMAN, errors=1)
+        return UNEVALUABLE
     diagnostics = result.diagnostics
+    if any(_POLICY_ERROR.search(e) is None for e in diagnostics.errors):
+        # Not one policy's error (those Cedar skips) but the request's: no policy
+        # was judged at all, so nothing can say it is not forbidden. Fail closed.
+        return UNEVALUABLE
     matched = [policies.by_parser_id[r] for r in diagnostics.reasons if r in policies.by_parser_id]
     errors = len(diagnostics.errors)
     if result.decision is cedarpy.Decision.Deny:

@@ -27,6 +27,7 @@ from adapters.bootstrap import Ledger
 from adapters.executors.registry import RegistryEntry
 from api.embedded.directory import DirectoryMethods
 from api.embedded.engine import Engine
+from api.embedded.policies import PolicyMethods
 from api.http.schemas.attempts import (
     AttemptEventsOut,
     AttemptListOut,
@@ -64,7 +65,7 @@ DEFAULT_SUBJECT = "embedded"
 DEFAULT_WAIT_SECONDS = 30.0
 
 
-class EmbeddedLedger(DirectoryMethods):
+class EmbeddedLedger(DirectoryMethods, PolicyMethods):
     """A ledger in this process: propose, present, approve, wait, resolve...
 
     Open one with :func:`api.embedded.open_ledger`; as a context manager it
