@@ -20,7 +20,8 @@ from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
-from api.cli_policies import grants_app, policies_app
+from api.cli_grants import grants_app
+from api.cli_policies import policies_app
 from api.cli_projections import projections_app
 from api.cli_webhooks import webhooks_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token

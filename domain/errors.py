@@ -7,6 +7,8 @@ The HTTP layer maps codes to status codes in one place.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class LedgerError(Exception):
     """Base class of every error the ledger raises on purpose."""
@@ -278,13 +280,12 @@ class PolicyDenied(LedgerError):
     code = "policy_denied"
     default_detail = "A policy forbids this proposal."
 
-    def __init__(self, policy_ids: list[str] | tuple[str, ...]) -> None:
+    def __init__(self, policy_ids: Sequence[str] = (), detail: str | None = None) -> None:
         self.policy_ids = tuple(policy_ids)
-        if not self.policy_ids:
-            super().__init__("The policy set could not evaluate this proposal, so it is refused.")
-            return
-        shown = ", ".join(self.policy_ids[:5]) + (" ..." if len(self.policy_ids) > 5 else "")
-        super().__init__(f"Forbidden by policy {shown}.")
+        if self.policy_ids and detail is None:
+            shown = ", ".join(self.policy_ids[:5]) + (" ..." if len(self.policy_ids) > 5 else "")
+            detail = f"Forbidden by policy {shown}."
+        super().__init__(detail)
 
 
 class PolicyDigestMismatch(LedgerError):

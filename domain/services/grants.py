@@ -179,6 +179,7 @@ def revoke(
 ) -> dict[str, Any]:
     """Revoke a grant (``actor_id``: only if it is that actor's); a revoked one is
     answered as it is. From the commit on it approves nothing."""
+    _grant_record(ctx, grant_id, actor_id)  # another actor's grant: the missing answer first
     read_set: list[ReadCheck] = []
     if grantor.provenance is not None:
         read_set = check_provenance(ctx, grantor.provenance, grantor.service_channel)

@@ -5,6 +5,8 @@ python -m tests.chaos --seed 1234 --trace            # replay one schedule
 python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
 python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
 python -m tests.chaos --schedules 300 --plant resend-no-write-proof   # likewise
+python -m tests.chaos --schedules 300 --plant grant-over-max          # likewise (I14)
+python -m tests.chaos --schedules 300 --plant ignore-forbid           # likewise (I15)
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     parser.add_argument(
         "--plant",
-        choices=("old-lookup-rule", "resend-no-write-proof"),
+        choices=("old-lookup-rule", "resend-no-write-proof", "grant-over-max", "ignore-forbid"),
         help="re-introduce a known bug (the run must then find violations): "
         "old-lookup-rule trusts a lookup's 'not applied' at lease expiry; "
-        "resend-no-write-proof takes a re-send's refusal for a proof of no effect",
+        "resend-no-write-proof takes a re-send's refusal for a proof of no effect; "
+        "grant-over-max lets a claim take a spent standing grant's use; "
+        "ignore-forbid lets approvals and rechecks ignore forbid policies",
     )
     args = parser.parse_args(argv)
     if args.plant == "old-lookup-rule":
@@ -51,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         from tests.chaos.late import plant_resend_no_write_proof
 
         plant_resend_no_write_proof()
+    elif args.plant == "grant-over-max":
+        from tests.chaos.policies import plant_grant_over_max
+
+        plant_grant_over_max()
+    elif args.plant == "ignore-forbid":
+        from tests.chaos.policies import plant_ignore_forbid
+
+        plant_ignore_forbid()
 
     if args.store == "dynamodb":
         return _dynamodb(args)
@@ -139,6 +151,8 @@ def _report_many(
         "landing:",
         "credential:",
         "resend:",
+        "policy:",
+        "claimed:",
         "final:",
         "refused:",
     ):

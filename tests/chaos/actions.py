@@ -92,6 +92,9 @@ class Actions:
             (have_attempts, "resolve", self.do_resolve),
             (3 if self.projection_hints else 0, "project", self.do_project),
             (6 if self.landings else 0, "land", self.do_land),  # type: ignore[attr-defined]
+            (2, "policy", self.do_policy),  # type: ignore[attr-defined]
+            (2, "grant", self.do_grant),  # type: ignore[attr-defined]
+            (1, "revoke", self.do_revoke),  # type: ignore[attr-defined]
         ]
         total = sum(weight for weight, _, _ in table)
         roll = self.rng.randrange(total)
@@ -108,13 +111,14 @@ class Actions:
             "executor_build": fake_build_digest(capability),
             "plugin_build": DIGEST,
             "schema_digest": DIGEST,
-            "policy_digest": DIGEST,
+            "policy_digest": self.policy_digest(),  # type: ignore[attr-defined]
             "permission": "tasks.write",
-            "effect": "create",
+            "effect": "delete" if self.rng.random() < 0.1 else "create",
             "destination": "tasks",
             "content": {
                 "title": f"item {self.rng.randrange(1000)}",
                 "simulate": self.rng.choice(SIMULATE),
+                "size": self.rng.randint(1, 6),
             },
             "sources": ["message:1"],
             "expires_at": format_utc(
@@ -137,7 +141,12 @@ class Actions:
             lineage_id=lineage,
             expected_version=expected,
         )
-        return f"{result.proposal_id} v{result.version} {capability} {spec['content']['simulate']}"
+        if result.approval is not None:
+            self.count(f"claimed:{result.approval['kind']}")
+        return (
+            f"{result.proposal_id} v{result.version} {capability} {spec['content']['simulate']}"
+            f" {result.status}"
+        )
 
     def target_revision(self) -> str:
         record = self.store.get(DirectoryRecord, target_record_id("task:42"))

@@ -134,6 +134,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "proposal_claimed",
             "concurrency_conflict",
             "store_unavailable",
+            "policy_denied",
+            "policy_digest_mismatch",
         }
     ),
     "present": frozenset(
@@ -157,6 +159,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "clock": frozenset(),
     "credentials": frozenset(),
     "land": frozenset({"store_unavailable"}),
+    "policy": frozenset({"concurrency_conflict", "store_unavailable"}),
+    "grant": frozenset({"concurrency_conflict", "store_unavailable", "too_many_standing_grants"}),
+    "revoke": frozenset({"concurrency_conflict", "store_unavailable"}),
 }
 WORKER_ACTIONS = ("deliver", "recover")
 
