@@ -11,11 +11,14 @@ MINISTACK_VERSION := 1.5.33
 # the test, lint and bench targets add the dev and aws extras (DEV_STAMP).
 RUN_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+# The Python client (clients/python) is a distribution of its own; the dev
+# install adds it, editable, so its tests and the type checker see it.
+PY_CLIENT := $(wildcard clients/python/pyproject.toml)
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
-PYTEST_ARGS ?= -n auto
+PYTEST_ARGS ?= -n auto --durations=25
 comma := ,
 
-.PHONY: install install-run run test test-fast test-containers emulator-image e2e-aws lint bench chaos clean help
+.PHONY: install install-run run test test-fast test-typescript typescript-types test-containers emulator-image e2e-aws lint bench chaos clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -27,7 +30,8 @@ help: ## list targets
 # into place: its scripts name their interpreter by absolute path. A venv with
 # no stamp at all is such a leftover (of an older Makefile, or a kill -9), so it
 # is made anew too.
-#   $(1): what pip installs; $(2): the stamps written once it has; $(3): what it is.
+#   $(1): pip's arguments (what it installs); $(2): the stamps written once it has;
+#   $(3): what it is.
 define install_venv
 	@echo "installing the ledger with $(3) into $(VENV) ($(PYTHON))"
 	@removed() { rm -rf $(VENV); echo "make: installing $(3) into $(VENV) failed; $(VENV) was removed, so the next make starts afresh" >&2; exit 1; }; \
@@ -35,16 +39,16 @@ define install_venv
 	if [ ! -f $(RUN_STAMP) ]; then rm -rf $(VENV); fi; \
 	{ test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); } \
 	  && $(BIN)/python -m pip install --quiet --upgrade pip \
-	  && $(BIN)/python -m pip install --quiet -e "$(1)" \
+	  && $(BIN)/python -m pip install --quiet $(1) \
 	  || removed; \
 	touch $(2)
 endef
 
 $(RUN_STAMP): pyproject.toml
-	$(call install_venv,.,$(RUN_STAMP),its runtime dependencies)
+	$(call install_venv,-e .,$(RUN_STAMP),its runtime dependencies)
 
-$(DEV_STAMP): pyproject.toml
-	$(call install_venv,.[dev$(comma)aws],$(RUN_STAMP) $(DEV_STAMP),the dev and aws extras)
+$(DEV_STAMP): pyproject.toml $(PY_CLIENT)
+	$(call install_venv,-e ".[dev$(comma)aws]" $(if $(PY_CLIENT),-e ./clients/python),$(RUN_STAMP) $(DEV_STAMP),the dev and aws extras)
 
 # ministack pins its own botocore, so it lives in its own virtual environment.
 $(MINISTACK):
@@ -60,15 +64,38 @@ PORT ?= 8000
 run: $(RUN_STAMP) ## run the ledger (API, worker, recovery) on the embedded store (PORT=8000)
 	$(BIN)/ledger serve --port $(PORT)
 
-lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/ and api/), import-linter
+lint: $(DEV_STAMP) ## ruff (lint and format), mypy (strict on domain/, projections/, adapters/, api/ and the Python client), import-linter
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy domain projections adapters api
+	$(BIN)/mypy domain projections adapters api clients/python/src/ledger_client
 	$(BIN)/lint-imports
 
-test: $(DEV_STAMP) $(MINISTACK) lint ## install, start what tests need, run the whole suite
+test: $(DEV_STAMP) $(MINISTACK) lint test-typescript ## install, start what tests need, run the whole suite
 	$(BIN)/pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-containers CONTAINERS_OPTIONAL=1
+
+# The TypeScript client (clients/typescript): its npm dependencies from the
+# committed package-lock.json, then its checks. Its types are generated from
+# the server's OpenAPI document; a stale src/openapi.ts fails the check
+# (`make typescript-types` regenerates it). Its tests start a `ledger serve`.
+TS := clients/typescript
+TS_STAMP := $(TS)/node_modules/.installed
+NODE_CHECK := node -e 'const [major] = process.versions.node.split("."); if (+major < 20) { console.error("make: the TypeScript client needs Node.js 20 or newer; this is " + process.version); process.exit(1); }'
+
+$(TS_STAMP): $(TS)/package.json $(TS)/package-lock.json
+	@command -v npm >/dev/null || { echo "make: npm is not installed: the TypeScript client needs Node.js 20+ and npm" >&2; exit 1; }
+	@$(NODE_CHECK)
+	cd $(TS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+typescript-types: $(DEV_STAMP) $(TS_STAMP) ## regenerate the TypeScript client's types (clients/typescript/src/openapi.ts) from the server's OpenAPI
+	$(BIN)/python $(TS)/scripts/dump_openapi.py $(TS)/build/openapi.json
+	cd $(TS) && npm run --silent generate
+
+test-typescript: $(DEV_STAMP) $(TS_STAMP) ## the TypeScript client: types not stale, tsc build, its node --test suite against ledger serve
+	$(BIN)/python $(TS)/scripts/dump_openapi.py $(TS)/build/openapi.json
+	cd $(TS) && npm run --silent check-types && npm run --silent build
+	cd $(TS) && LEDGER_BIN="$(abspath $(BIN))/ledger" npm test --silent
 
 # The DynamoDB-marked tests a second time, on the emulator in a container
 # (testcontainers), when a Docker engine answers and has the image; otherwise
@@ -132,4 +159,5 @@ else
 endif
 
 clean: ## remove the virtual environments (the other Pythons' too) and local state
-	rm -rf $(VENV) .venv-py3.* $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-py3.* $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache \
+	  $(TS)/node_modules $(TS)/build $(TS)/dist

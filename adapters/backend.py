@@ -24,6 +24,7 @@ implementation per backend.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -31,7 +32,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent, Tracking
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    IntegrityError,
+    Mapper,
+    StoredEvent,
+    Tracking,
+)
 
 from adapters.recorder import LedgerRecorder
 
@@ -40,7 +47,7 @@ if TYPE_CHECKING:
     from adapters.settings import Settings
 from adapters.streams import WORK_TOPICS
 from domain.spec import ATTEMPT_ID_PREFIX
-from projections.ports import LogBatch, TrackedViewStore
+from projections.ports import LogBatch, TrackedViewStore, ViewRecord
 
 BATCH_LIMIT = 100
 REBUILD_BATCH = 500
@@ -102,6 +109,14 @@ class LogReader(Protocol):
     def take_gaps(self) -> list[str]:
         """Parts of the log lost before they were read (names, for the report);
         the caller covers them with a rebuild. Cleared by the call."""
+        ...
+
+    def start_from_end(self, records: Sequence[ViewRecord]) -> bool:
+        """For a subscriber that has no recorded position yet: record ``records``
+        and the end of the log as its position, in one write, so it starts
+        from now instead of the whole log; True when it did. (A stream reader
+        cannot name the end of every shard: it writes ``records`` only and
+        reads the stream's retention, the subscriber filtering by time.)"""
         ...
 
 
@@ -244,6 +259,16 @@ class NotificationLogReader:
 
     def take_gaps(self) -> list[str]:
         return []
+
+    def start_from_end(self, records: Sequence[ViewRecord]) -> bool:
+        if self.views.max_tracking_id(self.name) is not None:
+            return False  # it has run before: it resumes from its position
+        end = self.recorder.max_notification_id() or 0
+        # IntegrityError: another process recorded a position first; resume from it
+        with contextlib.suppress(IntegrityError):
+            self.views.put_views(records, [Tracking(self.name, end)] if end else [])
+        self.reset()
+        return True
 
     def lag(self, now: datetime) -> Lag:
         return notification_lag(self.name, self.recorder, self.views, self.mapper, now)

@@ -193,6 +193,7 @@ class Ledger:
                 w.actor_id,
                 now=self.clock.now,
                 name=w.subscriber_name,
+                start_now=w.start == "now",
             )
             for w in self.webhooks
         ]
@@ -241,6 +242,7 @@ class Ledger:
                 tracer=tracer,
                 max_active_presentations=self.settings.max_active_presentations,
                 cache=self.read_cache,
+                no_effect_watch=self.settings.no_effect_watch_seconds,
             )
         return self._context
 

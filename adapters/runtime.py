@@ -7,15 +7,29 @@ work). Every subscriber of the log (the status projector first) runs on its
 own thread from the position it recorded with its last write, so whatever
 was written while no projector ran (a stopped or killed server, `ledger
 recover --once`, another process) is applied when it starts.
+
+Attempts run on a pool bounded per executor build and in total
+(``adapters/work_pool.py``): the feed and recovery hand attempts to it, and a
+slow provider fills only its own build's slots. Webhook deliveries run on one
+lane per subscription (``adapters/webhooks/lanes.py``), so a receiver that
+hangs delays only its own.
+
+``stop`` is graceful: nothing new is leased, the attempts already running
+finish (their executor calls run to their deadline and their results are
+recorded), at most for the grace period, and only then do the subscribers
+and the webhook lanes stop. What is still running after the grace period is
+left to recovery, exactly as after a ``SIGKILL``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any, cast
 
 from eventsourcing.persistence import IntegrityError
 
@@ -23,13 +37,17 @@ from adapters.backend import LogReader, WorkFeed
 from adapters.bootstrap import Ledger, policy_from_settings
 from adapters.rebuild import rebuild
 from adapters.webhooks.deliverer import Deliverer
+from adapters.webhooks.lanes import DeliveryLanes
+from adapters.work_pool import WorkPool
+from domain.attempt import AttemptStatus, ExecutionAttempt
 from domain.errors import LedgerError
-from domain.services.execution import Worker, WorkerPolicy
+from domain.services.execution import Outcome, Worker, WorkerPolicy
 from domain.services.recovery import RecoveryReport, run_recovery
+from domain.services.restore import settle_pending_restore
 from projections.ports import Subscriber
+from projections.webhooks import WebhookNotifier
 
 logger = logging.getLogger("ledger.runtime")
-DELIVER_IDLE_SECONDS = 1.0
 
 
 def worker_policy(ledger: Ledger) -> WorkerPolicy:
@@ -51,6 +69,30 @@ class SubscriberRun:
 
 
 @dataclass
+class StopReport:
+    """What a graceful stop left behind: attempts still running when the grace
+    period ended (recovery takes them over) and queued hints dropped (never leased)."""
+
+    left_running: int = 0
+    dropped: int = 0
+
+
+class _RecoveryWorker:
+    """The worker as recovery's tick sees it: each due entry goes through
+    ``hand``, and once the runtime is stopping nothing more is started."""
+
+    def __init__(self, worker: Worker, hand: Callable[[str], Outcome]) -> None:
+        self._worker = worker
+        self._hand = hand
+
+    def recover(self, attempt_id: str) -> Outcome:
+        return self._hand(attempt_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._worker, name)
+
+
+@dataclass
 class Runtime:
     """The worker loop, the subscriber loops and the recovery loop on background threads."""
 
@@ -64,68 +106,202 @@ class Runtime:
     threads: list[threading.Thread] = field(default_factory=list)
     on_recovery: Callable[[RecoveryReport], None] | None = None
     deliverer: Deliverer | None = None
+    # None: the worker loop runs each attempt itself, one after another
+    pool: WorkPool | None = None
+    # set by stop(): lease nothing more (the loops that lease end first)
+    draining: threading.Event = field(default_factory=threading.Event)
+    _leasing: list[threading.Thread] = field(default_factory=list)
+    _lanes: DeliveryLanes | None = None
 
     def start(self) -> None:
+        # A restore recorded but not settled yet is settled before anything leases (I17).
+        settle_pending_restore(self.ledger.context, self.ledger.worker_policy())
         if self.feed is not None:
-            self._spawn("ledger-worker", self._worker_loop)
+            self._leasing.append(self._spawn("ledger-worker", self._worker_loop))
         if self.deliverer is not None:
-            self._spawn("ledger-webhooks", self._deliver_loop)
+            self._lanes = DeliveryLanes(
+                self.deliverer,
+                self.ledger.webhook_notifiers(),
+                self.stop_event,
+                poll_seconds=self.poll_seconds,
+            )
+            self._lanes.start(self._spawn)
         for run in self.subscribers:
             self._spawn(f"ledger-{run.subscriber.name}", partial(self._subscriber_loop, run))
         if self.recovery:
-            self._spawn("ledger-recovery", self._recovery_loop)
+            self._leasing.append(self._spawn("ledger-recovery", self._recovery_loop))
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, grace: float | None = None) -> StopReport:
+        """Stop leasing, let what runs finish (at most ``grace`` seconds, by
+        default ``LEDGER_SHUTDOWN_GRACE_SECONDS``), then stop every loop."""
+        if grace is None:
+            grace = float(self.ledger.settings.shutdown_grace_seconds)
+        deadline = time.monotonic() + max(0.0, grace)
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        report = StopReport()
+        self.draining.set()
+        if self.pool is not None:
+            report.dropped = self.pool.close()
+        for thread in self._leasing:
+            thread.join(left())
+        if self.pool is not None:
+            report.left_running = self.pool.wait_running(left())
+        else:  # the worker loop runs its attempt itself
+            report.left_running = sum(thread.is_alive() for thread in self._leasing)
         self.stop_event.set()
+        if self._lanes is not None:
+            self._lanes.release()
         for thread in self.threads:
-            thread.join(timeout)
+            if thread not in self._leasing:
+                thread.join(left())
         if self.deliverer is not None:
             self.deliverer.close()
+        if report.left_running:
+            logger.warning(
+                "stopped with %d attempt(s) still running after the grace period; "
+                "recovery takes them over",
+                report.left_running,
+            )
+        return report
 
-    def _deliver_loop(self) -> None:
-        assert self.deliverer is not None
-        while not self.stop_event.is_set():
-            try:
-                for notifier in self.ledger.webhook_notifiers():
-                    notifier.sweep_expired()  # proposal.expired comes from the clock
-                if not self.deliverer.run_once():
-                    # Each pass lists the outstanding deliveries: when nothing was
-                    # due, wait longer than the subscribers do (a store query a second).
-                    self.stop_event.wait(max(self.poll_seconds, DELIVER_IDLE_SECONDS))
-            except Exception as exc:  # the store was unavailable: try again later
-                logger.error("webhook delivery pass failed: %s", type(exc).__name__)
-                self.stop_event.wait(self.poll_seconds)
+    def _stopping(self) -> bool:
+        return self.draining.is_set() or self.stop_event.is_set()
 
-    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less once the runtime is stopping or draining."""
+        end = time.monotonic() + seconds
+        while not self._stopping():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self.stop_event.wait(min(left, 0.25))
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
         self.threads.append(thread)
+        return thread
+
+    # -- attempts --------------------------------------------------------------
 
     def _worker_loop(self) -> None:
         assert self.feed is not None
         worker = make_worker(self.ledger)
-        while not self.stop_event.is_set():
+        trigger = getattr(self.feed, "trigger", "feed")
+        while not self._stopping():
             try:
                 for attempt_id in self.feed.poll(self.poll_seconds):
-                    outcome = worker.process(
-                        attempt_id, trigger=getattr(self.feed, "trigger", "feed")
-                    )
-                    logger.info(
-                        "worker attempt=%s outcome=%s",
-                        attempt_id,
-                        outcome.value,
-                        extra={"attempt_id": attempt_id},
-                    )
-                    self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)
-                    # Sooner than the subscriber would; the version guard keeps order.
-                    if self.ledger.projector.project_attempt(attempt_id):
-                        self.ledger.metrics.inc("ledger_projection_updates_total")
+                    if self._stopping():
+                        break  # a hint only: the attempt stays queued, recovery finds it
+                    if self.pool is None:
+                        self._process(worker, attempt_id, trigger)
+                    else:
+                        self._hand_over(worker, attempt_id, trigger)
             except LedgerError as exc:
                 logger.warning("worker step failed: %s", exc.code)
                 self.stop_event.wait(self.poll_seconds)
             except Exception as exc:  # keep the loop alive; never log content
                 logger.error("worker step failed: %s", type(exc).__name__)
                 self.stop_event.wait(self.poll_seconds)
+
+    def _count(self, outcome: Outcome) -> None:
+        self.ledger.metrics.inc("ledger_worker_outcomes_total", outcome=outcome.value)
+
+    def _process(self, worker: Worker, attempt_id: str, trigger: str) -> None:
+        outcome = worker.process(attempt_id, trigger=trigger)
+        logger.info(
+            "worker attempt=%s outcome=%s",
+            attempt_id,
+            outcome.value,
+            extra={"attempt_id": attempt_id},
+        )
+        self._count(outcome)
+        self._project(attempt_id)
+
+    def _project(self, attempt_id: str) -> None:
+        # Sooner than the subscriber would; the version guard keeps order.
+        if self.ledger.projector.project_attempt(attempt_id):
+            self.ledger.metrics.inc("ledger_projection_updates_total")
+
+    def _hand_over(self, worker: Worker, attempt_id: str, trigger: str) -> None:
+        """A hint from the feed: queue the attempt behind its build's bound."""
+        attempt = worker.ctx.store.get(ExecutionAttempt, attempt_id)
+        if attempt is None or attempt.status is not AttemptStatus.QUEUED:
+            self._count(Outcome.MISSING if attempt is None else Outcome.SKIPPED)
+            return
+
+        def step() -> None:
+            try:
+                self._process(worker, attempt_id, trigger)
+            except LedgerError as exc:
+                logger.warning("worker step failed: %s", exc.code)
+
+        self.pool_submit(attempt, step)
+
+    def pool_submit(self, attempt: ExecutionAttempt, step: Callable[[], None]) -> bool:
+        assert self.pool is not None
+        return self.pool.submit(attempt.id, (attempt.capability, attempt.executor_build), step)
+
+    def _recover_through_pool(self, worker: Worker, attempt_id: str) -> Outcome:
+        """A due entry: handed to the pool, where its build's bound applies; its
+        outcome is counted when it has run."""
+        assert self.pool is not None
+        if self.pool.holds(attempt_id):
+            return Outcome.SKIPPED  # queued or running here already
+        attempt = worker.ctx.store.get(ExecutionAttempt, attempt_id)
+        if attempt is None:
+            return Outcome.MISSING
+
+        def step() -> None:
+            try:
+                outcome = worker.recover(attempt_id).value
+            except LedgerError as exc:
+                logger.warning("recovery step failed: %s", exc.code)
+                outcome = "error"
+            self.ledger.metrics.inc("ledger_recovery_examined_total", outcome=outcome)
+            if outcome != Outcome.SKIPPED.value:
+                logger.info("recovery attempt=%s outcome=%s", attempt_id, outcome)
+                self._project(attempt_id)
+
+        return Outcome.SCHEDULED if self.pool_submit(attempt, step) else Outcome.SKIPPED
+
+    def _recovery_loop(self) -> None:
+        worker = make_worker(self.ledger)
+
+        def hand(attempt_id: str) -> Outcome:
+            if self._stopping():
+                return Outcome.SKIPPED  # stays due: the next process's recovery takes it
+            if self.pool is not None:
+                return self._recover_through_pool(worker, attempt_id)
+            return worker.recover(attempt_id)
+
+        ticking = cast(Worker, _RecoveryWorker(worker, hand))
+        while not self._stopping():
+            try:
+                report = run_recovery(ticking)
+                for outcome, count in report.outcomes.items():
+                    if outcome != Outcome.SCHEDULED.value:  # counted when they run
+                        self.ledger.metrics.inc(
+                            "ledger_recovery_examined_total", count, outcome=outcome
+                        )
+                if report.examined:
+                    logger.info(
+                        "recovery examined=%d outcomes=%s", report.examined, dict(report.outcomes)
+                    )
+                if self.on_recovery is not None:
+                    self.on_recovery(report)
+            except Exception as exc:
+                logger.error("recovery tick failed: %s", type(exc).__name__)
+            self._pause(self.recovery_interval)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once the pool has nothing queued or running (at most ``timeout`` s)."""
+        return self.pool is None or self.pool.wait_idle(timeout)
+
+    # -- subscribers of the log ------------------------------------------------
 
     def run_subscriber_once(self, run: SubscriberRun) -> bool:
         """One step of a subscriber: cover any gap, apply the next batch and its
@@ -153,6 +329,8 @@ class Runtime:
         run.reader.advance(batch)
         if moved:
             self.ledger.metrics.inc("ledger_projection_updates_total", moved)
+            if self._lanes is not None:
+                self._lanes.wake(name)  # new delivery records: the lane sends them now
         return True
 
     def _subscriber_loop(self, run: SubscriberRun) -> None:
@@ -173,25 +351,6 @@ class Runtime:
                         "subscriber %s reset failed: %s", run.subscriber.name, type(again).__name__
                     )
 
-    def _recovery_loop(self) -> None:
-        worker = make_worker(self.ledger)
-        while not self.stop_event.is_set():
-            try:
-                report = run_recovery(worker)
-                for outcome, count in report.outcomes.items():
-                    self.ledger.metrics.inc(
-                        "ledger_recovery_examined_total", count, outcome=outcome
-                    )
-                if report.examined:
-                    logger.info(
-                        "recovery examined=%d outcomes=%s", report.examined, dict(report.outcomes)
-                    )
-                if self.on_recovery is not None:
-                    self.on_recovery(report)
-            except Exception as exc:
-                logger.error("recovery tick failed: %s", type(exc).__name__)
-            self.stop_event.wait(self.recovery_interval)
-
 
 def subscriber_runs(ledger: Ledger) -> list[SubscriberRun]:
     """Every subscriber of the ledger with its log reader (from its recorded position)."""
@@ -208,7 +367,10 @@ def subscriber_runs(ledger: Ledger) -> list[SubscriberRun]:
                     len(report.changed),
                 )
 
-        runs.append(SubscriberRun(subscriber, ledger.backend.log_reader(subscriber.name), cover))
+        reader = ledger.backend.log_reader(subscriber.name)
+        if isinstance(subscriber, WebhookNotifier) and subscriber.start_now:
+            reader.start_from_end([subscriber.start_row()])  # a new one: from now on
+        runs.append(SubscriberRun(subscriber, reader, cover))
     return runs
 
 
@@ -218,13 +380,20 @@ def build_runtime(ledger: Ledger, *, worker: bool = True) -> Runtime:
     With ``LEDGER_EXECUTION_ENABLED=false`` only the subscribers run: nothing
     is leased, and queued work waits in the due-work index until execution is on.
     """
-    executing = worker and ledger.settings.execution_enabled
+    settings = ledger.settings
+    executing = worker and settings.execution_enabled
     feed = ledger.backend.work_feed() if executing else None
+    pool = (
+        WorkPool(total=settings.worker_concurrency, per_build=settings.worker_concurrency_per_build)
+        if executing
+        else None
+    )
     return Runtime(
         ledger,
         feed,
-        recovery_interval=ledger.settings.recovery_interval_seconds,
+        recovery_interval=settings.recovery_interval_seconds,
         subscribers=subscriber_runs(ledger),
         recovery=executing,
         deliverer=ledger.make_deliverer() if ledger.webhooks else None,
+        pool=pool,
     )

@@ -10,13 +10,18 @@ import difflib
 import re
 from collections.abc import Mapping
 from enum import StrEnum
+from itertools import pairwise
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from domain.services.context import DEFAULT_NO_EFFECT_WATCH
+
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
+MAX_WATCH_LOOKS = 10
+MAX_WATCH_SECONDS = 30 * 86400
 DEFAULT_MAX_TOKEN_LIFETIME_SECONDS = 86400
 MIN_HS256_SECRET_CHARS = 32
 ENV_PREFIX = "LEDGER_"
@@ -108,6 +113,16 @@ class Settings(BaseSettings):
     # a queued attempt no worker with its build has taken for this long is on the
     # attention list as waiting_for_build (projections.attention)
     waiting_for_build_seconds: Annotated[int, Field(ge=10, le=7 * 86400)] = 600
+    # attempts one process works on at once (ledger serve, ledger worker), in all
+    # and per executor build: a slow provider's attempts wait behind their own bound
+    worker_concurrency: Annotated[int, Field(ge=1, le=256)] = 16
+    worker_concurrency_per_build: Annotated[int, Field(ge=1, le=256)] = 4
+    # on SIGTERM: how long in-flight executor calls (and HTTP requests) may take
+    # to finish and be recorded before the process exits anyway (recovery covers them)
+    shutdown_grace_seconds: Annotated[float, Field(ge=0, le=900)] = 25
+    # I12: after a lookup's "not applied" (failed_safe) or a no_effect resolution of
+    # a correlation_lookup attempt, look again this many seconds after it, read-only
+    no_effect_watch_seconds: Annotated[tuple[int, ...], NoDecode] = DEFAULT_NO_EFFECT_WATCH
     fake_executors: bool | None = None
     fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
     executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
@@ -209,6 +224,27 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
+    @field_validator("no_effect_watch_seconds", mode="before")
+    @classmethod
+    def _split_watch(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            parts = [p.strip() for p in value.split(",") if p.strip()]
+            if not all(p.isdigit() for p in parts):
+                raise ValueError("must be whole seconds separated by commas, e.g. 60,600,3600")
+            value = [int(p) for p in parts]
+        return value
+
+    @field_validator("no_effect_watch_seconds")
+    @classmethod
+    def _check_watch(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not 1 <= len(value) <= MAX_WATCH_LOOKS:
+            raise ValueError(f"must name 1 to {MAX_WATCH_LOOKS} looks")
+        if any(not 1 <= v <= MAX_WATCH_SECONDS for v in value):
+            raise ValueError(f"each look must be 1..{MAX_WATCH_SECONDS} seconds after")
+        if any(b <= a for a, b in pairwise(value)):
+            raise ValueError("the looks must be in increasing order")
+        return value
+
     @field_validator("metrics_listen")
     @classmethod
     def _check_metrics_listen(cls, value: str | None) -> str | None:
@@ -231,6 +267,10 @@ class Settings(BaseSettings):
         if self.auth_jwks_cache_seconds < self.auth_jwks_min_refresh_seconds:
             raise ValueError(
                 "LEDGER_AUTH_JWKS_CACHE_SECONDS must be >= LEDGER_AUTH_JWKS_MIN_REFRESH_SECONDS"
+            )
+        if self.worker_concurrency_per_build > self.worker_concurrency:
+            raise ValueError(
+                "LEDGER_WORKER_CONCURRENCY_PER_BUILD must be <= LEDGER_WORKER_CONCURRENCY"
             )
         if self.env is Environment.PRODUCTION:
             if self.uses_development_secret and not (

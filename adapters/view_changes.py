@@ -177,9 +177,9 @@ class NotifyingViewStore:
         return written
 
     def list_views(
-        self, list_pk: str, limit: int, cursor: str | None = None
+        self, list_pk: str, limit: int, cursor: str | None = None, *, until: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
-        return self.inner.list_views(list_pk, limit, cursor)
+        return self.inner.list_views(list_pk, limit, cursor, until=until)
 
     def max_tracking_id(self, application_name: str) -> int | None:
         return self.inner.max_tracking_id(application_name)

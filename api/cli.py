@@ -15,6 +15,7 @@ from rich.console import Console
 
 from adapters.settings import Environment, Settings, load_settings
 from api.cli_audit import audit_app
+from api.cli_backup import register as register_backup_commands
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
@@ -25,6 +26,7 @@ from api.cli_policies import policies_app
 from api.cli_projections import projections_app
 from api.cli_webhooks import webhooks_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
+from api.signals import StopSignals
 
 MAX_TOKEN_TTL_SECONDS = 30 * 86400
 
@@ -79,13 +81,18 @@ def serve(
         typer.Option("--worker/--no-worker", help="Also run the worker and the recovery loop."),
     ] = True,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /docs), with the worker and recovery, on the store."""
+    """Serve the HTTP API (OpenAPI at /docs), with the worker and recovery, on the store.
+
+    SIGTERM or Ctrl-C stops it gracefully: no new connections, nothing more
+    leased, the requests and executor calls in flight finish and are recorded
+    (at most LEDGER_SHUTDOWN_GRACE_SECONDS), then it exits 0; a second signal
+    exits at once."""
     with _one_line_errors():
         from adapters.audit.checkpoints import checkpoint_loop
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
         from api.http.app import create_app
-        from api.http.server import ServeLimits, serve_http
+        from api.http.server import HttpServer, ServeLimits
 
         settings = load_settings()
         if worker:
@@ -96,6 +103,18 @@ def serve(
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
+        http = HttpServer(
+            api,
+            host=host,
+            port=port,
+            limits=ServeLimits(
+                header_timeout=settings.http_header_timeout_seconds,
+                body_timeout=settings.http_body_timeout_seconds,
+                keep_alive_timeout=settings.http_keep_alive_seconds,
+                max_connections=settings.http_max_connections,
+            ),
+            grace=settings.shutdown_grace_seconds,
+        )
         mode = "API, worker and recovery" if worker else "API only"
         typer.echo(
             f"ledger {mode} on http://{host}:{port} "
@@ -105,26 +124,49 @@ def serve(
         if checkpoints is not None:
             checkpoints.run_once(raise_errors=True)  # a bad key or directory stops start-up
             checkpoints.start()
-        if runtime is not None:
-            runtime.start()
         try:
-            serve_http(
-                api,
-                host=host,
-                port=port,
-                limits=ServeLimits(
-                    header_timeout=settings.http_header_timeout_seconds,
-                    body_timeout=settings.http_body_timeout_seconds,
-                    keep_alive_timeout=settings.http_keep_alive_seconds,
-                    max_connections=settings.http_max_connections,
-                ),
-            )
+            with StopSignals() as stopping:
+                if runtime is not None:
+                    runtime.start()
+                if not http.start():
+                    raise typer.Exit(1)  # uvicorn said why (the port in use, ...)
+                stopped = stopping.wait(alive=lambda: http.running)
+                _stop_gracefully(stopping, settings, runtime, http)
+                if not stopped:
+                    raise typer.Exit(1)  # the server ended by itself
         finally:
             if checkpoints is not None:
                 checkpoints.stop()
-            if runtime is not None:
-                runtime.stop()
+            if runtime is not None and not runtime.draining.is_set():
+                runtime.stop(grace=0)
             ledger.close()
+
+
+def _stop_gracefully(stopping: StopSignals, settings: Settings, runtime: Any, http: Any) -> None:
+    """Lease nothing more, let the calls and requests in flight finish within the
+    grace period, say what was left to recovery."""
+    import time
+
+    grace = settings.shutdown_grace_seconds
+    began = time.monotonic()
+    if stopping.received is not None:
+        typer.echo(
+            f"ledger: {stopping.received.name}: stopping; leasing nothing more, letting "
+            f"what is in flight finish (at most {grace:g} s; a second signal stops at once)"
+        )
+    if http is not None:
+        http.shutdown()  # stops accepting now; requests in flight go on meanwhile
+    left = 0
+    if runtime is not None:
+        left = runtime.stop(grace=grace).left_running
+    if http is not None:
+        http.wait(grace - (time.monotonic() - began))
+    if runtime is None:
+        typer.echo("ledger: stopped")
+    elif left:
+        typer.echo(f"ledger: stopped; {left} attempt(s) still running were left to recovery")
+    else:
+        typer.echo("ledger: stopped; every attempt in flight was recorded")
 
 
 def _preflight(settings: Settings) -> None:
@@ -183,7 +225,11 @@ def _start_metrics_listener(ledger: Any) -> None:
 
 @app.command("worker")
 def worker_command() -> None:
-    """Run the worker (fed by the store's notification log or stream) and recovery."""
+    """Run the worker (fed by the store's notification log or stream) and recovery.
+
+    SIGTERM or Ctrl-C stops it gracefully: nothing more is leased, the executor
+    calls in flight finish and are recorded (at most LEDGER_SHUTDOWN_GRACE_SECONDS),
+    then it exits 0; a second signal exits at once."""
     with _one_line_errors():
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
@@ -195,22 +241,25 @@ def worker_command() -> None:
         _note_without_executors(ledger)
         runtime = build_runtime(ledger)
         _start_metrics_listener(ledger)
-        typer.echo(f"ledger worker running (store: {ledger.backend.describe()}); Ctrl-C stops")
+        typer.echo(
+            f"ledger worker running (store: {ledger.backend.describe()}); "
+            "SIGTERM or Ctrl-C stops it gracefully"
+        )
         try:
-            _run_until_interrupted(runtime)
+            _run_until_interrupted(runtime, settings)
         finally:
             ledger.close()
 
 
-def _run_until_interrupted(runtime: Any) -> None:
-    """Start the runtime's loops and block until Ctrl-C; stop the loops either way."""
-    runtime.start()
-    try:
-        runtime.stop_event.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        runtime.stop()
+def _run_until_interrupted(runtime: Any, settings: Settings) -> None:
+    """Start the runtime's loops and block until SIGTERM or Ctrl-C; then stop
+    them gracefully (a second signal exits at once)."""
+    with StopSignals() as stopping:
+        runtime.start()
+        try:
+            stopping.wait()
+        finally:
+            _stop_gracefully(stopping, settings, runtime, None)
 
 
 @app.command("recover")
@@ -246,7 +295,8 @@ def recover_command(
                     None,
                     recovery_interval=settings.recovery_interval_seconds,
                     on_recovery=show,
-                )
+                ),
+                settings,
             )
         finally:
             ledger.close()
@@ -343,6 +393,9 @@ def token(
                 ttl_seconds=ttl,
             )
         )
+
+
+register_backup_commands(app)
 
 
 def main() -> None:

@@ -154,7 +154,9 @@ def verify_command(
 
     Exit 0 when it does; 1 naming the first stream that was truncated, deleted,
     rewritten or reordered (or a digest whose signature does not verify); 2 when
-    the digest cannot be checked (not JSON, another key, another ledger).
+    the digest cannot be checked (not JSON, another key, another ledger). A
+    ledger that is only behind the digest (what restoring an older backup
+    leaves) also gets one line per stream it lost on stdout.
     """
     with _digest_errors():
         from adapters.audit.digests import check_digest_itself, load_digest
@@ -170,10 +172,17 @@ def verify_command(
                 if problem is not None:
                     _say(problem.message, 1)
         ledger = _ledger()
+        note = ""
         try:
             verdict = service.verify(ledger, OPERATOR, digest, since=older)
+            if older is None and verdict.behind is not None:
+                note = service.restore_note(ledger, OPERATOR, digest)
         finally:
             ledger.close()
+        if verdict.behind is not None:
+            for line in verdict.behind.lines():  # what a restore lost, stream by stream
+                typer.echo(line)
+            _say(f"behind the digest: {verdict.message} ({note})", 1)
         if not verdict.ok:
             _say(f"tampering found: {verdict.message}", 1)
         typer.echo(f"ok: {verdict.message}")

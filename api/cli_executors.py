@@ -41,8 +41,31 @@ def _print_executors(settings: Settings) -> list[Any]:
         loaded.registry.close()
 
 
+def _print_json(settings: Settings) -> None:
+    """What ``GET /executors`` answers, read from the configured store's directory."""
+    from adapters.bootstrap import build_ledger
+    from api.cli_common import OPERATOR
+    from api.service.executors import executor_listing
+
+    ledger = build_ledger(settings)
+    try:
+        listing = executor_listing(ledger, OPERATOR)
+        typer.echo(listing.model_dump_json(exclude_none=True))
+    finally:
+        ledger.close()
+
+
 @executors_app.callback()
-def executors(ctx: typer.Context) -> None:
+def executors(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help='Print {"items": [...]} as GET /api/conversational/executors answers it: '
+        "capability, executor_build, delivery_mode, available (the configured store's "
+        "directory allows the build), newest build first per capability.",
+    ),
+) -> None:
     """One line per registered executor: <capability> <build_digest> <delivery_mode>
     <kind> <current|draining>.
 
@@ -56,7 +79,10 @@ def executors(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     with _one_line_errors():
-        _print_executors(load_settings())
+        if as_json:
+            _print_json(load_settings())
+        else:
+            _print_executors(load_settings())
 
 
 @executors_app.command("check")

@@ -1,6 +1,7 @@
 """``ledger webhooks``: the delivery records of the signed webhooks (design.md 5.10).
 
-``list [--status failing]`` prints one line per delivery (oldest fact first);
+``list [--status failing]`` prints one line per delivery (failing and pending
+ones by subscription, soonest next try first; delivered ones oldest first);
 ``redeliver ID`` makes one pending again, due now: the running server's
 deliverer sends it on its next pass.
 """
@@ -54,7 +55,7 @@ def list_command(
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """List deliveries in one status (default: failing), oldest first.
+    """List deliveries in one status (default: failing), soonest next try first.
 
     One line each: id, status, type, attempt or proposal id, subscription, tries,
     and for unacknowledged ones the next try, the error class and the receiver's

@@ -21,6 +21,20 @@ before then the attempt stays due. A success seen after a terminal "no effect"
 is never kept silently: the attempt moves to ``effect_after_no_effect``, on the
 attention list.
 
+A lookup's "not applied" is also watched (I12): a ``correlation_lookup`` attempt
+settled ``failed_safe`` by a lookup, or resolved ``no_effect`` by an admin,
+carries the watch plan on that settling event (offsets in seconds), stays in the
+due-work index, and is looked up again, read-only, at each offset
+(``LookedAgain``); a look that finds the effect moves it to
+``effect_after_no_effect``. The plan is bounded, so the watch ends.
+
+A restored backup can be older than what happened (I17): an attempt that was
+not settled at the restored point may have been dispatched since. The restore
+marks it ``PossiblyDispatched``: it counts as dispatched (a lease of it has
+expired, its next "nothing was written" is a re-send's), so recovery retries
+with the same key, looks it up first, or records ``outcome_unknown``, by
+delivery mode, and never dispatches it blindly.
+
 Only the current, unexpired lease generation may mark dispatch or record a
 result (I5). A stale generation's result is kept as a non-authoritative
 observation and never overwrites the truth (I8).
@@ -28,6 +42,7 @@ observation and never overwrites the truth (I8).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -79,6 +94,9 @@ class Resolution(StrEnum):
 
     EFFECT_APPLIED = "effect_applied"
     NO_EFFECT = "no_effect"
+
+
+WATCH_SOURCE = "watch"  # the source of an EffectAfterNoEffect a watched lookup found
 
 
 class ExecutionAttempt(LedgerAggregate):
@@ -159,6 +177,13 @@ class ExecutionAttempt(LedgerAggregate):
         self.result: dict[str, Any] | None = None
         self.resolution: dict[str, Any] | None = None
         self.observations = 0
+        # The watch of a "no effect" settlement (I12): its plan (seconds after
+        # ``watch_from``) and how many looks were taken.
+        self.watch: list[int] | None = None
+        self.watch_from: str | None = None
+        self.watch_looks = 0
+        # Restores that found this attempt unsettled (I17): each id once.
+        self.restores: list[str] = []
 
     # -- queries -------------------------------------------------------------
 
@@ -168,8 +193,9 @@ class ExecutionAttempt(LedgerAggregate):
 
     @property
     def dispatched(self) -> bool:
-        """True once any generation has marked dispatch: an effect may exist."""
-        return self.dispatch_started_at is not None
+        """True once any generation has marked dispatch, or a restore found the attempt
+        unsettled (it may have been dispatched after the backup): an effect may exist."""
+        return self.dispatch_started_at is not None or bool(self.restores)
 
     @property
     def no_write_is_proof(self) -> bool:
@@ -214,6 +240,15 @@ class ExecutionAttempt(LedgerAggregate):
         trusted_after = self.lookup_trusted_after()
         return trusted_after is None or now >= trusted_after
 
+    def watch_due_at(self) -> datetime | None:
+        """When the watch of a "no effect" settlement looks next; None when nothing
+        is watched or its plan is done (I12)."""
+        if not self.watch or self.watch_from is None or not self.no_effect_is_settled:
+            return None
+        if self.watch_looks >= len(self.watch):
+            return None
+        return parse_utc(self.watch_from) + timedelta(seconds=self.watch[self.watch_looks])
+
     def next_action_at(self) -> datetime | None:
         """When recovery should next look at this attempt; None once it never should."""
         if self.status is AttemptStatus.QUEUED:
@@ -230,7 +265,14 @@ class ExecutionAttempt(LedgerAggregate):
                 # Looking up before the settle window ends cannot prove "not applied".
                 return trusted_after
             return expiry
-        return None
+        return self.watch_due_at()
+
+    def watch_plan(self, plan: Sequence[int]) -> list[int] | None:
+        """The plan a "no effect" settlement of this attempt carries: only a lookup can
+        look again, so only ``correlation_lookup`` attempts are watched."""
+        if self.delivery_mode is not DeliveryMode.CORRELATION_LOOKUP or not plan:
+            return None
+        return [int(seconds) for seconds in plan]
 
     # -- lease ---------------------------------------------------------------
 
@@ -426,11 +468,14 @@ class ExecutionAttempt(LedgerAggregate):
         now: datetime,
         reason_code: str | None = None,
         receipt: dict[str, Any] | None = None,
+        watch: Sequence[int] = (),
     ) -> None:
         """An authoritative read-only lookup answered.
 
         Allowed from ``outcome_unknown`` (to succeeded / failed_safe) and from an
-        expired, dispatched executing attempt (to any result status).
+        expired, dispatched executing attempt (to any result status). A
+        ``failed_safe`` ("not applied") carries the watch plan (``watch``): later
+        lookups look again (I12).
         """
         if self.status is AttemptStatus.OUTCOME_UNKNOWN:
             if status not in (AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE):
@@ -447,6 +492,7 @@ class ExecutionAttempt(LedgerAggregate):
             generation=None,
             reason_code=reason_code,
             receipt=receipt,
+            watch=self.watch_plan(watch) if status is AttemptStatus.FAILED_SAFE else None,
         )
 
     def _record(
@@ -458,6 +504,7 @@ class ExecutionAttempt(LedgerAggregate):
         generation: int | None,
         reason_code: str | None,
         receipt: dict[str, Any] | None,
+        watch: list[int] | None = None,
     ) -> None:
         self._result_recorded(
             generation=generation,
@@ -466,8 +513,11 @@ class ExecutionAttempt(LedgerAggregate):
             receipt=receipt,
             source=source,
             at=format_utc(now),
+            watch=watch or None,
         )
 
+    # ``watch`` arrived later: an event stored without it replays with None (no
+    # watch) and keeps its hash (data() is what was stored).
     @event("ResultRecorded")
     def _result_recorded(
         self,
@@ -477,6 +527,7 @@ class ExecutionAttempt(LedgerAggregate):
         receipt: dict[str, Any] | None,
         source: str,
         at: str,
+        watch: list[int] | None = None,
     ) -> None:
         self.status = AttemptStatus(status)
         result: dict[str, Any] = {"kind": status, "source": source}
@@ -488,6 +539,12 @@ class ExecutionAttempt(LedgerAggregate):
         self.lease_owner = None
         self.lease_expires_at = None
         self.updated_at = at
+        self._start_watch(watch, at)
+
+    def _start_watch(self, watch: list[int] | None, at: str) -> None:
+        self.watch = list(watch) if watch else None
+        self.watch_from = at if watch else None
+        self.watch_looks = 0
 
     def observe_late_result(self, *, generation: int, kind: str, now: datetime) -> None:
         """A stale generation reported back: keep it, never let it win (I8).
@@ -519,6 +576,69 @@ class ExecutionAttempt(LedgerAggregate):
     def _late_result_observed(self, generation: int, kind: str, at: str) -> None:
         self.observations += 1
 
+    def look_again(self, *, verdict: str, now: datetime) -> None:
+        """The watch's read-only lookup answered (I12): ``applied`` moves the attempt to
+        ``effect_after_no_effect``; anything else is one look of the plan taken.
+
+        Only when a look is due: the attempt is terminal, so no lease can race it
+        (I5), and a look never changes a settlement it does not contradict (I8).
+        """
+        due = self.watch_due_at()
+        if due is None or now < due:
+            raise IllegalTransition("No look of the watch is due.")
+        if verdict == "applied":
+            self._effect_after_no_effect(
+                generation=None,
+                previous=self.status.value,
+                source=WATCH_SOURCE,
+                at=format_utc(now),
+            )
+            return
+        self._looked_again(step=self.watch_looks + 1, verdict=verdict, at=format_utc(now))
+
+    @event("LookedAgain")
+    def _looked_again(self, step: int, verdict: str, at: str) -> None:
+        self.watch_looks = step
+
+    # -- restore (I17) -------------------------------------------------------------
+
+    def mark_possibly_dispatched(
+        self, *, restore_id: str, now: datetime, settle_seconds: float
+    ) -> bool:
+        """A restore found this attempt unsettled: from now on it counts as dispatched,
+        under a lease that has expired (a live one's expiry is kept), and a lookup's
+        "not applied" is proof only ``settle_seconds`` after the restore. False (and
+        nothing appended) when it is settled or this restore marked it already."""
+        if self.status not in (AttemptStatus.QUEUED, AttemptStatus.EXECUTING):
+            return False
+        if restore_id in self.restores:
+            return False
+        expires = now
+        if self.status is AttemptStatus.EXECUTING and self.lease_expires_at is not None:
+            expires = max(expires, parse_utc(self.lease_expires_at))
+        settles = now + timedelta(seconds=max(0.0, settle_seconds))
+        if self.settles_at is not None:
+            settles = max(settles, parse_utc(self.settles_at))
+        self._possibly_dispatched(
+            restore_id=restore_id,
+            lease_expires_at=format_utc(expires),
+            settles_at=format_utc(settles),
+            at=format_utc(now),
+        )
+        return True
+
+    @event("PossiblyDispatched")
+    def _possibly_dispatched(
+        self, restore_id: str, lease_expires_at: str, settles_at: str, at: str
+    ) -> None:
+        self.restores = [*self.restores, restore_id]
+        self.status = AttemptStatus.EXECUTING
+        self.lease_owner = None if lease_expires_at == at else self.lease_owner
+        self.lease_expires_at = lease_expires_at
+        self.settles_at = settles_at
+        self.dispatch_count += 1  # a dispatch after the backup may be lost with it
+        self.updated_at = at
+
     # -- admin -----------------------------------------------------------------
 
     def check_revision(self, expected_revision: int) -> None:
@@ -533,22 +653,39 @@ class ExecutionAttempt(LedgerAggregate):
         resolved_by: str,
         now: datetime,
         receipt: dict[str, Any] | None = None,
+        watch: Sequence[int] = (),
     ) -> None:
         """Admin resolution of an uncertain outcome (or of an effect seen after "no
-        effect"); never calls the executor (I6)."""
+        effect"); never calls the executor (I6).
+
+        ``no_effect`` from ``outcome_unknown`` carries the watch plan (``watch``,
+        lookup builds only): the lookup looks again (I12). Not after
+        ``effect_after_no_effect``: the admin has seen the effect and decided.
+        """
         if self.status not in RESOLVABLE:
             raise NotOutcomeUnknown()
+        plan = None
+        if outcome is Resolution.NO_EFFECT and self.status is AttemptStatus.OUTCOME_UNKNOWN:
+            plan = self.watch_plan(watch)
         self._manually_resolved(
             outcome=outcome.value,
             reason=reason,
             resolved_by=resolved_by,
             receipt=receipt,
             at=format_utc(now),
+            watch=plan,
         )
 
+    # ``watch`` arrived later, as on ResultRecorded.
     @event("ManuallyResolved")
     def _manually_resolved(
-        self, outcome: str, reason: str, resolved_by: str, receipt: dict[str, Any] | None, at: str
+        self,
+        outcome: str,
+        reason: str,
+        resolved_by: str,
+        receipt: dict[str, Any] | None,
+        at: str,
+        watch: list[int] | None = None,
     ) -> None:
         self.status = AttemptStatus.MANUALLY_RESOLVED
         self.resolution = {
@@ -560,3 +697,4 @@ class ExecutionAttempt(LedgerAggregate):
         if receipt is not None:
             self.resolution["receipt"] = receipt
         self.updated_at = at
+        self._start_watch(watch, at)

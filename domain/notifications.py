@@ -27,6 +27,7 @@ class NotificationType(StrEnum):
     ATTEMPT_FAILED_SAFE = "attempt.failed_safe"
     ATTEMPT_OUTCOME_UNKNOWN = "attempt.outcome_unknown"
     ATTEMPT_MANUALLY_RESOLVED = "attempt.manually_resolved"
+    ATTEMPT_EFFECT_AFTER_NO_EFFECT = "attempt.effect_after_no_effect"
     PROPOSAL_DECLINED = "proposal.declined"
     PROPOSAL_EXPIRED = "proposal.expired"
     PROPOSAL_APPROVED = "proposal.approved"
@@ -123,6 +124,7 @@ ATTEMPT_NOTIFICATIONS: dict[str, NotificationType] = {
     "failed_safe": NotificationType.ATTEMPT_FAILED_SAFE,
     "outcome_unknown": NotificationType.ATTEMPT_OUTCOME_UNKNOWN,
     "manually_resolved": NotificationType.ATTEMPT_MANUALLY_RESOLVED,
+    "effect_after_no_effect": NotificationType.ATTEMPT_EFFECT_AFTER_NO_EFFECT,
 }
 
 

@@ -24,6 +24,8 @@ EVENT_WORDS: dict[str, str] = {
     "DispatchStarted": "dispatch started",
     "ResultRecorded": "result recorded",
     "LateResultObserved": "late result observed",
+    "LookedAgain": "looked again",
+    "PossiblyDispatched": "possibly dispatched (found unsettled by a restore)",
     "EffectAfterNoEffect": "effect seen after no effect",
     "ManuallyResolved": "manually resolved",
     # proposal
@@ -39,6 +41,10 @@ EVENT_WORDS: dict[str, str] = {
     "Registered": "registered",
     "Changed": "changed",
     "Used": "standing grant used",
+    # restore log
+    "RestoreLogOpened": "restore log opened",
+    "BackupRestored": "a backup was restored",
+    "RestoreSettled": "restore settled (unsettled attempts marked)",
 }
 """Event type -> the words a picture of the timeline shows for it."""
 
@@ -47,15 +53,17 @@ STATE_AFTER: dict[str, str] = {
     "Leased": AttemptStatus.EXECUTING.value,
     "Requeued": AttemptStatus.QUEUED.value,
     "DispatchStarted": AttemptStatus.EXECUTING.value,
+    "PossiblyDispatched": AttemptStatus.EXECUTING.value,
     "EffectAfterNoEffect": AttemptStatus.EFFECT_AFTER_NO_EFFECT.value,
     "ManuallyResolved": AttemptStatus.MANUALLY_RESOLVED.value,
 }
 """Attempt event type -> the state it leads to. ``ResultRecorded`` leads to the
-status it records; ``LateResultObserved`` is an observation and leaves the
-state as it was (so does an event of a type not listed)."""
+status it records; ``LateResultObserved`` and ``LookedAgain`` (a look of the
+watch that found nothing) are observations and leave the state as it was (so
+does an event of a type not listed)."""
 
 RESULT_EVENT = "ResultRecorded"
-OBSERVATION_EVENTS = frozenset({"LateResultObserved"})
+OBSERVATION_EVENTS = frozenset({"LateResultObserved", "LookedAgain"})
 """Events drawn beside the state path, not on it: they change no state."""
 REASONED_EVENTS = frozenset({"ResultRecorded", "Requeued"})
 """Events whose label names their reason (a bounded, redacted code)."""
@@ -87,4 +95,8 @@ def event_label(row: Mapping[str, Any]) -> str:
         text += f" ({reason})"
     if kind == "ManuallyResolved" and data.get("outcome"):
         text += f" ({data['outcome']})"
+    if kind == "LookedAgain" and data.get("verdict"):
+        text += f" (look {data.get('step')}: {data['verdict']})"
+    if kind == "EffectAfterNoEffect" and data.get("source") == "watch":
+        text += " (found by the watch)"
     return text

@@ -36,9 +36,10 @@ class ViewStore(Protocol):
         ...
 
     def list_views(
-        self, list_pk: str, limit: int, cursor: str | None = None
+        self, list_pk: str, limit: int, cursor: str | None = None, *, until: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
-        """A page of a list in ``list_sk`` order, strictly after ``cursor``."""
+        """A page of a list in ``list_sk`` order, strictly after ``cursor`` and, with
+        ``until``, not after it (a range read: its cost is what it returns)."""
         ...
 
 

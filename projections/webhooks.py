@@ -2,9 +2,11 @@
 
 For every stream a batch touched, the notifier folds the stream event by event
 and finds the notifications it implies (``domain.notifications``): an attempt
-reaching ``succeeded``, ``failed_safe``, ``outcome_unknown`` or
-``manually_resolved``; a proposal version ``declined`` or ``expired``. Each one
-the subscription asks for becomes a **delivery record** (a view row keyed by a
+reaching ``succeeded``, ``failed_safe``, ``outcome_unknown``,
+``manually_resolved`` or ``effect_after_no_effect`` (an effect seen after a "no
+effect" settlement, by a late answer or by the watch of I12); a proposal
+version ``declined`` or ``expired``. Each one the subscription asks for
+becomes a **delivery record** (a view row keyed by a
 deterministic delivery id), written with the batch's position in one atomic
 write. A record that already exists is never rewritten by the notifier (the
 version guard refuses version 1 over anything), so a replay after a crash adds
@@ -15,6 +17,16 @@ The deliverer (``adapters.webhooks.deliverer``) moves a record through
 redeliver) with a version one above the stored row: the same guard makes each
 move a compare-and-set.
 
+An outstanding record is listed by subscription and next-try time (the due
+lists ``webhook-due#pending`` and ``webhook-due#failing``, sort key
+``<subscription>#<next try>#<delivery id>``), so a delivery pass of one
+subscription reads only what is due for it (``due``), however large the
+backlog; a delivered one is listed by the time of its fact. Each record names
+the delivery of the subject's previous fact for the same subscription
+(``after``): the deliverer sends it only once that one is acknowledged, which
+keeps the order per attempt or proposal without reading the subject's other
+records.
+
 A record holds the body to send: the redacted status view (attempts) or the
 redacted proposal view (proposals) as of the fact, never a token, spec content
 or an idempotency key (the views hold none).
@@ -24,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -39,7 +51,7 @@ from domain.notifications import (
 from domain.ports import EventStore
 from domain.proposal import Proposal, ProposalStatus
 from domain.spec import ATTEMPT_ID_PREFIX
-from domain.timeutil import format_utc
+from domain.timeutil import format_utc, parse_utc
 from projections.inbox import PROPOSAL_PREFIX, proposal_view, sort_time
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord, ViewStore
 from projections.status import view_of
@@ -47,6 +59,7 @@ from projections.status_fold import fold_fields, typed
 
 DELIVERY_VIEW = "webhook_delivery"
 EXPIRY_WATCH_VIEW = "webhook_expiry"
+START_VIEW = "webhook_start"  # when a ``start = "now"`` subscription first ran
 DELIVERY_ID_PREFIX = "whd_"
 # what the admin list shows (the body is sent, not listed)
 LISTED_FIELDS = (
@@ -74,6 +87,10 @@ class DeliveryStatus(StrEnum):
 
 
 OUTSTANDING = (DeliveryStatus.PENDING, DeliveryStatus.FAILING)
+_OUTSTANDING_VALUES = frozenset(status.value for status in OUTSTANDING)
+LEGACY_LIST_KEYS = ("webhook#pending", "webhook#failing")
+"""Where outstanding records were listed before the due lists (by the time of
+their fact): the deliverer moves what it finds there (``adopt_legacy``)."""
 
 
 def delivery_id(subscription_id: str, notification_id: str) -> str:
@@ -83,7 +100,16 @@ def delivery_id(subscription_id: str, notification_id: str) -> str:
 
 
 def delivery_list_key(status: str) -> str:
+    """The list that holds the records of one status: the due lists for the
+    outstanding ones, ``webhook#delivered`` for the rest."""
+    if status in _OUTSTANDING_VALUES:
+        return f"webhook-due#{status}"
     return f"webhook#{status}"
+
+
+def due_sort_key(subscription_id: str, next_try_at: str, delivery: str) -> str:
+    """A due list's order: by subscription (ids hold no ``#``), then next try."""
+    return f"{subscription_id}#{sort_time(next_try_at)}#{delivery}"
 
 
 def watch_list_key(subscription_id: str) -> str:
@@ -92,14 +118,20 @@ def watch_list_key(subscription_id: str) -> str:
 
 
 def delivery_row(data: Mapping[str, Any], version: int) -> ViewRecord:
-    """A delivery record as stored, listed by its status in order of the fact."""
+    """A delivery record as stored: an outstanding one in its status's due list
+    (by subscription and next try), a delivered one in order of the fact."""
+    status = data["status"]
+    if status in _OUTSTANDING_VALUES:
+        sort_key = due_sort_key(data["subscription_id"], data["next_try_at"], data["delivery_id"])
+    else:
+        sort_key = f"{sort_time(data['created_at'])}#{data['delivery_id']}"
     return ViewRecord(
         name=DELIVERY_VIEW,
         key=data["delivery_id"],
         version=version,
         data=dict(data),
-        list_pk=delivery_list_key(data["status"]),
-        list_sk=f"{sort_time(data['created_at'])}#{data['delivery_id']}",
+        list_pk=delivery_list_key(status),
+        list_sk=sort_key,
     )
 
 
@@ -155,9 +187,37 @@ class WebhookNotifier:
     actor_id: str | None
     now: Callable[[], datetime]
     name: str = ""
+    # start = "now": facts from before the subscription first ran are not told
+    start_now: bool = False
+    _start: datetime | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.name = self.name or f"webhook-{self.subscription_id}"
+
+    def start_row(self) -> ViewRecord:
+        """The moment this subscription starts from (version 1: the first one
+        written stays, whichever process wrote it)."""
+        return ViewRecord(
+            name=START_VIEW,
+            key=self.subscription_id,
+            version=1,
+            data={"subscription_id": self.subscription_id, "start_at": format_utc(self.now())},
+        )
+
+    def starts_at(self) -> datetime | None:
+        """For ``start = "now"``: when the subscription first ran (recorded on
+        first use); None when it is told of every fact."""
+        if not self.start_now:
+            return None
+        if self._start is None:
+            row = self.views.get_view(START_VIEW, self.subscription_id)
+            if row is None:
+                self.views.put_view(self.start_row())
+                row = self.views.get_view(START_VIEW, self.subscription_id)
+            if row is None:  # a store that lost the write it just acknowledged
+                raise RuntimeError("the subscription's start was not recorded")
+            self._start = parse_utc(row.data["start_at"])
+        return self._start
 
     def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
         """The delivery records (and expiry watches) the named streams imply."""
@@ -176,16 +236,23 @@ class WebhookNotifier:
         return kind in self.events and self.actor_id in (None, actor_id)
 
     def _deliveries(self, facts: Iterable[Fact]) -> list[ViewRecord]:
+        """The records of one subject's facts, in order; each names the one before."""
         stamp = format_utc(self.now())
+        start = self.starts_at()
         rows: list[ViewRecord] = []
+        previous: str | None = None
         for fact in facts:
             n = fact.notification
             if not self._wanted(n.type, fact.actor_id):
                 continue
+            if start is not None and n.at and parse_utc(n.at) < start:
+                continue  # before the subscription started: not told
+            ident = delivery_id(self.subscription_id, n.id)
+            after, previous = previous, ident
             rows.append(
                 delivery_row(
                     {
-                        "delivery_id": delivery_id(self.subscription_id, n.id),
+                        "delivery_id": ident,
                         "subscription_id": self.subscription_id,
                         "notification_id": n.id,
                         "type": n.type.value,
@@ -199,6 +266,7 @@ class WebhookNotifier:
                         "created_at": n.at or stamp,
                         "updated_at": stamp,
                         "delivered_at": None,
+                        "after": after,
                         "body": fact.view,
                     },
                     version=1,
@@ -257,7 +325,8 @@ class WebhookNotifier:
 
 
 def outstanding(views: ViewStore, page_size: int = 200) -> list[ViewRecord]:
-    """Every pending or failing record (each list read to its end)."""
+    """Every pending or failing record of every subscription (each list read to
+    its end): for admin tools and tests; a delivery pass reads ``due`` instead."""
     found: list[ViewRecord] = []
     for status in OUTSTANDING:
         cursor: str | None = None
@@ -269,16 +338,44 @@ def outstanding(views: ViewStore, page_size: int = 200) -> list[ViewRecord]:
     return found
 
 
-def heads(records: Iterable[ViewRecord]) -> list[ViewRecord]:
-    """The first outstanding record of each (subscription, subject), in order of the
-    fact: a later notification for the same attempt waits for the earlier one."""
-    first: dict[tuple[str, str], ViewRecord] = {}
+def due(views: ViewStore, subscription_id: str, now: datetime, limit: int) -> list[ViewRecord]:
+    """The outstanding records of one subscription whose next try has come, soonest
+    first, at most ``limit``: one bounded read of each due list."""
+    start = f"{subscription_id}#"
+    until = f"{subscription_id}#{sort_time(now)}#~"  # "~" sorts after every delivery id
+    found: list[ViewRecord] = []
+    for status in OUTSTANDING:
+        rows, _ = views.list_views(delivery_list_key(status.value), limit, start, until=until)
+        found.extend(rows)
+    return sorted(found, key=lambda r: r.list_sk or "")[:limit]
+
+
+def legacy_outstanding(views: ViewStore, page_size: int = 200) -> list[ViewRecord]:
+    """Outstanding records still in the lists used before the due lists."""
+    found: list[ViewRecord] = []
+    for list_key in LEGACY_LIST_KEYS:
+        cursor: str | None = None
+        while True:
+            rows, cursor = views.list_views(list_key, page_size, cursor)
+            found.extend(rows)
+            if cursor is None:
+                break
+    return found
+
+
+def chained(records: Iterable[ViewRecord]) -> list[tuple[ViewRecord, str | None]]:
+    """Each record with the one before it of its (subscription, subject), in order of
+    the fact: what ``after`` says for records written before it existed."""
+    groups: dict[tuple[str, str], list[ViewRecord]] = {}
     for row in records:
-        group = (row.data["subscription_id"], row.data["subject_id"])
-        held = first.get(group)
-        if held is None or _order(row) < _order(held):
-            first[group] = row
-    return sorted(first.values(), key=lambda r: r.list_sk or "")
+        groups.setdefault((row.data["subscription_id"], row.data["subject_id"]), []).append(row)
+    found: list[tuple[ViewRecord, str | None]] = []
+    for rows in groups.values():
+        previous: str | None = None
+        for row in sorted(rows, key=_order):
+            found.append((row, previous))
+            previous = row.key
+    return found
 
 
 def _order(row: ViewRecord) -> tuple[int, str]:

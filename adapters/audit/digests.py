@@ -10,13 +10,18 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
 from adapters.audit import signing
 from adapters.settings import Settings
 from adapters.store import LedgerStore
+from domain.audit import verify_chain
 from domain.digest import (
+    DELETED,
+    TRUNCATED,
     Digest,
     Finding,
     build_digest,
@@ -27,7 +32,8 @@ from domain.digest import (
 from domain.errors import DigestInvalid
 from domain.ports import Clock
 from domain.proofs import make_proof
-from domain.spec import format_utc
+from domain.restore import RESTORE_LOG_ID
+from domain.spec import format_utc, parse_utc
 
 
 def take_digest(settings: Settings, store: LedgerStore, clock: Clock) -> Digest:
@@ -60,12 +66,60 @@ def load_digest(path: str) -> Digest:
 
 
 @dataclass(frozen=True)
+class Behind:
+    """A ledger behind a digest and nothing else: streams that lost their newest
+    events or are missing, every remaining event as the digest recorded it. What
+    restoring an older backup leaves (I17)."""
+
+    digest_created_at: str
+    truncated: tuple[tuple[str, int, int], ...]  # (stream, events in the digest, now)
+    missing: tuple[tuple[str, int], ...]  # (stream, events in the digest)
+
+    @property
+    def events_lost(self) -> int:
+        return sum(then - now for _, then, now in self.truncated) + sum(
+            then for _, then in self.missing
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """Counts only (no stream id): what a restore marker keeps."""
+        return {
+            "digest_created_at": self.digest_created_at,
+            "streams_behind": len(self.truncated),
+            "streams_missing": len(self.missing),
+            "events_lost": self.events_lost,
+        }
+
+    def message(self) -> str:
+        return (
+            f"the ledger is behind the digest of {self.digest_created_at}: "
+            f"{len(self.truncated)} streams lost their newest events and "
+            f"{len(self.missing)} are missing ({self.events_lost} events), "
+            f"as restoring an older backup leaves it"
+        )
+
+    def lines(self) -> list[str]:
+        """One line per stream the ledger lost, by stream id."""
+        found = [
+            (stream, f"{stream}: {then} events in the digest, {now} now ({then - now} lost)")
+            for stream, then, now in self.truncated
+        ]
+        found += [
+            (stream, f"{stream}: missing ({then} events in the digest)")
+            for stream, then in self.missing
+        ]
+        return [line for _, line in sorted(found)]
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """What a verification found: nothing (``ok``) or the first problem."""
+    """What a verification found: nothing (``ok``), the first problem, or (``behind``)
+    every stream a restore of an older state lost."""
 
     ok: bool
     message: str
     finding: Finding | None = None
+    behind: Behind | None = None
 
 
 def check_digest_itself(
@@ -102,17 +156,80 @@ def check_digest_itself(
     return None
 
 
+@dataclass(frozen=True)
+class RestoreMark:
+    """A restore recorded after a digest was taken: where the restored store's own
+    history resumes (the timestamp of the event that recorded it)."""
+
+    restore_id: str
+    source: str
+    at: str
+    resumed: datetime
+
+
+def restore_since(store: LedgerStore, digest: Digest) -> RestoreMark | None:
+    """The first restore the restore log recorded after ``digest`` was taken."""
+    events, _ = store.audit_events(RESTORE_LOG_ID)
+    for event in events:
+        if type(event).__qualname__ != "RestoreLog.BackupRestored":
+            continue
+        data = event.data()
+        if parse_utc(data["at"]) >= parse_utc(digest.created_at):
+            return RestoreMark(data["restore_id"], data["source"], data["at"], event.timestamp)
+    return None
+
+
+def restore_note(store: LedgerStore, digest: Digest) -> str:
+    """What the restore log says of a ledger behind ``digest``."""
+    mark = restore_since(store, digest)
+    if mark is None:
+        return "no restore is recorded since the digest: a truncation or an unrecorded restore"
+    return f"restore {mark.restore_id} ({mark.source}) was recorded at {mark.at}"
+
+
 def verify_ledger(
     store: LedgerStore, digest: Digest, progress: Callable[[int], None] | None = None
 ) -> Verdict:
-    """Does today's ledger extend the digest? Replays each listed stream's chain."""
+    """Does today's ledger extend the digest? Replays each listed stream's chain.
+
+    The first stream rewritten or reordered ends the check (tampering). Streams
+    only cut short or missing are all collected: a ledger that is merely behind
+    the digest is what restoring an older backup leaves, and the verdict names
+    every stream it lost (``behind``). When the restore log recorded a restore
+    after the digest, each stream is judged by its events from before the
+    restore (the restored point): what the ledger wrote since then may differ
+    from what the restore lost, and does not hide the loss.
+    """
+    truncated: list[tuple[str, int, int]] = []
+    missing: list[tuple[str, int]] = []
+    first: Finding | None = None
+    mark = restore_since(store, digest)
     for count, head in enumerate(digest.heads, start=1):
         events, undecodable = store.audit_events(head.stream_id)
+        if mark is not None:
+            kept = list(takewhile(lambda e: e.timestamp < mark.resumed, events))
+            if len(kept) < head.version and verify_chain(head.stream_id, kept).ok:
+                if kept:
+                    truncated.append((head.stream_id, head.version, len(kept)))
+                    first = first or Finding(head.stream_id, TRUNCATED, len(kept) + 1)
+                else:
+                    missing.append((head.stream_id, head.version))
+                    first = first or Finding(head.stream_id, DELETED)
+                continue
         finding = check_stream(head, events, undecodable)
         if finding is not None:
-            return Verdict(False, finding.message(), finding)
+            if finding.reason == TRUNCATED:
+                truncated.append((head.stream_id, head.version, len(events)))
+            elif finding.reason == DELETED:
+                missing.append((head.stream_id, head.version))
+            else:
+                return Verdict(False, finding.message(), finding)
+            first = first or finding
         if progress is not None and count % 1000 == 0:
             progress(1000)
+    if first is not None:
+        behind = Behind(digest.created_at, tuple(truncated), tuple(missing))
+        return Verdict(False, f"{behind.message()}; first: {first.message()}", first, behind)
     return Verdict(
         True,
         f"the ledger extends the digest of {digest.created_at}: "

@@ -10,9 +10,11 @@ sends the batch's metadata to the failure queue, so the stream position never
 moves past a fact whose delivery is not recorded.
 
 Then it sends what is outstanding for the streams of the batch (in order per
-attempt, as ``ledger serve`` does). A receiver that is down or slow never fails
-the batch: the delivery is recorded ``failing`` with its backoff, and the
-scheduled invocation (``{"mode": "deliver"}``) sends every due delivery again.
+attempt, as ``ledger serve`` does), every subscription on a lane of its own so
+that one slow receiver does not hold the others. A receiver that is down or
+slow never fails the batch: the delivery is recorded ``failing`` with its
+backoff, and the scheduled invocation (``{"mode": "deliver"}``) sends every
+due delivery again (reading only what is due).
 The scheduled pass also records ``proposal.expired`` for watched proposal
 versions whose expiry has passed (expiry is derived from time: no event says it).
 """
@@ -59,6 +61,8 @@ def _deliver(ledger: Ledger, context: Any, subjects: set[str] | None) -> int:
 
     deliverer = ledger.make_deliverer()
     try:
+        if subjects is None:  # the scheduled pass: records from before the due lists
+            deliverer.adopt_legacy()
         return deliverer.run_once(subjects=subjects, stop=out_of_time)
     except Exception as exc:
         logger.warning("delivery pass failed", extra={"reason": reason_code(exc)})

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from adapters.backend import Lag
 from adapters.dynamodb.client import DynamoDBStreamsClient, error_code
-from adapters.dynamodb.views import DynamoDBViewStore, ShardTracking, shard_tracking_name
+from adapters.dynamodb.positions import (
+    TRACKING_REFRESH_SECONDS,
+    ShardTracking,
+    shard_tracking_name,
+)
+from adapters.dynamodb.views import DynamoDBViewStore
 from adapters.streams import attempt_streams_from_records, work_from_records
-from projections.ports import LogBatch
+from projections.ports import LogBatch, ViewRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams.literals import ShardIteratorTypeType
@@ -158,6 +163,7 @@ class StreamLogReader:
         self.pending = 0
         self.oldest_pending: datetime | None = None
         self.caught_up = False  # until a read finds nothing new, the lag is a lower bound
+        self.renewed_at: float | None = None  # monotonic time the positions were last renewed
         self.reset()
 
     def reset(self) -> None:
@@ -172,6 +178,22 @@ class StreamLogReader:
         for shard_id in listed:
             if shard_id not in self.iterators:
                 self.iterators[shard_id] = self._open(shard_id)
+        self._renew_positions(listed)
+
+    def _renew_positions(self, listed: list[str]) -> None:
+        """Positions expire (TTL) a week after their last write; the position of a
+        shard still listed may be needed for a while yet (a shard with nothing new
+        for this subscriber is never written), so it is renewed once a day."""
+        now = time.monotonic()
+        if self.renewed_at is not None and now - self.renewed_at < TRACKING_REFRESH_SECONDS:
+            return
+        try:
+            self.views.renew_tracking([shard_tracking_name(self.name, s) for s in listed])
+            self.renewed_at = now
+        except Exception as exc:  # tried again on the next discovery
+            logger.warning(
+                "subscriber %s: renewing positions failed: %s", self.name, type(exc).__name__
+            )
 
     def _open(self, shard_id: str) -> str | None:
         base = {"StreamArn": self.stream_arn, "ShardId": shard_id}
@@ -236,6 +258,12 @@ class StreamLogReader:
     def take_gaps(self) -> list[str]:
         gaps, self.gaps = self.gaps, []
         return gaps
+
+    def start_from_end(self, records: Sequence[ViewRecord]) -> bool:
+        # No sequence number names "now" in every shard: the subscriber reads the
+        # stream's retention (at most 24 hours) and drops what is older than its start.
+        self.views.put_views(records, [])
+        return False
 
     def lag(self, now: datetime) -> Lag:
         age = 0.0

@@ -17,7 +17,6 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -33,6 +32,12 @@ from adapters.dynamodb.client import (
     is_transient,
     request_error,
 )
+from adapters.dynamodb.positions import (
+    ShardTracking,
+    position_put,
+    renew_request,
+    shard_tracking_name,
+)
 from domain.errors import StoreUnavailable
 from projections.ports import ViewRecord
 
@@ -44,28 +49,14 @@ if TYPE_CHECKING:
     )
 
 T = TypeVar("T")
+__all__ = ["DynamoDBViewStore", "ShardTracking", "shard_tracking_name"]
 
 VIEW_PREFIX = "view#"
-POSITION_DIGITS = 48  # stream sequence numbers have up to 40 digits
 TRANSACTION_ITEMS = 50  # views per atomic write (DynamoDB allows 100 items)
 REBUILD_ITEMS = 100  # rows per guarded rebuild write (DynamoDB's bound per transaction)
 BATCH_GET_KEYS = 100  # DynamoDB's bound per BatchGetItem
 MAX_CONFLICT_ROUNDS = 8
 MAX_UNPROCESSED_ROUNDS = 10
-
-
-@dataclass(frozen=True)
-class ShardTracking(Tracking):
-    """A subscriber's position in one stream shard: ``application_name`` is
-    ``<subscriber>@<shard id>``, ``notification_id`` the record's sequence number
-    as an integer, and ``sequence_number`` its exact text (what the Streams
-    API takes back to resume after it)."""
-
-    sequence_number: str = ""
-
-
-def shard_tracking_name(subscriber: str, shard_id: str) -> str:
-    return f"{subscriber}@{shard_id}"
 
 
 class _Condition(TypedDict):
@@ -86,11 +77,13 @@ class DynamoDBViewStore:
         *,
         retrier: Retrier | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.table_name = table_name
         self.retrier = retrier or Retrier()
         self.sleep = sleep
+        self.wall = wall  # a position's TTL attribute: epoch seconds (positions.py)
 
     def _call(
         self, operation: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None
@@ -272,20 +265,8 @@ class DynamoDBViewStore:
         }
 
     def _tracking_put(self, tracking: Tracking) -> PutTypeDef:
-        position = f"{tracking.notification_id:0{POSITION_DIGITS}d}"
-        sequence = getattr(tracking, "sequence_number", "") or str(tracking.notification_id)
-        return {
-            "TableName": self.table_name,
-            "Item": {
-                it.PK: {"S": it.TRACKING_PREFIX + tracking.application_name},
-                it.SK: {"N": "0"},
-                "position": {"S": position},
-                "sequence_number": {"S": sequence},
-            },
-            "ConditionExpression": "attribute_not_exists(#pk) OR #p < :p",
-            "ExpressionAttributeNames": {"#pk": it.PK, "#p": "position"},
-            "ExpressionAttributeValues": {":p": {"S": position}},
-        }
+        put: PutTypeDef = position_put(self.table_name, tracking, self.wall())  # type: ignore[assignment]
+        return put
 
     def _tracking_item(self, application_name: str) -> dict[str, Any] | None:
         answer = self._call(
@@ -301,6 +282,19 @@ class DynamoDBViewStore:
     def max_tracking_id(self, application_name: str) -> int | None:
         item = self._tracking_item(application_name)
         return int(item["position"]["S"]) if item else None
+
+    def renew_tracking(self, application_names: Sequence[str]) -> int:
+        """Push the expiry of these positions out again (those that exist; the
+        position itself is left as it is); returns how many were renewed."""
+        renewed = 0
+        for name in application_names:
+            request = renew_request(self.table_name, name, self.wall())
+            try:
+                self._call(lambda r=request: self.client.update_item(**r))  # type: ignore[misc]
+                renewed += 1
+            except ClientError:  # only ConditionalCheckFailed reaches here: none recorded
+                continue
+        return renewed
 
     def sequence_number(self, application_name: str) -> str | None:
         """The exact sequence number of a shard position (None when none is recorded)."""
@@ -332,20 +326,29 @@ class DynamoDBViewStore:
         return answer.get("Item")
 
     def list_views(
-        self, list_pk: str, limit: int, cursor: str | None = None
+        self, list_pk: str, limit: int, cursor: str | None = None, *, until: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
         records: list[ViewRecord] = []
+        start = cursor or " "
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "IndexName": it.LIST_INDEX,
             "KeyConditionExpression": "#p = :p AND #s > :c",
             "ExpressionAttributeNames": {"#p": it.LIST_PK, "#s": it.LIST_SK},
-            "ExpressionAttributeValues": {":p": {"S": list_pk}, ":c": {"S": cursor or " "}},
+            "ExpressionAttributeValues": {":p": {"S": list_pk}, ":c": {"S": start}},
         }
+        if until is not None:
+            # One condition per sort key: BETWEEN includes the cursor, dropped below.
+            request["KeyConditionExpression"] = "#p = :p AND #s BETWEEN :c AND :u"
+            request["ExpressionAttributeValues"][":u"] = {"S": until}
+            if until < start:
+                return [], None
         while len(records) <= limit:
-            request["Limit"] = limit + 1 - len(records)
+            request["Limit"] = limit + 2 - len(records)
             answer = self._call(lambda: self.client.query(**request))
-            records.extend(_record(item) for item in answer.get("Items", []))
+            records.extend(
+                r for r in map(_record, answer.get("Items", [])) if (r.list_sk or "") > start
+            )
             if "LastEvaluatedKey" not in answer:
                 break
             request["ExclusiveStartKey"] = answer["LastEvaluatedKey"]

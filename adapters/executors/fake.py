@@ -292,12 +292,20 @@ def _simulate(request: ExecutionRequest) -> str:
 class FakeExecutor:
     """One fake capability. Provider-idempotent builds replay the first receipt."""
 
-    def __init__(self, capability: str, ledger: Effects, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        capability: str,
+        ledger: Effects,
+        clock: Clock | None = None,
+        settle_seconds: float | None = None,
+    ) -> None:
         self.capability = capability
         self.build_digest = fake_build_digest(capability)
         self.delivery_mode = FAKE_CAPABILITIES[capability]
         self.ledger = ledger
         self.clock = clock
+        # None: the default window of its delivery mode (``worker_policy.settle_seconds``).
+        self.settle_seconds = settle_seconds
 
     def _receipt(self, request: ExecutionRequest) -> dict[str, Any]:
         return {

@@ -159,7 +159,7 @@ class HttpExecutor:
         self.capability = entry.capability
         self.delivery_mode = entry.delivery_mode
         self.build_digest = build_digest(code or http_code_identity(), config.digest_config())
-        self.settle_seconds = entry.settle_seconds
+        self.settle_seconds = config.settle_seconds
         self.draining = entry.draining
         self.clock = clock
         self.client = client or make_client(verify=entry.tls_verify)

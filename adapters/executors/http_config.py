@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from adapters.urls import authority_problem
 from domain.directory import DeliveryMode
 from domain.redaction import RECEIPT_KEY, looks_secret, secret_shaped_key
+from domain.services.worker_policy import default_settle_seconds
 from domain.spec import NAME_PATTERN
 
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -53,7 +54,9 @@ class HttpEntry(BaseModel):
     headers: dict[str, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict)
     receipt: Annotated[list[str], Field(max_length=16)] = Field(default_factory=list)
     lookup_url: Annotated[str | None, Field(min_length=1, max_length=2048)] = None
-    settle_seconds: Annotated[float, Field(ge=0, le=3600, strict=False)] = 0.0
+    # None (not written): the default window of a correlation_lookup build, at least
+    # its timeout (``effective_settle_seconds``); 0 only when written so.
+    settle_seconds: Annotated[float | None, Field(ge=0, le=3600, strict=False)] = None
     max_response_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 1024 * 1024
     tls_verify: bool = True
     # Build rollover: the previous entry of a capability kept beside the new one.
@@ -111,6 +114,11 @@ class HttpExecutorConfig:
         return f"HttpExecutorConfig({self.label})"
 
     @property
+    def settle_seconds(self) -> float:
+        """The build's settle window after the deadline (``Executor.settle_seconds``)."""
+        return effective_settle_seconds(self.entry)
+
+    @property
     def label(self) -> str:
         return f"[[http]] #{self.position} ({self.entry.capability})"
 
@@ -120,6 +128,18 @@ class HttpExecutorConfig:
         data = self.entry.model_dump(mode="json", exclude={"draining"})
         data["kind"] = "http"
         return data
+
+
+def effective_settle_seconds(entry: HttpEntry) -> float:
+    """The settle window an entry gets: ``settle_seconds`` as written; when it is not
+    written, for ``correlation_lookup`` at least the entry's ``timeout_seconds`` and at
+    least the floor (``default_settle_seconds``), and 0 for the other modes (only a
+    lookup's "not applied" waits for it)."""
+    if entry.settle_seconds is not None:
+        return float(entry.settle_seconds)
+    if entry.delivery_mode is DeliveryMode.CORRELATION_LOOKUP:
+        return default_settle_seconds(entry.timeout_seconds)
+    return 0.0
 
 
 def parse_template(

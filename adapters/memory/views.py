@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 
 from eventsourcing.persistence import Tracking
@@ -17,6 +18,24 @@ class MemoryViewStore(POPOTrackingRecorder):
     def __init__(self) -> None:
         super().__init__()
         self._rows: dict[tuple[str, str], ViewRecord] = {}
+        # each list's (sort key, view, key) in order, so a range read costs what it returns
+        self._lists: dict[str, list[tuple[str, str, str]]] = {}
+
+    def _store(self, record: ViewRecord) -> None:
+        """Keep a row and its place in its list (under the lock)."""
+        old = self._rows.get((record.name, record.key))
+        if old is not None and old.list_pk and old.list_sk:
+            entries = self._lists[old.list_pk]
+            entry = (old.list_sk, old.name, old.key)
+            index = bisect.bisect_left(entries, entry)
+            if index < len(entries) and entries[index] == entry:
+                del entries[index]
+        self._rows[(record.name, record.key)] = record
+        if record.list_pk and record.list_sk:
+            bisect.insort(
+                self._lists.setdefault(record.list_pk, []),
+                (record.list_sk, record.name, record.key),
+            )
 
     def get_view(self, name: str, key: str) -> ViewRecord | None:
         with self._database_lock:
@@ -30,7 +49,7 @@ class MemoryViewStore(POPOTrackingRecorder):
         current = self._rows.get((record.name, record.key))
         if current is not None and current.version >= record.version and not force:
             return False
-        self._rows[(record.name, record.key)] = record
+        self._store(record)
         return True
 
     def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
@@ -58,20 +77,24 @@ class MemoryViewStore(POPOTrackingRecorder):
                     or (current.version == record.version and not force)
                 ):
                     continue
-                self._rows[(record.name, record.key)] = record
+                self._store(record)
                 written += 1
             return written
 
     def list_views(
-        self, list_pk: str, limit: int, cursor: str | None = None
+        self, list_pk: str, limit: int, cursor: str | None = None, *, until: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
         with self._database_lock:
-            rows = sorted(
-                (r for r in self._rows.values() if r.list_pk == list_pk and r.list_sk),
-                key=lambda r: r.list_sk or "",
-            )
-        if cursor is not None:
-            rows = [r for r in rows if (r.list_sk or "") > cursor]
+            entries = self._lists.get(list_pk, [])
+            # (cursor, chr(0x10FFFF)) sorts after every entry whose sort key is the cursor
+            start = 0 if cursor is None else bisect.bisect_left(entries, (cursor, chr(0x10FFFF)))
+            rows: list[ViewRecord] = []
+            for sort_key, name, key in entries[start:]:
+                if until is not None and sort_key > until:
+                    break
+                rows.append(self._rows[(name, key)])
+                if len(rows) > limit:
+                    break
         page = rows[:limit]
         more = len(rows) > limit
         return page, (page[-1].list_sk if more and page else None)

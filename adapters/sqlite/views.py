@@ -141,14 +141,16 @@ class SQLiteViewStore(SQLiteTrackingRecorder):
             return max(0, c.sqlite_cursor.rowcount)
 
     def list_views(
-        self, list_pk: str, limit: int, cursor: str | None = None
+        self, list_pk: str, limit: int, cursor: str | None = None, *, until: str | None = None
     ) -> tuple[Sequence[ViewRecord], str | None]:
+        bounded = "" if until is None else " AND list_sk<=?"
         rows = [
             _record(r)
             for r in read(
                 self.datastore,
-                "SELECT * FROM ledger_views WHERE list_pk=? AND list_sk>? ORDER BY list_sk LIMIT ?",
-                (list_pk, cursor or "", limit + 1),
+                f"SELECT * FROM ledger_views WHERE list_pk=? AND list_sk>?{bounded} "
+                "ORDER BY list_sk LIMIT ?",
+                (list_pk, cursor or "", *(() if until is None else (until,)), limit + 1),
             )
         ]
         page = rows[:limit]

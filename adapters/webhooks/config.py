@@ -8,6 +8,7 @@ secret = "env:LEDGER_WEBHOOK_SECRET"          # always a reference, never the va
 events = ["attempt.succeeded", "proposal.declined"]
 actor_id = "actor-1"                          # optional: only this actor's events
 timeout_seconds = 10                          # optional, 0.5..60
+start = "now"                                 # optional: "beginning" (default) or "now"
 ```
 
 A problem is reported in one line naming the entry and the key; the secret
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,6 +53,8 @@ class WebhookEntry(BaseModel):
     ]
     actor_id: Ident | None = None  # as the directory's actor ids
     timeout_seconds: Annotated[float, Field(ge=0.5, le=60, strict=False)] = 10.0
+    # where a new subscription starts: the whole log, or the facts from when it first runs
+    start: Literal["beginning", "now"] = "beginning"
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class WebhookSubscription:
     actor_id: str | None = None
     timeout_seconds: float = 10.0
     secret: str = field(default="", repr=False, compare=False)
+    start: str = "beginning"  # "now": told only of facts from when it first ran
 
     @property
     def subscriber_name(self) -> str:
@@ -129,6 +133,7 @@ def check_webhook(
         actor_id=entry.actor_id,
         timeout_seconds=entry.timeout_seconds,
         secret=secret,
+        start=entry.start,
     )
 
 

@@ -1,9 +1,13 @@
 """Sends the pending webhook deliveries: at least once, in order per attempt.
 
-Each pass reads the outstanding records (``pending`` and ``failing``), takes the
-first one of every (subscription, attempt or proposal) whose time has come, and
-POSTs it signed as Standard Webhooks. A later notification for the same
-attempt waits until the earlier one is acknowledged (any 2xx). A failure is
+Every subscription is a lane of its own: a pass of one subscription reads only
+its records whose next try has come (``projections.webhooks.due``: a range
+read of the due lists, so its cost is what is due, not the backlog), and
+POSTs each signed as Standard Webhooks, one after another. Lanes never wait
+for each other, so a receiver that hangs until the timeout delays only its
+own subscription (``run_once`` runs the lanes side by side; ``ledger serve``
+keeps one thread per lane). A later notification for the same attempt waits
+until the earlier one (the record's ``after``) is acknowledged (any 2xx). A failure is
 classified (``timeout``, ``connect``, ``transport``, ``http_status`` with the
 status code, ``redirect``) without reading the receiver's body, and retried
 after a capped exponential backoff with full jitter. Every move of a record is
@@ -17,6 +21,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -28,10 +33,12 @@ from domain.timeutil import format_utc, parse_utc
 from projections.ports import ViewRecord, ViewStore
 from projections.webhooks import (
     DELIVERY_VIEW,
+    OUTSTANDING,
     DeliveryStatus,
+    chained,
     delivery_row,
-    heads,
-    outstanding,
+    due,
+    legacy_outstanding,
 )
 
 logger = logging.getLogger("ledger.webhooks")
@@ -42,6 +49,10 @@ BACKOFF_MAX_SECONDS = 300.0
 # read and pool wait, so four of them, and a margin.
 CLAIM_MARGIN_SECONDS = 5.0
 ERROR_CLASSES = frozenset({"timeout", "connect", "transport", "http_status", "redirect", "error"})
+LANE_PAGE = 100
+"""Due records one lane reads per pass (the lane runs again at once when it sent any)."""
+_OUTSTANDING = frozenset(status.value for status in OUTSTANDING)
+MAX_CHAIN = 64  # facts of one subject followed back to the earliest unacknowledged one
 
 
 class DeliveryFailed(Exception):
@@ -116,23 +127,76 @@ class Deliverer:
     def run_once(
         self, *, subjects: Collection[str] | None = None, stop: Callable[[], bool] | None = None
     ) -> int:
-        """One pass; returns how many sends were made. ``subjects`` limits it to
-        those attempts and proposals; ``stop`` ends it early (a Lambda's time)."""
+        """One pass of every subscription, the lanes side by side; returns how many
+        sends were made. ``subjects`` limits it to those attempts and proposals;
+        ``stop`` ends it early (a Lambda's time)."""
+        lanes = list(self.subscriptions)
+        if len(lanes) <= 1:
+            return sum(self.run_lane(lane, subjects=subjects, stop=stop) for lane in lanes)
+        with ThreadPoolExecutor(len(lanes), thread_name_prefix="webhook-lane") as pool:
+            futures = [
+                pool.submit(self.run_lane, lane, subjects=subjects, stop=stop) for lane in lanes
+            ]
+        # every lane has finished; a failing one (the store) fails the pass after the rest
+        return sum(future.result() for future in futures)
+
+    def run_lane(
+        self,
+        subscription_id: str,
+        *,
+        subjects: Collection[str] | None = None,
+        stop: Callable[[], bool] | None = None,
+        limit: int = LANE_PAGE,
+    ) -> int:
+        """One pass of one subscription: its due records, soonest first, one at a
+        time; returns how many sends were made."""
+        subscription = self.subscriptions.get(subscription_id)
+        if subscription is None:
+            return 0  # its records are kept and listed, not sent
         now = self.clock.now()
         sent = 0
-        for row in heads(outstanding(self.views)):
+        for row in due(self.views, subscription_id, now, limit):
             if subjects is not None and row.data["subject_id"] not in subjects:
                 continue
             if stop is not None and stop():
                 break
-            subscription = self.subscriptions.get(row.data["subscription_id"])
-            if subscription is None:
-                continue  # its subscription left the file: kept, listed, not sent
-            if parse_utc(row.data["next_try_at"]) > now:
-                continue
-            if self.deliver(row, subscription) is not None:
-                sent += 1
+            before = self._blocking(row)
+            if before is None:
+                sent += self.deliver(row, subscription) is not None
+            elif parse_utc(before.data["next_try_at"]) <= now:
+                # the subject's earliest unacknowledged fact is due: it goes first
+                sent += self.deliver(before, subscription) is not None
+            else:  # wait for it: not read again before its next try
+                then = before.data["next_try_at"]
+                self.views.put_view(
+                    delivery_row({**row.data, "next_try_at": then}, row.version + 1)
+                )
         return sent
+
+    def _blocking(self, row: ViewRecord) -> ViewRecord | None:
+        """The earliest fact of the record's subject that is not acknowledged yet
+        (following ``after``), or None when nothing before it waits."""
+        found: ViewRecord | None = None
+        after = row.data.get("after")
+        for _ in range(MAX_CHAIN):
+            if not after:
+                break
+            before = self.views.get_view(DELIVERY_VIEW, after)
+            if before is None or before.data["status"] not in _OUTSTANDING:
+                break  # acknowledged (or gone with its subscription's old events)
+            found, after = before, before.data.get("after")
+        return found
+
+    def adopt_legacy(self) -> int:
+        """Move the outstanding records written before the due lists into them,
+        each naming the one before it of its subject; returns how many moved.
+        Each move is version-guarded, so a record another deliverer moved first
+        is left as it is."""
+        moved = 0
+        for row, before in chained(legacy_outstanding(self.views)):
+            data = {**row.data, "after": row.data.get("after", before)}
+            moved += self.views.put_view(delivery_row(data, row.version + 1))
+        return moved
 
     def deliver(self, row: ViewRecord, subscription: WebhookSubscription) -> bool | None:
         """Claim one record, send it and record the result; True when acknowledged,

@@ -67,8 +67,9 @@ def webhook_deliveries(
     cursor: Annotated[str | None, Query(max_length=400)] = None,
     done: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
 ) -> Response:
-    """Deliveries in one status, oldest fact first: failing ones with their error
-    class, the receiver's status code and the next try."""
+    """Deliveries in one status (by subscription and next try; delivered ones
+    oldest first): failing ones with their error class, the receiver's status
+    code and the next try."""
     notice = f"{done} is pending again: it is sent on the next pass." if done else None
     return _deliveries_page(request, session, ledger, status, cursor, notice=notice)
 

@@ -31,6 +31,7 @@ from api.http.routers import (
     audit,
     declines,
     directory,
+    executors,
     health,
     policies,
     proposals,
@@ -85,6 +86,7 @@ def create_app(
 
     app.include_router(health.router)
     app.include_router(directory.router, prefix=API_PREFIX)
+    app.include_router(executors.router, prefix=API_PREFIX)
     app.include_router(proposals.router, prefix=API_PREFIX)
     app.include_router(approvals.router, prefix=API_PREFIX)
     app.include_router(declines.router, prefix=API_PREFIX)

@@ -4,12 +4,21 @@ uvicorn's own settings bound idle keep-alive connections and the size of the
 headers; the header and body deadlines and the connection cap are
 held by the protocol of ``api.http.slow_clients``, which says why it is
 needed. The cap is held under the process's descriptor limit.
+
+The server runs on a thread of its own (:class:`HttpServer`), so the
+process's signal handling decides how ``ledger serve`` stops, not uvicorn's
+(which would re-raise ``SIGTERM`` and end the process before the worker has
+recorded what it was executing): ``shutdown`` is uvicorn's graceful shutdown,
+which stops accepting, lets the requests in flight finish (at most the grace
+period) and then closes the connections.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import resource
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,33 +54,62 @@ class ServeLimits:
         return self if self.max_connections <= room else replace(self, max_connections=room)
 
 
-def serve_http(app: Any, *, host: str, port: int, limits: ServeLimits) -> None:
-    """Run uvicorn with the slow-client bounds until interrupted."""
-    import uvicorn
+class HttpServer:
+    """uvicorn with the slow-client bounds, on a thread: ``start``, ``shutdown``, ``wait``."""
 
-    fitted = limits.within_descriptors()
-    if fitted.max_connections < limits.max_connections:
-        logger.warning(
-            "serving at most %d connections (the file descriptor limit leaves no "
-            "room for LEDGER_HTTP_MAX_CONNECTIONS=%d)",
-            fitted.max_connections,
-            limits.max_connections,
+    def __init__(
+        self, app: Any, *, host: str, port: int, limits: ServeLimits, grace: float
+    ) -> None:
+        import uvicorn
+
+        fitted = limits.within_descriptors()
+        if fitted.max_connections < limits.max_connections:
+            logger.warning(
+                "serving at most %d connections (the file descriptor limit leaves no "
+                "room for LEDGER_HTTP_MAX_CONNECTIONS=%d)",
+                fitted.max_connections,
+                limits.max_connections,
+            )
+        # log_config=None: uvicorn's own lines go through the root handler (the ledger's
+        # text or JSON format and the redaction filter) instead of a handler of its own.
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="info",
+            access_log=False,
+            log_config=None,
+            http=guarded_protocol(
+                header_timeout=fitted.header_timeout,
+                body_timeout=fitted.body_timeout,
+                max_connections=fitted.max_connections,
+            ),
+            timeout_keep_alive=fitted.keep_alive_timeout,
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+            backlog=ACCEPT_BACKLOG,
+            timeout_graceful_shutdown=math.ceil(grace),
         )
-    # log_config=None: uvicorn's own lines go through the root handler (the ledger's
-    # text or JSON format and the redaction filter) instead of a handler of its own.
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level="info",
-        access_log=False,
-        log_config=None,
-        http=guarded_protocol(
-            header_timeout=fitted.header_timeout,
-            body_timeout=fitted.body_timeout,
-            max_connections=fitted.max_connections,
-        ),
-        timeout_keep_alive=fitted.keep_alive_timeout,
-        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        backlog=ACCEPT_BACKLOG,
-    )
+        self.server = uvicorn.Server(config)
+        # Not the main thread: uvicorn leaves the signals to the process.
+        self.thread = threading.Thread(target=self.server.run, name="ledger-http", daemon=True)
+
+    def start(self) -> bool:
+        """Serve; True once listening, False when it could not start (uvicorn has
+        logged why, e.g. the port is in use)."""
+        self.thread.start()
+        while self.thread.is_alive() and not self.server.started:
+            self.thread.join(0.05)
+        return bool(self.server.started) and self.thread.is_alive()
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def shutdown(self) -> None:
+        """Stop accepting; the requests in flight finish within the grace period."""
+        self.server.should_exit = True
+
+    def wait(self, timeout: float) -> bool:
+        """True once the server has finished (at most ``timeout`` seconds)."""
+        self.thread.join(max(0.0, timeout))
+        return not self.thread.is_alive()

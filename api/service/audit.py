@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters.audit import digests
 from adapters.audit.digests import Verdict, prove, take_digest, verify_consistency, verify_ledger
 from adapters.bootstrap import Ledger
 from api.service.principal import Principal, Role, require_role
@@ -47,6 +48,13 @@ def verify(
     if since is not None:
         return verify_consistency(ledger.store, since, digest)
     return verify_ledger(ledger.store, digest)
+
+
+def restore_note(ledger: Ledger, principal: Principal, digest: Digest) -> str:
+    """For a ledger found behind ``digest``: the recorded restore that explains
+    it, or that none is recorded (design.md 5.11). Admins only."""
+    require_role(principal, Role.ADMIN)
+    return digests.restore_note(ledger.store, digest)
 
 
 def inclusion_proof(

@@ -19,9 +19,10 @@ def list_deliveries(
     limit: int = DEFAULT_PAGE,
     cursor: str | None = None,
 ) -> DeliveryListOut:
-    """Delivery records in one status, oldest fact first (``failing``: not
-    acknowledged yet, with the error class, the receiver's status code and when
-    the next try is due)."""
+    """Delivery records in one status (``failing``: not acknowledged yet, with the
+    error class, the receiver's status code and when the next try is due):
+    failing and pending ones by subscription, soonest next try first; delivered
+    ones oldest fact first."""
     require_role(principal, Role.ADMIN)
     rows, next_raw = ledger.views.list_views(
         delivery_list_key(status.value), page_size(limit), decode_cursor(cursor)

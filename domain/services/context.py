@@ -10,6 +10,8 @@ from domain.rendering import TextRenderer
 from domain.services.read_cache import ReadCache
 from domain.tracing import NullTracer, Tracer
 
+DEFAULT_NO_EFFECT_WATCH = (60, 600, 3600, 86400)  # 1 min, 10 min, 1 h, 24 h
+
 
 @dataclass(frozen=True)
 class ServiceContext:
@@ -26,3 +28,6 @@ class ServiceContext:
     max_active_presentations: int = 20
     cache: ReadCache = field(default_factory=ReadCache)
     """Directory and proposal reads whose commits condition-check them (read_cache.py)."""
+    no_effect_watch: tuple[int, ...] = DEFAULT_NO_EFFECT_WATCH
+    """Seconds after a lookup's "not applied" (or a no_effect resolution) at which the
+    lookup looks again (I12; ``LEDGER_NO_EFFECT_WATCH_SECONDS``)."""

@@ -73,7 +73,7 @@ def mark_dispatch(
                 generation=generation,
                 now=now,
                 deadline=deadline,
-                settle_seconds=settle_seconds(checked.executor),
+                settle_seconds=settle_seconds(checked.executor, (deadline - now).total_seconds()),
             )
         except IllegalTransition:
             return Outcome.STALE

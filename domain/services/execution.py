@@ -48,6 +48,7 @@ from domain.services.results import (
     settle,
     stored_time,
 )
+from domain.services.watch import look_again
 from domain.services.worker_policy import (
     CrashHook,
     CrashPoint,
@@ -118,6 +119,8 @@ class Worker:
         if attempt is None:
             return Outcome.MISSING
         now = self.ctx.clock.now()
+        if attempt.watch_due_at() is not None:
+            return self._traced(attempt, "ledger.worker.watch", lambda a: look_again(self.ctx, a))
         if attempt.is_terminal or attempt.status is AttemptStatus.OUTCOME_UNKNOWN:
             drop_stale_due(self.ctx, attempt)
             return Outcome.SKIPPED
@@ -274,7 +277,13 @@ class Worker:
                 )
             return Outcome.PENDING
         try:
-            attempt.record_reconciled(status=status, now=now, reason_code=reason, receipt=receipt)
+            attempt.record_reconciled(
+                status=status,
+                now=now,
+                reason_code=reason,
+                receipt=receipt,
+                watch=self.ctx.no_effect_watch,  # a "not applied" is looked at again (I12)
+            )
         except IllegalTransition:
             return Outcome.SKIPPED
         return settle(self.ctx, attempt, Outcome(status.value))

@@ -2,7 +2,9 @@
 
 It queries due entries by ``next_action_at <= now`` in pages (never a scan)
 and lets the worker decide per attempt, after a consistent re-read: an index
-entry is a hint, never the truth.
+entry is a hint, never the truth. A restore that is recorded but not settled
+yet is settled first (``restore.py``, I17): nothing restored is leased before
+it is marked possibly dispatched.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 
 from domain.errors import LedgerError, StoreUnavailable
 from domain.services.execution import Outcome, Worker
+from domain.services.restore import settle_pending_restore
 
 DEFAULT_PAGE_SIZE = 100
 ERROR = "error"  # an attempt the worker raised on (it stays due)
@@ -34,13 +37,17 @@ def run_recovery(
     max_items: int | None = None,
     max_not_hosted: int | None = None,
 ) -> RecoveryReport:
-    """One tick: every entry due now, oldest first.
+    """One tick: a pending restore settled first (I17), then every entry due now,
+    oldest first.
 
     ``max_items`` bounds the entries acted on; attempts this worker does not host
     (``not_hosted``: left for a worker with their build) do not count, or a
     backlog of them at the head of the index would starve everything behind
     it. ``max_not_hosted`` bounds those separately (each costs a read)."""
     report = RecoveryReport()
+    restored = settle_pending_restore(worker.ctx, worker.policy)
+    if restored is not None:
+        report.outcomes["restore_marked"] += restored.total
     now = worker.ctx.clock.now()
     cursor: str | None = None
     while True:

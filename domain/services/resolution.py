@@ -2,7 +2,8 @@
 
 Reconcile runs only the attempt's registered read-only reconciler and accepts
 no provider result from the caller. Resolve settles ``outcome_unknown`` by an
-admin's verdict. Both require the current revision; one conditional append
+admin's verdict. A lookup build's "not applied" and ``no_effect`` are watched
+afterwards (I12, ``watch.py``). Both require the current revision; one conditional append
 wins a race; repeating a request that already took effect returns the stored
 state.
 """
@@ -21,7 +22,7 @@ from domain.errors import (
     ReconcilerUnavailable,
     StaleRevision,
 )
-from domain.ports import Commit, DueWork, ExecutionRequest
+from domain.ports import Commit, DueWork, ExecutionRequest, ReconcileAnswer
 from domain.proposal import Proposal
 from domain.redaction import check_reason, validate_receipt
 from domain.services.context import ServiceContext
@@ -29,6 +30,36 @@ from domain.services.retry import retry_on_conflict
 from domain.spec import parse_spec
 
 NOT_SETTLED = "lookup_before_settle"  # "not applied" while a call may still land
+
+
+def ask_reconciler(ctx: ServiceContext, attempt: ExecutionAttempt) -> ReconcileAnswer | str:
+    """The read-only reconciler's answer for the attempt's key, or a bounded reason
+    code when there is none to be had (``proposal_missing``, ``lookup_failed``).
+
+    Raises ``ReconcilerUnavailable`` when this process has no reconciler for the
+    build. Never calls the executor (I6).
+    """
+    reconciler = (
+        ctx.registry.reconciler(attempt.capability, attempt.executor_build)
+        if ctx.registry is not None
+        else None
+    )
+    if reconciler is None:
+        raise ReconcilerUnavailable()
+    proposal = ctx.store.get(Proposal, attempt.proposal_id)
+    record = proposal.version_record(attempt.proposal_version) if proposal else None
+    if record is None:
+        return "proposal_missing"
+    request = ExecutionRequest(
+        spec=parse_spec(record["spec"]),
+        attempt_id=attempt.id,
+        idempotency_key=attempt.idempotency_key,
+        deadline=ctx.clock.now() + timedelta(seconds=30),
+    )
+    try:
+        return reconciler.lookup(request)
+    except Exception:
+        return "lookup_failed"
 
 
 def lookup_outcome(
@@ -41,27 +72,9 @@ def lookup_outcome(
     it is ``outcome_unknown`` with the reason ``lookup_before_settle``, which
     callers treat as "look again later", never as a settlement.
     """
-    reconciler = (
-        ctx.registry.reconciler(attempt.capability, attempt.executor_build)
-        if ctx.registry is not None
-        else None
-    )
-    if reconciler is None:
-        raise ReconcilerUnavailable()
-    proposal = ctx.store.get(Proposal, attempt.proposal_id)
-    record = proposal.version_record(attempt.proposal_version) if proposal else None
-    if record is None:
-        return AttemptStatus.OUTCOME_UNKNOWN, "proposal_missing", None
-    request = ExecutionRequest(
-        spec=parse_spec(record["spec"]),
-        attempt_id=attempt.id,
-        idempotency_key=attempt.idempotency_key,
-        deadline=ctx.clock.now() + timedelta(seconds=30),
-    )
-    try:
-        answer = reconciler.lookup(request)
-    except Exception:
-        return AttemptStatus.OUTCOME_UNKNOWN, "lookup_failed", None
+    answer = ask_reconciler(ctx, attempt)
+    if isinstance(answer, str):
+        return AttemptStatus.OUTCOME_UNKNOWN, answer, None
     if answer.verdict == "applied":
         receipt = validate_receipt(answer.receipt)
         if receipt is None:
@@ -96,11 +109,17 @@ def reconcile(ctx: ServiceContext, *, attempt_id: str, expected_revision: int) -
             return attempt
         try:
             attempt.record_reconciled(
-                status=status, now=ctx.clock.now(), reason_code=reason, receipt=receipt
+                status=status,
+                now=ctx.clock.now(),
+                reason_code=reason,
+                receipt=receipt,
+                watch=ctx.no_effect_watch,
             )
         except IllegalTransition:
             return attempt
-        ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
+        # A "not applied" is watched: its first look is the due entry (I12).
+        due = DueWork(attempt.id, attempt.next_action_at())
+        ctx.store.commit(Commit(aggregates=[attempt], due=[due]))
         return attempt
 
     return retry_on_conflict(reconcile_once, exhausted=lambda: _load(ctx, attempt_id))
@@ -147,8 +166,11 @@ def resolve(
             resolved_by=resolved_by,
             now=ctx.clock.now(),
             receipt=safe_receipt,
+            watch=ctx.no_effect_watch,
         )
-        ctx.store.commit(Commit(aggregates=[attempt], due=[DueWork(attempt.id, None)]))
+        # A lookup build's no_effect is watched: its first look is the due entry (I12).
+        due = DueWork(attempt.id, attempt.next_action_at())
+        ctx.store.commit(Commit(aggregates=[attempt], due=[due]))
         return attempt
 
     return retry_on_conflict(resolve_once, exhausted=lambda: _load(ctx, attempt_id))

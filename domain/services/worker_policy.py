@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from domain.directory import DeliveryMode
 from domain.ports import Executor
 
 
@@ -29,13 +30,33 @@ class SimulatedCrash(BaseException):
 
 CrashHook = Callable[[CrashPoint, str], None]
 MAX_SETTLE_SECONDS = 86_400.0
+SETTLE_FLOOR_SECONDS = 30.0
+"""The shortest settle window a ``correlation_lookup`` build gets when it declares
+none: a provider may go on working on a request well after the client stopped
+waiting (its own queue, its own timeouts), however short the client's timeout."""
 
 
-def settle_seconds(executor: Executor) -> float:
-    """The build's settle window after the deadline (``Executor.settle_seconds``, 0 if
-    absent), bounded; a value that is not a finite non-negative number counts as the
-    longest window, never as none."""
-    value = getattr(executor, "settle_seconds", 0.0)
+def default_settle_seconds(call_seconds: float) -> float:
+    """The settle window of a ``correlation_lookup`` build that declares none: at least
+    as long as the call itself was allowed to take, and at least the floor."""
+    call = call_seconds if math.isfinite(call_seconds) and call_seconds > 0 else 0.0
+    return min(max(SETTLE_FLOOR_SECONDS, call), MAX_SETTLE_SECONDS)
+
+
+def settle_seconds(executor: Executor, call_seconds: float = 0.0) -> float:
+    """The build's settle window after the deadline, bounded.
+
+    ``Executor.settle_seconds`` when the build declares one (0 only when written
+    so); when it declares none (absent or None), a ``correlation_lookup`` build
+    gets :func:`default_settle_seconds` of ``call_seconds`` (the time its call is
+    given) and the other modes 0: only a lookup's "not applied" depends on it. A
+    value that is not a finite non-negative number counts as the longest window,
+    never as none."""
+    value = getattr(executor, "settle_seconds", None)
+    if value is None:
+        if getattr(executor, "delivery_mode", None) is DeliveryMode.CORRELATION_LOOKUP:
+            return default_settle_seconds(call_seconds)
+        return 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return MAX_SETTLE_SECONDS
     if not math.isfinite(value) or value < 0:
@@ -55,6 +76,11 @@ class Outcome(StrEnum):
     SKIPPED = "skipped"  # nothing to do (not due, lost a race, already settled)
     NOT_HOSTED = "not_hosted"  # due, but this worker lacks its build: left for one that has it
     MISSING = "missing"
+    # handed to the process's bounded pool of attempts; its own outcome is
+    # counted when it runs (adapters/work_pool.py)
+    SCHEDULED = "scheduled"
+    LOOKED_AGAIN = "looked_again"  # the watch of a "no effect" looked: still not found
+    EFFECT_AFTER_NO_EFFECT = "effect_after_no_effect"  # ... and found the effect (I12)
 
 
 @dataclass(frozen=True)

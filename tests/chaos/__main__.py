@@ -5,6 +5,7 @@ python -m tests.chaos --seed 1234 --trace            # replay one schedule
 python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
 python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
 python -m tests.chaos --schedules 300 --plant resend-no-write-proof   # likewise
+python -m tests.chaos --schedules 2000 --plant no-watch   # likewise
 python -m tests.chaos --schedules 300 --plant grant-over-max          # likewise (I14)
 python -m tests.chaos --schedules 300 --plant ignore-forbid           # likewise (I15)
 """
@@ -39,10 +40,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     parser.add_argument(
         "--plant",
-        choices=("old-lookup-rule", "resend-no-write-proof", "grant-over-max", "ignore-forbid"),
+        choices=(
+            "old-lookup-rule",
+            "resend-no-write-proof",
+            "no-watch",
+            "grant-over-max",
+            "ignore-forbid",
+        ),
         help="re-introduce a known bug (the run must then find violations): "
         "old-lookup-rule trusts a lookup's 'not applied' at lease expiry; "
         "resend-no-write-proof takes a re-send's refusal for a proof of no effect; "
+        "no-watch never looks again after a lookup's 'not applied' or a no_effect; "
         "grant-over-max lets a claim take a spent standing grant's use; "
         "ignore-forbid lets approvals and rechecks ignore forbid policies",
     )
@@ -55,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         from tests.chaos.late import plant_resend_no_write_proof
 
         plant_resend_no_write_proof()
+    elif args.plant == "no-watch":
+        from tests.chaos.late import plant_no_watch
+
+        plant_no_watch()
     elif args.plant == "grant-over-max":
         from tests.chaos.policies import plant_grant_over_max
 

@@ -91,7 +91,11 @@ class Actions:
             (have_attempts, "reconcile", self.do_reconcile),
             (have_attempts, "resolve", self.do_resolve),
             (3 if self.projection_hints else 0, "project", self.do_project),
-            (6 if self.landings else 0, "land", self.do_land),  # type: ignore[attr-defined]
+            (
+                6 if self.landings else (2 if self.overdue else 0),  # type: ignore[attr-defined]
+                "land",
+                self.do_land,  # type: ignore[attr-defined]
+            ),
             (2, "policy", self.do_policy),  # type: ignore[attr-defined]
             (2, "grant", self.do_grant),  # type: ignore[attr-defined]
             (1, "revoke", self.do_revoke),  # type: ignore[attr-defined]

@@ -213,3 +213,22 @@ def test_the_oracle_catches_an_attempt_for_a_forbidden_proposal(
     seed = first_seed_caught("forbids it (I15)")
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
+
+
+def test_the_oracle_catches_an_unwatched_no_effect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25.3's planted bug: with the watch removed (a lookup's "not applied" and
+    an admin's no_effect are final), an effect the provider applies after the client
+    gave up, past the settle window, with its answer lost, is never flagged. The
+    stream model finds the missing watch at once; with that check off, so does the
+    check of the provider's effects once the watch's looks would have ended. The
+    same seeds pass with the watch in place."""
+    from domain.attempt import ExecutionAttempt
+    from tests.support import stream_checks
+
+    monkeypatch.setattr(ExecutionAttempt, "watch_plan", lambda self, plan: None)
+    by_model = first_seed_caught("is not watched (I12)")
+    monkeypatch.setattr(stream_checks, "check_watched", lambda *args: None)
+    by_effect = first_seed_caught("and no later lookup flagged it (I12)")
+    monkeypatch.undo()
+    assert run_schedule(by_model, "memory").ok
+    assert run_schedule(by_effect, "memory").ok

@@ -29,6 +29,8 @@ SETTLE_SECONDS = {
     "fake.correlation_lookup": 45.0,
     "fake.operator_only": 20.0,
 }
+# The watch of a "no effect" (I12), shorter than the default so schedules reach it.
+WATCH = (60, 600, 3600)
 POLICY = WorkerPolicy(
     lease_seconds=LEASE,
     backoff_base_seconds=1,

@@ -218,6 +218,11 @@ def check_call(sim: Simulation, request: ExecutionRequest) -> tuple[int | None, 
     attempt = sim.store.get(ExecutionAttempt, request.attempt_id)
     expect(attempt is not None, "executor called for a missing attempt")
     assert attempt is not None
+    # Never for a settled attempt: the watch of a "no effect" only looks up (I6, I8).
+    expect(
+        attempt.status.value == "executing",
+        f"{attempt.id}: executor called while the attempt is {attempt.status.value}",
+    )
     expect(request.idempotency_key == attempt.idempotency_key, "foreign idempotency key")
     proposal = sim.store.get(Proposal, attempt.proposal_id)
     assert proposal is not None

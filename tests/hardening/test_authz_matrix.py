@@ -378,6 +378,9 @@ RULES: dict[tuple[str, str], Rule] = {
         hidden=frozenset({"channel"}),
         same_as_missing=True,
     ),
+    ("GET", "/api/conversational/executors"): Rule(
+        frozenset({"proposer", "admin"}), lambda w, rel: (f"{API}/executors", None, None), OK_200
+    ),
 }
 
 

@@ -13,8 +13,9 @@ import pytest
 from adapters.dynamodb import items as it
 from adapters.dynamodb.views import VIEW_PREFIX
 from domain.directory import DirectoryKind
+from domain.restore import RESTORE_LOG_ID
 from domain.spec import ATTEMPT_ID_PREFIX
-from projections.webhooks import DELIVERY_VIEW, EXPIRY_WATCH_VIEW
+from projections.webhooks import DELIVERY_VIEW, EXPIRY_WATCH_VIEW, START_VIEW
 from tests.support.sam_template import (
     CHECKPOINT_OBJECTS_ARN,
     DUE_INDEX_ARN,
@@ -36,7 +37,9 @@ LOOKUPS = f"{it.LOOKUP_PREFIX}*"
 PROPOSALS = "prop_*"
 DELIVERIES = f"{VIEW_PREFIX}{DELIVERY_VIEW}#*"
 WATCHES = f"{VIEW_PREFIX}{EXPIRY_WATCH_VIEW}#*"
+STARTS = f"{VIEW_PREFIX}{START_VIEW}#*"  # when a start = "now" subscription first ran
 DIRECTORY = frozenset(f"{kind.value}:*" for kind in DirectoryKind)
+RESTORES = f"{RESTORE_LOG_ID}*"  # recovery settles a recorded restore (I17)
 
 
 def heads(*prefixes: str) -> frozenset[str]:
@@ -67,7 +70,11 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:GetItem", TABLE_ARN, None),
         ("dynamodb:Query", TABLE_ARN, None),
         ("dynamodb:Query", DUE_INDEX_ARN, None),
-        ("dynamodb:PutItem", TABLE_ARN, frozenset({ATTEMPTS, DUE}) | heads(ATTEMPTS)),
+        (
+            "dynamodb:PutItem",
+            TABLE_ARN,
+            frozenset({ATTEMPTS, DUE, RESTORES}) | heads(ATTEMPTS, RESTORES),
+        ),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
         ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
@@ -97,8 +104,8 @@ EXPECTED: dict[str, set[Grant]] = {
     | {
         ("dynamodb:Query", TABLE_ARN, frozenset({ATTEMPTS, PROPOSALS})),
         ("dynamodb:Query", LIST_INDEX_ARN, None),
-        ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
-        ("dynamodb:PutItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES})),
+        ("dynamodb:GetItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES, STARTS})),
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({DELIVERIES, WATCHES, STARTS})),
     },
     "CheckpointRole": {
         ("logs:CreateLogStream", get_att("CheckpointLogGroup", "Arn"), None),
@@ -189,7 +196,7 @@ def test_worker_cannot_write_directory_proposal_lookup_or_view_items(
         if a in {"dynamodb:PutItem", "dynamodb:DeleteItem"}
         for k in keys or ()
     }
-    assert writable == {ATTEMPTS, DUE} | heads(ATTEMPTS)
+    assert writable == {ATTEMPTS, DUE, RESTORES} | heads(ATTEMPTS, RESTORES)
     assert not writable & (DIRECTORY | {PROPOSALS, LOOKUPS, VIEWS})
 
 

@@ -84,3 +84,16 @@ def test_every_function_uses_the_template_table(template: dict[str, Any]) -> Non
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert variables["LEDGER_DYNAMODB_TABLE"] == {"Ref": "LedgerTable"}
     assert variables["LEDGER_STORE"] == "dynamodb"
+
+
+def test_the_table_can_be_named_for_a_restored_table(template: dict[str, Any]) -> None:
+    """docs/backup.md: a table restored to a point in time is imported into a stack
+    by its name (``LedgerTableName``); empty, CloudFormation names it as before."""
+    parameter = template["Parameters"]["LedgerTableName"]
+    assert parameter["Default"] == ""
+    assert template["Conditions"]["HasLedgerTableName"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "LedgerTableName"}, ""]}]
+    }
+    assert template["Resources"]["LedgerTable"]["Properties"]["TableName"] == {
+        "Fn::If": ["HasLedgerTableName", {"Ref": "LedgerTableName"}, {"Ref": "AWS::NoValue"}]
+    }

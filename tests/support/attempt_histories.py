@@ -55,15 +55,19 @@ STEPS = [
     "reconcile",
     "late",
     "resolve",
+    "look",
+    "restore",
 ]
 WEIGHTS: dict[str, list[int]] = {
     # mostly what the state allows next, sometimes what it refuses
-    "queued": [8, 1, 1, 1, 1, 1, 1, 1, 1],
-    "leased": [1, 1, 8, 1, 1, 1, 1, 1, 1],
-    "dispatched": [1, 1, 1, 8, 1, 2, 2, 1, 1],
-    "outcome_unknown": [1, 1, 1, 1, 1, 1, 4, 2, 4],
-    "settled": [1, 1, 1, 1, 1, 1, 1, 4, 3],
+    "queued": [8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+    "leased": [1, 1, 8, 1, 1, 1, 1, 1, 1, 1, 1],
+    "dispatched": [1, 1, 1, 8, 1, 2, 2, 1, 1, 1, 1],
+    "outcome_unknown": [1, 1, 1, 1, 1, 1, 6, 2, 4, 1, 1],
+    "settled": [1, 1, 1, 1, 1, 1, 1, 4, 3, 2, 1],
+    "watched": [1, 1, 1, 1, 1, 1, 1, 1, 1, 30, 1],
 }
+WATCH = (60, 600, 3600)
 
 
 def _state(attempt: ExecutionAttempt) -> str:
@@ -74,6 +78,8 @@ def _state(attempt: ExecutionAttempt) -> str:
         return "dispatched" if dispatched else "leased"
     if attempt.status is AttemptStatus.OUTCOME_UNKNOWN:
         return "outcome_unknown"
+    if attempt.watch_due_at() is not None:
+        return "watched"
     return "settled"
 
 
@@ -118,16 +124,29 @@ def random_step(attempt: ExecutionAttempt, rng: random.Random, now: datetime) ->
         )
     elif step == "reconcile":
         attempt.record_reconciled(
-            status=rng.choice([AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE]),
+            status=rng.choice(
+                [AttemptStatus.SUCCEEDED, AttemptStatus.FAILED_SAFE, AttemptStatus.FAILED_SAFE]
+            ),
             now=now,
             reason_code=rng.choice([None, "looked_up"]),
             receipt=receipt,
+            watch=rng.choice([(), WATCH, WATCH]),
         )
     elif step == "late":
         attempt.observe_late_result(
             generation=max(0, generation - 1),
             now=now,
             kind=rng.choice(["succeeded", "failed_safe"]),
+        )
+    elif step == "restore":
+        attempt.mark_possibly_dispatched(
+            restore_id=f"rst_{rng.randint(1, 2)}", now=now, settle_seconds=rng.choice([0.0, 30.0])
+        )
+    elif step == "look":
+        due = attempt.watch_due_at()
+        attempt.look_again(
+            verdict=rng.choice(["applied", "not_applied", "not_applied", "unknown"]),
+            now=now if due is None or rng.random() < 0.2 else max(now, due),
         )
     else:
         attempt.resolve(
@@ -136,6 +155,7 @@ def random_step(attempt: ExecutionAttempt, rng: random.Random, now: datetime) ->
             resolved_by="admin",
             now=now,
             receipt=receipt,
+            watch=rng.choice([(), WATCH, WATCH]),
         )
 
 

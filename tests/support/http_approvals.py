@@ -27,8 +27,9 @@ WHO = Provenance("alice", "ib-alice", "cb-general", "C042")
 CAPABILITY = "fake.provider_idempotency"
 
 
-def set_up_directory(client: httpx.Client) -> None:
-    """Admin PUTs that let ``WHO`` approve the provider-idempotent fake executor."""
+def set_up_directory(client: httpx.Client, builds: tuple[tuple[str, str, str], ...] = ()) -> None:
+    """Admin PUTs that let ``WHO`` approve the provider-idempotent fake executor, and
+    the executor ``builds`` given as (capability, build digest, delivery mode)."""
     from adapters.executors.fake import fake_build_digest
 
     admin = headers("admin", subject="root")
@@ -48,21 +49,33 @@ def set_up_directory(client: httpx.Client) -> None:
             f"/executor-builds/{CAPABILITY}/{fake_build_digest(CAPABILITY)}",
             {"delivery_mode": "provider_idempotency", "available": True},
         ),
+        *(
+            (f"/executor-builds/{c}/{d}", {"delivery_mode": m, "available": True})
+            for c, d, m in builds
+        ),
     ]
     for path, body in puts:
         client.put(API + "/directory" + path, json=body, headers=admin).raise_for_status()
 
 
-def approve_one(client: httpx.Client, n: int) -> str:
-    """Propose, present and approve one task; the attempt id of the 202."""
+def approve_one(
+    client: httpx.Client,
+    n: int,
+    *,
+    capability: str = CAPABILITY,
+    build: str | None = None,
+    content: dict[str, Any] | None = None,
+) -> str:
+    """Propose, present and approve one task (by default of the provider-idempotent
+    fake); the attempt id of the 202."""
     from adapters.executors.fake import fake_build_digest
 
     proposer = headers("proposer", subject="assistant")
     channel = headers("channel", subject="slack-bot", provenance=WHO)
     expires = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     spec = {
-        "capability": CAPABILITY,
-        "executor_build": fake_build_digest(CAPABILITY),
+        "capability": capability,
+        "executor_build": build or fake_build_digest(capability),
         "plugin_build": DIGEST,
         "schema_digest": DIGEST,
         "policy_digest": DIGEST,
@@ -70,7 +83,7 @@ def approve_one(client: httpx.Client, n: int) -> str:
         "effect": "create",
         "target": {"id": "task:42", "base_revision": "r7"},
         "destination": "tasks",
-        "content": {"title": f"task {n}"},
+        "content": {"title": f"task {n}", **(content or {})},
         "sources": [f"message:{n}"],
         "expires_at": expires,
     }

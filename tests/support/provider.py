@@ -20,7 +20,9 @@ the connection without an answer), ``late_answer`` (apply, then answer after
 ``"delay"`` seconds, default 3), ``reject_4xx`` (400, no effect), ``conflict_409``,
 ``throttle_429`` (no effect), ``not_json`` (apply, answer 201 with text),
 ``huge_answer`` (apply, answer 201 with ``"size_mb"`` MB of JSON, default 50),
-``hang`` (no effect, answer nothing for ``"delay"`` seconds), ``trickle`` (apply,
+``hang`` (no effect, answer nothing for ``"delay"`` seconds), ``apply_late``
+(apply ``"delay"`` seconds after the request arrived, whoever still listens:
+a provider that goes on working after its client gave up), ``trickle`` (apply,
 send the headers, then the body one byte at a time over ``"delay"`` seconds),
 ``echo_auth`` (apply, answer with the request's Authorization value as
 ``status``), ``drop_then_reject`` (apply, close the connection without an
@@ -227,6 +229,10 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(delay)
             self._drop()
             return
+        if fault == "apply_late":
+            # Keeps working after the client gave up: applies ``delay`` seconds after
+            # it received the request, then answers a connection nobody reads.
+            time.sleep(delay)
         with state.lock:
             state.next_id += 1
             state.effects[key] = state.effects.get(key, 0) + 1
@@ -244,6 +250,9 @@ class Handler(BaseHTTPRequestHandler):
         elif fault == "late_answer":
             time.sleep(delay)
             self._send(201, encoded)
+        elif fault == "apply_late":
+            with contextlib.suppress(OSError):
+                self._send(201, encoded)
         elif fault == "not_json":
             self._send(201, b"created, thanks", "text/plain")
         elif fault == "echo_auth":  # a careless provider echoing our credential

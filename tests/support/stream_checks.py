@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from domain.base import LedgerAggregate, LedgerEvent
@@ -43,6 +44,16 @@ WORKER_REFUSALS = frozenset(
         "policy_set_invalid",
         "standing_grant_missing",
         "standing_grant_revoked",
+    }
+)
+WATCH_VERDICTS = frozenset(
+    {
+        "not_applied",
+        "unknown",
+        "lookup_failed",
+        "proposal_missing",
+        "reconciler_unavailable",
+        "stored_spec_invalid",
     }
 )
 REASON_CODE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -82,13 +93,26 @@ class AttemptSummary:
     result_source: str | None = None
     settles_at: datetime | None = None  # the dispatching call may land until then
     resolution: str | None = None
+    watch: list[int] = field(default_factory=list)  # the looks of a "no effect" (I12)
+    watch_from: datetime | None = None
+    watch_looks: int = 0
+    settled_at: datetime | None = None  # when the newest result or resolution was recorded
+    flagged: bool = False  # an effect was flagged after a "no effect" (EffectAfterNoEffect)
 
     def next_action_at(self) -> datetime | None:
         if self.status == "queued":
             return self.not_before
         if self.status == "executing":
             return self.lease_expires_at
-        return None
+        return self.watch_due_at()
+
+    def watch_due_at(self) -> datetime | None:
+        """When the watch of a "no effect" settlement looks next (None: not watched, or done)."""
+        if not self.settled_no_effect or self.watch_from is None:
+            return None
+        if self.watch_looks >= len(self.watch):
+            return None
+        return self.watch_from + timedelta(seconds=self.watch[self.watch_looks])
 
     def due_may_wait_until(self) -> datetime | None:
         """A lookup-mode attempt whose call may land after its lease may be due as
@@ -154,10 +178,24 @@ def check_attempt_stream(
                 s.settled_no_effect and d["previous"] == s.status,
                 f"{where}: a late effect flagged on {s.status}",
             )
-            s.status = "effect_after_no_effect"
+            if d.get("source") == "watch":
+                due = s.watch_due_at()
+                expect(due is not None and at >= due, f"{where}: the watch looked before its time")
+            s.status, s.flagged = "effect_after_no_effect", True
             continue
         if kind == "ManuallyResolved" and s.status == "effect_after_no_effect":
+            expect(not d.get("watch"), f"{where}: a resolution of a seen effect is watched")
             s.status, s.result_source, s.resolution = "manually_resolved", "admin", d["outcome"]
+            s.watch, s.watch_from, s.watch_looks, s.settled_at = [], None, 0, at
+            continue
+        if kind == "LookedAgain":
+            due = s.watch_due_at()
+            expect(
+                due is not None and at >= due and d["step"] == s.watch_looks + 1,
+                f"{where}: a look of the watch that was not due (I12)",
+            )
+            expect(d["verdict"] in WATCH_VERDICTS, f"{where}: look verdict {d['verdict']}")
+            s.watch_looks = d["step"]
             continue
         if s.status in TERMINAL:
             expect(kind == "LateResultObserved", f"{where}: after terminal {s.status} (I8)")
@@ -219,6 +257,14 @@ def check_attempt_stream(
                 len(s.dispatched_generations) <= policy.max_dispatches,
                 f"{where}: more dispatches than the policy allows",
             )
+        elif kind == "PossiblyDispatched":
+            # A restore found it unsettled (I17): from now on it counts as dispatched
+            # (generation 0: a dispatch the restored store does not show).
+            expect(s.status in ("queued", "executing"), f"{where}: a restore marked {s.status}")
+            s.status = "executing"
+            s.dispatched_generations.append(0)
+            s.lease_expires_at = parse_utc(d["lease_expires_at"])
+            s.settles_at = parse_utc(d["settles_at"])
         elif kind == "Requeued":
             expect(
                 s.status == "executing"
@@ -230,9 +276,11 @@ def check_attempt_stream(
         elif kind == "ResultRecorded":
             _check_result(where, s, d, at)
             s.status, s.lease_expires_at, s.result_source = d["status"], None, d["source"]
+            _start_watch(where, s, d, at)
         elif kind == "ManuallyResolved":
             expect(s.status == "outcome_unknown", f"{where}: resolved from {s.status}")
             s.status, s.result_source, s.resolution = "manually_resolved", "admin", d["outcome"]
+            _start_watch(where, s, d, at)
         elif kind == "LateResultObserved":
             held = (
                 s.status == "executing"
@@ -314,4 +362,31 @@ def check_no_write_proof(where: str, s: AttemptSummary, generation: int) -> None
         s.dispatched_generations == [generation],
         f"{where}: failed_safe from a re-send's refusal (dispatch "
         f"{len(s.dispatched_generations)}): an earlier dispatch may have landed",
+    )
+
+
+def _start_watch(where: str, s: AttemptSummary, d: dict[str, Any], at: datetime) -> None:
+    """A settling event carries a watch only where a lookup can look again: a
+    lookup's "not applied", or an admin's no_effect, of a correlation_lookup attempt."""
+    watch = d.get("watch") or []
+    lookup_no_effect = s.mode is DeliveryMode.CORRELATION_LOOKUP and (
+        (s.status == "failed_safe" and d.get("source") == "reconciler")
+        or (s.status == "manually_resolved" and s.resolution == "no_effect")
+    )
+    expect(not watch or lookup_no_effect, f"{where}: a watch where no lookup can look again")
+    if lookup_no_effect:
+        check_watched(where, watch)
+    s.settled_at = at
+    s.watch = [int(v) for v in watch]
+    s.watch_from = at if watch else None
+    s.watch_looks = 0
+
+
+def check_watched(where: str, watch: Sequence[int]) -> None:
+    """I12: a lookup's "not applied" (or an admin's no_effect of a lookup build) is
+    watched by a bounded, increasing plan of later looks."""
+    expect(bool(watch), f"{where}: a lookup's 'not applied' is not watched (I12)")
+    expect(
+        all(b > a for a, b in pairwise(watch)) and len(watch) <= 10,
+        f"{where}: the watch plan is not bounded and increasing",
     )

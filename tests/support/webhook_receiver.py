@@ -140,7 +140,12 @@ class Receiver:
             self.process = None
 
     def set_mode(self, mode: str) -> None:
-        self.mode_file.write_text(mode)
+        """Switch the mode atomically: the receiver reads the file on every request,
+        and a file caught between truncation and write reads as empty ("ok"), which
+        once answered a request that should have stalled."""
+        staged = self.mode_file.with_suffix(".staged")
+        staged.write_text(mode)
+        os.replace(staged, self.mode_file)
 
     def entries(self) -> list[dict[str, Any]]:
         if not self.log.exists():

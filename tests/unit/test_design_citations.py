@@ -200,7 +200,7 @@ def test_each_kind_of_bad_citation_is_found() -> None:
         f"a.py: ({old} 5.3)": "old citation",
         f"a.py: ({old} section 13)": "old citation",
         f"a.py: see {old}.md": "old citation",
-        f"a.py: ({cite} 5.12)": "no section 5.12",
+        f"a.py: ({cite} 5.31)": "no section 5.31",
         f"a.py: ({cite} 5.3, 5.40)": "no section 5.40",
         f"a.py: ({cite} 5.6-\n# 5.13)": "no section 5.13",
         f"a.py: {cite[:6]} 13": "no section 13",

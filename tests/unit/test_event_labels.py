@@ -13,6 +13,7 @@ from domain.attempt import AttemptStatus, ExecutionAttempt
 from domain.base import LedgerAggregate, LedgerEvent
 from domain.directory import DirectoryRecord
 from domain.proposal import Proposal
+from domain.restore import RestoreLog
 from projections.audit import SETTLED, mermaid_state_diagram, timeline
 from projections.labels import (
     EVENT_WORDS,
@@ -40,16 +41,19 @@ def events_of(cls: type[LedgerAggregate]) -> set[str]:
 
 
 def test_every_event_of_the_attempt_and_the_proposal_has_its_words() -> None:
-    attempt, proposal, directory = (
+    attempt, proposal, directory, restores = (
         events_of(ExecutionAttempt),
         events_of(Proposal),
         events_of(DirectoryRecord),
+        events_of(RestoreLog),
     )
     assert {"Queued", "ResultRecorded", "ManuallyResolved"} <= attempt
     assert {"Proposed", "Claimed", "Declined"} <= proposal
+    assert {"BackupRestored", "RestoreSettled"} <= restores
     # a short name means one event whatever the stream
-    assert not (attempt & proposal) and not (attempt & directory) and not (proposal & directory)
-    assert set(EVENT_WORDS) == attempt | proposal | directory
+    kinds = (attempt, proposal, directory, restores)
+    assert sum(len(k) for k in kinds) == len(set().union(*kinds))
+    assert set(EVENT_WORDS) == attempt | proposal | directory | restores
     assert all(words and words == words.strip() for words in EVENT_WORDS.values())
     assert event_words("SomethingNew") == "SomethingNew"
 

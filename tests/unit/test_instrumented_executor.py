@@ -9,6 +9,7 @@ from adapters.executors.fake import EffectLedger, FakeExecutor
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.instrumentation import InstrumentedRegistry
 from adapters.metrics import Metrics
+from domain.directory import DeliveryMode
 from domain.services.worker_policy import settle_seconds
 
 
@@ -28,7 +29,17 @@ def test_the_settle_window_of_a_build_reaches_the_worker_through_the_wrapper() -
     assert settle_seconds(_wrapped(executor)) == 45.0
 
 
+class _Plain:
+    """An executor of the narrow contract that declares no settle window."""
+
+    capability = "plugin.plain"
+    build_digest = "sha256:" + "0" * 64
+    delivery_mode = DeliveryMode.PROVIDER_IDEMPOTENCY
+
+    def execute(self, request: Any) -> Any:
+        raise AssertionError("not called")
+
+
 def test_a_build_without_a_settle_window_has_none_through_the_wrapper() -> None:
-    executor = FakeExecutor("fake.provider_idempotency", EffectLedger())
-    assert not hasattr(executor, "settle_seconds")
+    executor = _Plain()
     assert settle_seconds(_wrapped(executor)) == 0.0

@@ -13,7 +13,7 @@ from domain.directory import DeliveryMode
 from domain.errors import NotOutcomeUnknown
 from domain.services.deadline import DeadlineExceeded, InlineCalls, ThreadedCalls
 from domain.services.execution import settle_seconds
-from domain.services.worker_policy import MAX_SETTLE_SECONDS
+from domain.services.worker_policy import MAX_SETTLE_SECONDS, SETTLE_FLOOR_SECONDS
 from tests.support.aggregates import AFTER_EXPIRY, LEASE, leased, outcome_unknown
 from tests.support.factories import T0
 from tests.support.replay import Replay
@@ -127,6 +127,47 @@ def test_settle_window_is_read_defensively(declared: object, window: float) -> N
     if declared is not None:
         executor.settle_seconds = declared  # type: ignore[attr-defined]
     assert settle_seconds(executor) == window  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("mode", "declared", "call_seconds", "window"),
+    [
+        # a lookup build that declares nothing: at least its call, at least the floor
+        (DeliveryMode.CORRELATION_LOOKUP, None, 2.0, SETTLE_FLOOR_SECONDS),
+        (DeliveryMode.CORRELATION_LOOKUP, None, 58.0, 58.0),
+        (DeliveryMode.CORRELATION_LOOKUP, None, float("nan"), SETTLE_FLOOR_SECONDS),
+        (DeliveryMode.CORRELATION_LOOKUP, None, 10.0**9, MAX_SETTLE_SECONDS),
+        # 0 only when declared so
+        (DeliveryMode.CORRELATION_LOOKUP, 0, 58.0, 0.0),
+        (DeliveryMode.CORRELATION_LOOKUP, 5, 58.0, 5.0),
+        # the other modes never wait on a lookup: no default window
+        (DeliveryMode.PROVIDER_IDEMPOTENCY, None, 58.0, 0.0),
+        (DeliveryMode.OPERATOR_RECONCILIATION_ONLY, None, 58.0, 0.0),
+    ],
+)
+def test_a_lookup_build_that_declares_no_window_gets_a_safe_default(
+    mode: DeliveryMode, declared: object, call_seconds: float, window: float
+) -> None:
+    class Executor:
+        capability = "x"
+        delivery_mode = mode
+
+    executor = Executor()
+    executor.settle_seconds = declared  # type: ignore[attr-defined]
+    assert settle_seconds(executor, call_seconds) == window  # type: ignore[arg-type]
+
+
+def test_the_fake_lookup_build_waits_for_the_default_window(replay: Replay) -> None:
+    """The worker records the default window on the marker: "not applied" right after
+    the deadline proves nothing; it does after the window."""
+    from adapters.executors.fake import EffectLedger, FakeExecutor
+
+    fake = FakeExecutor("fake.correlation_lookup", EffectLedger())
+    call = (DEADLINE - (T0 + timedelta(seconds=1))).total_seconds()
+    attempt = dispatched_with_window(replay, settle_seconds(fake, call))
+    settles = DEADLINE + timedelta(seconds=max(SETTLE_FLOOR_SECONDS, call))
+    assert attempt.lookup_trusted_after() == settles
+    assert not attempt.not_applied_is_proof(DEADLINE + timedelta(seconds=1))
 
 
 def test_threaded_calls_answer_in_time_and_pass_errors_through() -> None:

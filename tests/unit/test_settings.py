@@ -138,3 +138,54 @@ def test_waiting_for_build_threshold_out_of_bounds_is_refused_naming_the_variabl
         SettingsError, match=r"^invalid settings: LEDGER_WAITING_FOR_BUILD_SECONDS: "
     ):
         load_settings()
+
+
+def test_the_runtime_bounds_have_defaults_and_reach_the_runtime(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from adapters.bootstrap import build_ledger
+    from adapters.runtime import build_runtime
+
+    settings = load_settings()
+    assert (settings.worker_concurrency, settings.worker_concurrency_per_build) == (16, 4)
+    assert settings.shutdown_grace_seconds == 25
+    monkeypatch.setenv("LEDGER_WORKER_CONCURRENCY", "6")
+    monkeypatch.setenv("LEDGER_WORKER_CONCURRENCY_PER_BUILD", "2")
+    ledger = build_ledger(load_settings(store="memory"))
+    try:
+        pool = build_runtime(ledger).pool
+        assert pool is not None and (pool.total, pool.per_build) == (6, 2)
+        monkeypatch.setenv("LEDGER_EXECUTION_ENABLED", "false")
+        assert build_runtime(build_ledger(load_settings(store="memory"))).pool is None
+    finally:
+        ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("LEDGER_WORKER_CONCURRENCY", "0"),
+        ("LEDGER_WORKER_CONCURRENCY", "257"),
+        ("LEDGER_WORKER_CONCURRENCY_PER_BUILD", "0"),
+        ("LEDGER_SHUTDOWN_GRACE_SECONDS", "-1"),
+        ("LEDGER_SHUTDOWN_GRACE_SECONDS", "901"),
+        ("LEDGER_SHUTDOWN_GRACE_SECONDS", "soon"),
+    ],
+)
+def test_a_runtime_bound_out_of_range_is_refused_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError, match=rf"^invalid settings: {variable}: "):
+        load_settings()
+
+
+def test_a_per_build_bound_above_the_total_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEDGER_WORKER_CONCURRENCY", "4")
+    monkeypatch.setenv("LEDGER_WORKER_CONCURRENCY_PER_BUILD", "8")
+    with pytest.raises(SettingsError) as raised:
+        load_settings()
+    assert "LEDGER_WORKER_CONCURRENCY_PER_BUILD must be <= LEDGER_WORKER_CONCURRENCY" in str(
+        raised.value
+    )
+    assert "\n" not in str(raised.value)

@@ -41,6 +41,9 @@ def test_an_entry_becomes_a_subscription_with_its_secret_resolved() -> None:
     assert sub.subscriber_name == "webhook-chat"
     (unnamed,) = check(entry())
     assert unnamed.id == default_id("https://chat.example/hooks")
+    assert unnamed.start == "beginning"  # as before start existed: the whole log
+    (late,) = check(entry(start="now"))
+    assert late.start == "now"
 
 
 @pytest.mark.parametrize(
@@ -61,6 +64,7 @@ def test_an_entry_becomes_a_subscription_with_its_secret_resolved() -> None:
         ({"colour": "red"}, "colour: unknown key"),
         ({"id": "Not Valid"}, "id:"),
         ({"timeout_seconds": 600}, "timeout_seconds"),
+        ({"start": "later"}, "start: Input should be 'beginning' or 'now'"),
     ],
 )
 def test_a_bad_entry_is_one_line_naming_the_key(changes: dict[str, Any], message: str) -> None:

@@ -176,3 +176,33 @@ def test_the_settle_window_is_exposed_on_the_executor(tmp_path: Path) -> None:
     assert executor is not None
     assert getattr(executor, "settle_seconds", 0.0) == 2.5
     loaded.registry.close()
+
+
+LOOKUP = {
+    "delivery_mode": '"correlation_lookup"',
+    "lookup_url": '"https://tasks.example/v1/by-key/{idempotency_key}"',
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "window"),
+    [
+        # not written: at least the timeout, at least the floor (30 s)
+        ({**LOOKUP, "timeout_seconds": "2"}, 30.0),
+        ({**LOOKUP, "timeout_seconds": "45"}, 45.0),
+        # 0 only when written so
+        ({**LOOKUP, "settle_seconds": "0"}, 0.0),
+        ({**LOOKUP, "settle_seconds": "7"}, 7.0),
+        # only a lookup's "not applied" waits for it
+        ({"timeout_seconds": "45"}, 0.0),
+    ],
+)
+def test_a_lookup_entry_without_a_settle_window_gets_a_safe_default(
+    tmp_path: Path, changes: dict[str, str], window: float
+) -> None:
+    loaded = load(tmp_path, entry(**changes))
+    entry_ = loaded.registry.entries()[0]
+    executor = loaded.registry.get(entry_.capability, entry_.build_digest)
+    assert executor is not None
+    assert getattr(executor, "settle_seconds", None) == window
+    loaded.registry.close()

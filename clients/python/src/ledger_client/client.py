@@ -1,0 +1,272 @@
+"""The synchronous client: one method per operation of the ledger's HTTP API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+import httpx
+
+from ledger_client import _core as core
+from ledger_client import answers as a
+from ledger_client import requests as r
+from ledger_client.retry import Budget, RetryPolicy
+from ledger_client.spec import SpecDigests, make_spec, pick_build
+
+T = TypeVar("T")
+
+
+class Client(core.Base):
+    """A client of one ledger server, acting with one bearer token.
+
+    ``base_url`` is the server's root (``http://127.0.0.1:8000``); ``token``
+    a JWT string or a function returning the current one. Every POST carries
+    an ``Idempotency-Key`` (a new 256-bit key per call, the same on each of
+    its retries, or the one given as ``idempotency_key=``); retries follow
+    ``retry`` (:class:`~ledger_client.retry.RetryPolicy`). Use it as a context
+    manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: core.TokenSource = None,
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        http_client: httpx.Client | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(base_url, token=token, timeout=timeout, retry=retry)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client()
+        self._sleep = sleep
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool (unless it was given)."""
+        if self._owns_http:
+            self._http.close()
+
+    def call(self, call: core.Call[T]) -> T:
+        """Send one operation, retrying as the policy allows; the typed answer or an error."""
+        key = core.key_for(call)
+        budget = Budget(self.retry)
+        while True:
+            try:
+                response = self._http.request(**self.request_args(call, key))
+            except httpx.TransportError as exc:
+                verdict = core.judge_failure(call, exc)
+            else:
+                judged = core.judge_answer(call, response)
+                if not isinstance(judged, core.Verdict):
+                    return judged
+                verdict = judged
+            delay = budget.next_delay(verdict.retry_after) if verdict.retry else None
+            if delay is None:
+                raise verdict.error
+            self._sleep(delay)
+
+    # -- proposer ----------------------------------------------------------------------
+
+    def executors(self) -> a.ExecutorListOut:
+        """Every executor build the server hosts, newest first per capability."""
+        return self.call(core.get("/executors", a.ExecutorListOut))
+
+    def build_spec(
+        self,
+        capability: str,
+        content: Mapping[str, Any],
+        *,
+        permission: str,
+        effect: str,
+        destination: str,
+        digests: SpecDigests,
+        sources: Iterable[str] = (),
+        target: r.Target | None = None,
+        expires_at: datetime | str | None = None,
+    ) -> r.ProposalSpec:
+        """A spec on the newest available build of ``capability`` (see ``ledger_client.spec``);
+        it expires in 24 hours unless ``expires_at`` says otherwise."""
+        build = pick_build(self.executors(), capability)
+        return make_spec(
+            build,
+            content,
+            permission=permission,
+            effect=effect,
+            destination=destination,
+            digests=digests,
+            sources=sources,
+            target=target,
+            expires_at=expires_at,
+        )
+
+    def propose(
+        self,
+        actor: str | r.Provenance,
+        spec: r.ProposalSpec,
+        *,
+        lineage_id: str | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> a.ProposalOut:
+        """Store a proposal (with ``lineage_id``: its next version, superseding the last)."""
+        actor_id = actor if isinstance(actor, str) else actor.actor_id
+        call = core.propose(actor_id, spec, lineage_id, expected_version, idempotency_key)
+        return self.call(call)
+
+    def present(
+        self,
+        proposal: str | a.ProposalOut | a.ProposalViewOut,
+        to: r.Provenance | None = None,
+        *,
+        identity_binding_id: str | None = None,
+        channel_binding_id: str | None = None,
+        conversation_key: str | None = None,
+        version: int | None = None,
+        ttl_seconds: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> a.PresentationOut:
+        """A single-use presentation for ``to`` (or the three bindings given one by
+        one); its token is in this answer only."""
+        bindings = core.bindings(to, identity_binding_id, channel_binding_id, conversation_key)
+        call = core.present(proposal, version, *bindings, ttl_seconds, idempotency_key)
+        return self.call(call)
+
+    def get_proposal(self, proposal_id: str) -> a.ProposalViewOut:
+        """Versions, statuses, hashes, presentations (never tokens) and attempt ids."""
+        return self.call(core.get(f"/proposals/{core.segment(proposal_id)}", a.ProposalViewOut))
+
+    def cancel(
+        self,
+        proposal: str | a.ProposalOut | a.ProposalViewOut,
+        *,
+        version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> a.ProposalViewOut:
+        """Withdraw a presented version; no attempt can come from it afterwards."""
+        return self.call(core.cancel(proposal, version, idempotency_key))
+
+    # -- channel -----------------------------------------------------------------------
+
+    def approve(self, token: str, *, provenance: r.Provenance | None = None) -> a.ApprovalOut:
+        """Claim the proposal and queue its one attempt (never executes anything).
+        ``provenance``: a channel service asserts who approved, for a binding of its
+        own channel (a per-conversation channel token carries its own)."""
+        asserted = None if provenance is None else r.ProvenanceIn.of(provenance)
+        return self.call(core.approve(r.ApprovalIn(token=token, provenance=asserted)))
+
+    def decline(self, token: str, *, provenance: r.Provenance | None = None) -> a.DeclineOut:
+        """The actor says no: the proposal is declined, no attempt is made.
+        ``provenance``: as for :meth:`approve`."""
+        asserted = None if provenance is None else r.ProvenanceIn.of(provenance)
+        return self.call(core.decline(r.DeclineIn(token=token, provenance=asserted)))
+
+    def inbox(
+        self,
+        actor_id: str,
+        *,
+        status: str = "presented",
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> a.InboxOut:
+        """An actor's proposals in one status (by default what it still has to approve)."""
+        call = core.get(
+            "/proposals", a.InboxOut, actor_id=actor_id, status=status, limit=limit, cursor=cursor
+        )
+        return self.call(call)
+
+    # -- attempts ----------------------------------------------------------------------
+
+    def attempt(self, attempt: str | a.ApprovalOut | a.AttemptOut) -> a.AttemptOut:
+        """The redacted status of an attempt."""
+        path = f"/execution-attempts/{core.segment(core.attempt_ref(attempt))}"
+        return self.call(core.get(path, a.AttemptOut))
+
+    def wait(
+        self, attempt: str | a.ApprovalOut | a.AttemptOut, *, timeout: float = 60.0
+    ) -> a.AttemptOut:
+        """The status once the attempt is settled, or at ``timeout`` seconds with its
+        status then (check ``.settled``): long polls of at most 30 s each."""
+        attempt_id = core.attempt_ref(attempt)
+        deadline = self.retry.clock() + timeout
+        while True:
+            remaining = deadline - self.retry.clock()
+            seconds = core.wait_seconds(remaining)
+            answer = self.call(core.wait_call(attempt_id, seconds, self.timeout))
+            if answer.settled or deadline - self.retry.clock() <= 0:
+                return answer
+
+    def attempts(
+        self, status: str, *, limit: int | None = None, cursor: str | None = None
+    ) -> a.AttemptListOut:
+        """Attempts in one status, oldest change first (admin)."""
+        call = core.get(
+            "/execution-attempts", a.AttemptListOut, status=status, limit=limit, cursor=cursor
+        )
+        return self.call(call)
+
+    def reconcile(self, attempt_id: str, *, expected_revision: int) -> a.AttemptOut:
+        """Run the attempt's registered read-only reconciler (admin)."""
+        return self.call(core.reconcile(attempt_id, expected_revision))
+
+    def resolve(
+        self,
+        attempt_id: str,
+        *,
+        expected_revision: int,
+        resolution: str,
+        reason: str,
+        receipt: dict[str, Any] | None = None,
+    ) -> a.AttemptOut:
+        """Settle ``outcome_unknown``: ``effect_applied`` or ``no_effect`` (admin)."""
+        call = core.resolve(attempt_id, expected_revision, resolution, reason, receipt)
+        return self.call(call)
+
+    # -- directory (admin) -------------------------------------------------------------
+
+    def put_actor(self, actor_id: str, *, enabled: bool = True) -> a.ActorOut:
+        """Create, enable or disable an actor."""
+        path = core.directory("actors", actor_id)
+        return self.call(core.put(path, a.ActorOut, r.ActorIn(enabled=enabled)))
+
+    def put_identity_binding(
+        self, binding_id: str, *, actor_id: str, channel: str, external_id: str, active: bool = True
+    ) -> a.IdentityBindingOut:
+        """Bind an actor to one external identity on one channel."""
+        body = r.IdentityBindingIn(actor_id, channel, external_id, active)
+        path = core.directory("identity-bindings", binding_id)
+        return self.call(core.put(path, a.IdentityBindingOut, body))
+
+    def put_channel_binding(
+        self, binding_id: str, *, conversation_key: str, channel: str, active: bool = True
+    ) -> a.ChannelBindingOut:
+        """Bind one conversation on one channel as a place approvals may come from."""
+        body = r.ChannelBindingIn(conversation_key, channel, active)
+        path = core.directory("channel-bindings", binding_id)
+        return self.call(core.put(path, a.ChannelBindingOut, body))
+
+    def put_grant(self, actor_id: str, permission: str, *, granted: bool = True) -> a.GrantOut:
+        """Grant or revoke one catalogue permission."""
+        path = core.directory("actors", actor_id) + "/permissions/" + core.segment(permission)
+        return self.call(core.put(path, a.GrantOut, r.GrantIn(granted=granted)))
+
+    def put_executor_build(
+        self, capability: str, build_digest: str, *, delivery_mode: str, available: bool = True
+    ) -> a.ExecutorBuildOut:
+        """Allow (or withdraw) one exact executor build."""
+        path = core.directory("executor-builds", capability, build_digest)
+        body = r.ExecutorBuildIn(delivery_mode=delivery_mode, available=available)
+        return self.call(core.put(path, a.ExecutorBuildOut, body))
+
+    def put_target(self, target_id: str, *, revision: str) -> a.TargetOut:
+        """Set a target's current revision."""
+        path = core.directory("targets", target_id)
+        return self.call(core.put(path, a.TargetOut, r.TargetIn(revision=revision)))

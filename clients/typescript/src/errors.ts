@@ -1,0 +1,133 @@
+/**
+ * One error class per error code of the ledger's uniform error body
+ * `{"error": <code>, "detail": <safe text>}`. Each is a `LedgerClientError`
+ * with `code`, `status` and `detail`; the input refusals (422) extend
+ * `InvalidInput`, as on the server. A code this client does not know yet
+ * raises the base class with that code.
+ */
+
+export class LedgerClientError extends Error {
+  static readonly code: string = "ledger_error";
+  readonly code: string;
+  /** 0: no HTTP answer came (the connection failed, or the client itself refused). */
+  readonly status: number;
+  readonly detail: string;
+
+  constructor(detail: string, options: { status?: number; code?: string } = {}) {
+    super(detail);
+    this.name = new.target.name;
+    this.detail = detail;
+    this.status = options.status ?? 0;
+    this.code = options.code ?? (new.target as typeof LedgerClientError).code;
+  }
+}
+
+function errorClass<P extends typeof LedgerClientError>(parent: P, name: string, code: string): P {
+  const Parent: typeof LedgerClientError = parent;
+  const cls = { [name]: class extends Parent {} }[name];
+  Object.defineProperty(cls, "code", { value: code });
+  return cls as unknown as P;
+}
+
+export class InvalidInput extends LedgerClientError {
+  static override readonly code: string = "invalid_input";
+}
+export const InvalidSpec = errorClass(InvalidInput, "InvalidSpec", "invalid_spec");
+export const UnknownPermission = errorClass(InvalidInput, "UnknownPermission", "unknown_permission");
+export class ExecutorBuildUnavailable extends InvalidInput {
+  static override readonly code: string = "executor_build_unavailable";
+}
+export const ExecutorBuildDraining = errorClass(
+  InvalidInput,
+  "ExecutorBuildDraining",
+  "executor_build_draining",
+);
+export const NondeterministicRenderer = errorClass(
+  InvalidInput,
+  "NondeterministicRenderer",
+  "nondeterministic_renderer",
+);
+export const IdempotencyKeyRefused = errorClass(
+  InvalidInput,
+  "IdempotencyKeyRefused",
+  "idempotency_key_refused",
+);
+export class CommitTooLarge extends LedgerClientError {
+  static override readonly code: string = "commit_too_large";
+}
+export const EventTooLarge = errorClass(CommitTooLarge, "EventTooLarge", "event_too_large");
+
+const base = LedgerClientError;
+export const NotFound = errorClass(base, "NotFound", "not_found");
+export const ApprovalUnavailable = errorClass(base, "ApprovalUnavailable", "approval_unavailable");
+export const ConcurrencyConflict = errorClass(base, "ConcurrencyConflict", "concurrency_conflict");
+export const LookupConflict = errorClass(base, "LookupConflict", "lookup_conflict");
+export const IdempotencyKeyInUse = errorClass(base, "IdempotencyKeyInUse", "idempotency_key_in_use");
+export const ProposalClaimed = errorClass(base, "ProposalClaimed", "proposal_claimed");
+export const StaleVersion = errorClass(base, "StaleVersion", "stale_version");
+export const ProposalConflicted = errorClass(base, "ProposalConflicted", "proposal_conflicted");
+export const StaleRevision = errorClass(base, "StaleRevision", "stale_revision");
+export const NotOutcomeUnknown = errorClass(base, "NotOutcomeUnknown", "not_outcome_unknown");
+export const IllegalTransition = errorClass(base, "IllegalTransition", "illegal_transition");
+export const ReconcilerUnavailable = errorClass(base, "ReconcilerUnavailable", "reconciler_unavailable");
+export const TooManyPresentations = errorClass(base, "TooManyPresentations", "too_many_presentations");
+export const ExecutorNoEffect = errorClass(base, "ExecutorNoEffect", "executor_no_effect");
+export const ExecutorOutcomeUncertain = errorClass(
+  base,
+  "ExecutorOutcomeUncertain",
+  "executor_outcome_uncertain",
+);
+export const ExecutorReceiptUnusable = errorClass(
+  base,
+  "ExecutorReceiptUnusable",
+  "executor_receipt_unusable",
+);
+export const StoreUnavailable = errorClass(base, "StoreUnavailable", "store_unavailable");
+export const DigestInvalid = errorClass(base, "DigestInvalid", "digest_invalid");
+export const Unauthenticated = errorClass(base, "Unauthenticated", "unauthenticated");
+export const Forbidden = errorClass(base, "Forbidden", "forbidden");
+export const MethodNotAllowed = errorClass(base, "MethodNotAllowed", "method_not_allowed");
+export const PayloadTooLarge = errorClass(base, "PayloadTooLarge", "payload_too_large");
+export const UnsupportedMediaType = errorClass(base, "UnsupportedMediaType", "unsupported_media_type");
+export const HttpError = errorClass(base, "HttpError", "http_error");
+export const InternalError = errorClass(base, "InternalError", "internal_error");
+/** 429 from the server or a gateway in front of it (retried by the client). */
+export const TooManyRequests = errorClass(base, "TooManyRequests", "too_many_requests");
+
+// Raised by the client itself.
+/** No answer: the connection failed or timed out, on every try the policy allowed. */
+export const LedgerConnectionError = errorClass(base, "LedgerConnectionError", "connection_failed");
+/** The answer was not what the API documents (not JSON, wrong shape). */
+export const UnexpectedResponse = errorClass(base, "UnexpectedResponse", "unexpected_response");
+/** The server hosts no available build of the capability (found before proposing). */
+export const NoAvailableBuild = errorClass(ExecutorBuildUnavailable, "NoAvailableBuild", "no_available_build");
+/** A webhook delivery's signature or timestamp does not verify: drop it (answer 4xx). */
+export const WebhookVerificationError = errorClass(base, "WebhookVerificationError", "webhook_invalid");
+
+const ALL: (typeof LedgerClientError)[] = [
+  InvalidInput, InvalidSpec, UnknownPermission, ExecutorBuildUnavailable, ExecutorBuildDraining,
+  NondeterministicRenderer,
+  IdempotencyKeyRefused, CommitTooLarge, EventTooLarge, NotFound, ApprovalUnavailable,
+  ConcurrencyConflict, LookupConflict, IdempotencyKeyInUse, ProposalClaimed, StaleVersion,
+  ProposalConflicted, StaleRevision, NotOutcomeUnknown, IllegalTransition, ReconcilerUnavailable,
+  TooManyPresentations, ExecutorNoEffect, ExecutorOutcomeUncertain, ExecutorReceiptUnusable,
+  StoreUnavailable, DigestInvalid, Unauthenticated, Forbidden, MethodNotAllowed, PayloadTooLarge,
+  UnsupportedMediaType, HttpError, InternalError, TooManyRequests, LedgerConnectionError,
+  UnexpectedResponse, NoAvailableBuild, WebhookVerificationError,
+];
+
+/** Every error class by its code (the server's codes and the client's own). */
+export const ERRORS_BY_CODE: ReadonlyMap<string, typeof LedgerClientError> = new Map(
+  ALL.map((cls) => [cls.code, cls]),
+);
+
+/** The error of a non-2xx answer: the uniform body's code, else one by status. */
+export function errorFromAnswer(status: number, body: unknown): LedgerClientError {
+  if (body !== null && typeof body === "object" && typeof (body as { error?: unknown }).error === "string") {
+    const { error: code, detail } = body as { error: string; detail?: unknown };
+    const cls = ERRORS_BY_CODE.get(code) ?? LedgerClientError;
+    return new cls(typeof detail === "string" ? detail : code, { status, code });
+  }
+  const cls = status === 429 ? TooManyRequests : status >= 500 ? InternalError : HttpError;
+  return new cls(`HTTP ${status} without the ledger's error body`, { status });
+}
