@@ -20,7 +20,7 @@ from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
-from api.cli_executors import executors_app
+from api.cli_executors import executors_app, note_without_executors
 from api.cli_grants import grants_app
 from api.cli_policies import policies_app
 from api.cli_projections import projections_app
@@ -99,7 +99,7 @@ def serve(
             _preflight(settings)
         _configure_logging(settings)
         ledger = _observed(build_ledger(settings))
-        _note_without_executors(ledger)
+        note_without_executors(ledger)
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
@@ -181,15 +181,6 @@ def _preflight(settings: Settings) -> None:
         _fail(str(exc))
 
 
-def _note_without_executors(ledger: Any) -> None:
-    """Say so at start-up when nothing can execute (every approval would be refused)."""
-    if not ledger.registry.entries():
-        Console(stderr=True, soft_wrap=True).print(
-            "note: no executors are registered, so every approval is refused; set "
-            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)"
-        )
-
-
 def _configure_logging(settings: Settings) -> None:
     """Text or JSON lines (LEDGER_LOG_FORMAT), every record through the redaction filter."""
     from adapters.logs import configure_logging
@@ -238,7 +229,7 @@ def worker_command() -> None:
         _preflight(settings)
         _configure_logging(settings)
         ledger = _observed(build_ledger(settings))
-        _note_without_executors(ledger)
+        note_without_executors(ledger)
         runtime = build_runtime(ledger)
         _start_metrics_listener(ledger)
         typer.echo(

@@ -171,3 +171,12 @@ def _report(settings: Settings, entries: Any) -> Any:
         return compare(entries, LedgerStore(backend.recorder), backend.views, SystemClock().now())
     finally:
         backend.close()
+
+
+def note_without_executors(ledger: Any) -> None:
+    """Say so at start-up when nothing can execute (every approval would be refused)."""
+    if not ledger.registry.entries():
+        Console(stderr=True, soft_wrap=True).print(
+            "note: no executors are registered, so every approval is refused; set "
+            "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)"
+        )
