@@ -353,6 +353,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/conversational/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Policies
+         * @description The policy set: version (0: none), digest (what every spec's `policy_digest`
+         *     must be while a set is configured; null without one), its policies' ids and
+         *     effects, and for an admin its Cedar text.
+         */
+        get: operations["get_policies_api_conversational_policies_get"];
+        /**
+         * Put Policies
+         * @description Validate and apply a policy set (422 `invalid_policy_set` naming what is
+         *     wrong). Each change is one audited event of `policy-set:default`; the same
+         *     text appends nothing. With `expected_version`, 409 `stale_policy_set` when
+         *     the set moved since.
+         */
+        put: operations["put_policies_api_conversational_policies_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/conversational/proposals": {
         parameters: {
             query?: never;
@@ -372,7 +401,12 @@ export interface paths {
          * Create Proposal
          * @description Store a proposal version (superseding the previous one of its lineage).
          *
-         *     With ``Idempotency-Key``, a retry of the same request gets the first answer.
+         *     A `forbid` policy that holds refuses it (403 `policy_denied`, naming the
+         *     policy); while a policy set is configured the spec's `policy_digest` must be
+         *     its digest (409 `policy_digest_mismatch`). When an `@auto_approve` policy or
+         *     a standing grant approves it, it is claimed at once: `status` `claimed`, with
+         *     `attempt_id` and `approval`. With ``Idempotency-Key``, a retry of the same
+         *     request gets the first answer.
          */
         post: operations["create_proposal_api_conversational_proposals_post"];
         delete?: never;
@@ -439,6 +473,74 @@ export interface paths {
          *     this response (and, with ``Idempotency-Key``, again in the answer to a retry).
          */
         post: operations["create_presentation_api_conversational_proposals__proposal_id__presentations_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversational/standing-grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Grants
+         * @description An actor's standing grants with their uses and state; a channel sees only
+         *     its own actor's (for any other the list is empty).
+         */
+        get: operations["list_grants_api_conversational_standing_grants_get"];
+        put?: never;
+        /**
+         * Create Grant
+         * @description Grant a standing approval for one capability: its proposals within the
+         *     bounds (destination, effect, conditions on content fields) are approved by
+         *     the grant, up to `max_uses` times, until `expires_at` or a revocation.
+         */
+        post: operations["create_grant_api_conversational_standing_grants_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversational/standing-grants/{grant_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Grant
+         * @description One standing grant; another actor's is the same 404 as a missing one.
+         */
+        get: operations["get_grant_api_conversational_standing_grants__grant_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversational/standing-grants/{grant_id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke Grant
+         * @description Revoke a standing grant: it approves nothing from now on, and an attempt it
+         *     approved that was not dispatched yet fails safe. Revoking twice changes nothing.
+         */
+        post: operations["revoke_grant_api_conversational_standing_grants__grant_id__revoke_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -557,11 +659,14 @@ export interface components {
     schemas: {
         /**
          * ActorIn
-         * @description Enable or disable an actor.
+         * @description Enable or disable an actor; ``groups`` are what policies see of it
+         *     (``principal in Group::"<name>"``, ``principal.groups``).
          */
         ActorIn: {
             /** Enabled */
             enabled: boolean;
+            /** Groups */
+            groups?: string[];
         };
         /**
          * ActorOut
@@ -570,6 +675,8 @@ export interface components {
         ActorOut: {
             /** Enabled */
             enabled: boolean;
+            /** Groups */
+            groups?: string[];
             /**
              * Id
              * @description The record's id within its kind (the path ids, ':'-joined).
@@ -609,6 +716,52 @@ export interface components {
             status: string;
         };
         /**
+         * AttemptApproval
+         * @description How the proposal version was approved (design.md 2.7): ids only.
+         */
+        AttemptApproval: {
+            /**
+             * Approvers
+             * @description The actors who approved (human: one; policy and grant: none).
+             */
+            approvers?: string[];
+            /**
+             * Grant Id
+             * @description grant: the standing grant that approved it.
+             */
+            grant_id?: string | null;
+            /**
+             * Kind
+             * @description human, quorum, policy or grant.
+             */
+            kind: string;
+            /**
+             * Max Uses
+             * @description grant: its maximum number of uses.
+             */
+            max_uses?: number | null;
+            /**
+             * Policy Digest
+             * @description policy: the policy set's digest at the claim.
+             */
+            policy_digest?: string | null;
+            /**
+             * Policy Id
+             * @description policy: the @auto_approve permit that approved it.
+             */
+            policy_id?: string | null;
+            /**
+             * Policy Set Version
+             * @description policy: the policy set's version at the claim.
+             */
+            policy_set_version?: number | null;
+            /**
+             * Use
+             * @description grant: which use of the grant this was.
+             */
+            use?: number | null;
+        };
+        /**
          * AttemptListOut
          * @description One page of attempts and the cursor of the next (None at the end).
          */
@@ -623,6 +776,8 @@ export interface components {
          * @description The redacted status view of an attempt.
          */
         AttemptOut: {
+            /** @description How it was approved (absent for attempts from before approval kinds). */
+            approval?: components["schemas"]["AttemptApproval"] | null;
             /**
              * Attempt Id
              * @description The attempt's deterministic id (att_...).
@@ -784,6 +939,24 @@ export interface components {
             revision: number;
             /** Updated At */
             updated_at: string;
+        };
+        /**
+         * ConditionIn
+         * @description ``content[field] <op> value``.
+         */
+        ConditionIn: {
+            /** Field */
+            field: string;
+            /**
+             * Op
+             * @description eq, ne, lt, lte, gt, gte or in.
+             */
+            op: string;
+            /**
+             * Value
+             * @description A string, integer or boolean; a list of them for `in`.
+             */
+            value: unknown;
         };
         /**
          * DeclineIn
@@ -1041,6 +1214,7 @@ export interface components {
         InboxItemOut: {
             /** Actor Id */
             actor_id: string;
+            approval?: components["schemas"]["AttemptApproval"] | null;
             /** Attempt Id */
             attempt_id?: string | null;
             /** Created At */
@@ -1069,6 +1243,53 @@ export interface components {
             items: components["schemas"]["InboxItemOut"][];
             /** Next Cursor */
             next_cursor?: string | null;
+        };
+        /**
+         * PolicyOut
+         * @description One policy of the set: its ``@id``, effect and whether it approves by itself.
+         */
+        PolicyOut: {
+            /** Auto Approve */
+            auto_approve: boolean;
+            /** Effect */
+            effect: string;
+            /** Id */
+            id: string;
+        };
+        /**
+         * PolicySetIn
+         * @description A new policy set (Cedar text; empty removes every policy).
+         */
+        PolicySetIn: {
+            /**
+             * Expected Version
+             * @description Apply only if the set is still at this version (0: none yet); 409 stale_policy_set otherwise.
+             */
+            expected_version?: number | null;
+            /**
+             * Text
+             * @description Cedar policies, each with a unique @id("..."); @auto_approve on a permit approves what it permits without a person.
+             */
+            text: string;
+        };
+        /**
+         * PolicySetOut
+         * @description The policy set: its version (0: none), digest (what a spec's policy_digest
+         *     must be; null without policies), policies and, for admins, its text.
+         */
+        PolicySetOut: {
+            /** Changed */
+            changed?: boolean | null;
+            /** Digest */
+            digest: string | null;
+            /** Policies */
+            policies: components["schemas"]["PolicyOut"][];
+            /** Text */
+            text?: string | null;
+            /** Updated At */
+            updated_at?: string | null;
+            /** Version */
+            version: number;
         };
         /**
          * PresentationIn
@@ -1129,9 +1350,13 @@ export interface components {
         };
         /**
          * ProposalOut
-         * @description The stored version, its hashes and the rendered preview.
+         * @description The stored version, its hashes and the rendered preview. ``claimed`` when a
+         *     policy or a standing grant approved it at once: then with its attempt and how.
          */
         ProposalOut: {
+            approval?: components["schemas"]["AttemptApproval"] | null;
+            /** Attempt Id */
+            attempt_id?: string | null;
             /** Payload Hash */
             payload_hash: string;
             /** Preview */
@@ -1190,6 +1415,7 @@ export interface components {
          * @description One version: its status as of now (``expired`` derived), hashes and attempt.
          */
         ProposalVersionOut: {
+            approval?: components["schemas"]["AttemptApproval"] | null;
             /** Attempt Id */
             attempt_id?: string | null;
             /** Created At */
@@ -1278,6 +1504,90 @@ export interface components {
              * @enum {string}
              */
             resolution: "effect_applied" | "no_effect";
+        };
+        /**
+         * RevokeGrantIn
+         * @description Revoke a standing grant; a channel service asserts the actor's provenance.
+         */
+        RevokeGrantIn: {
+            provenance?: components["schemas"]["ProvenanceIn"] | null;
+        };
+        /**
+         * StandingGrantIn
+         * @description A standing approval ("allow always") for one capability, within bounds.
+         *
+         *     An admin names ``actor_id``; a channel grants for its own actor (a channel
+         *     service asserts the actor's ``provenance``, as for an approval).
+         */
+        StandingGrantIn: {
+            /** Actor Id */
+            actor_id?: string | null;
+            /** Capability */
+            capability: string;
+            /** Conditions */
+            conditions?: components["schemas"]["ConditionIn"][];
+            /** Destination */
+            destination?: string | null;
+            /** Effect */
+            effect?: string | null;
+            /**
+             * Expires At
+             * @description When it stops approving (UTC, at most 366 days ahead).
+             */
+            expires_at: string;
+            /** Max Uses */
+            max_uses: number;
+            provenance?: components["schemas"]["ProvenanceIn"] | null;
+        };
+        /**
+         * StandingGrantListOut
+         * @description An actor's standing grants, oldest first.
+         */
+        StandingGrantListOut: {
+            /** Items */
+            items: components["schemas"]["StandingGrantOut"][];
+        };
+        /**
+         * StandingGrantOut
+         * @description A standing grant: its bounds, uses and state (active, spent, expired, revoked).
+         */
+        StandingGrantOut: {
+            /** Actor Id */
+            actor_id: string;
+            /** Capability */
+            capability: string;
+            /** Conditions */
+            conditions: {
+                [key: string]: unknown;
+            }[];
+            /** Destination */
+            destination?: string | null;
+            /** Effect */
+            effect?: string | null;
+            /** Expires At */
+            expires_at: string;
+            /** Grant Id */
+            grant_id: string;
+            /** Granted At */
+            granted_at: string;
+            /** Granted By */
+            granted_by: {
+                [key: string]: unknown;
+            };
+            /** Max Uses */
+            max_uses: number;
+            /** Revoked */
+            revoked: boolean;
+            /** Revoked At */
+            revoked_at?: string | null;
+            /** Revoked By */
+            revoked_by?: {
+                [key: string]: unknown;
+            } | null;
+            /** State */
+            state: string;
+            /** Uses */
+            uses: number;
         };
         /**
          * Target
@@ -3248,6 +3558,176 @@ export interface operations {
             };
         };
     };
+    get_policies_api_conversational_policies_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicySetOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_policies_api_conversational_policies_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicySetIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicySetOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_inbox_api_conversational_proposals_get: {
         parameters: {
             query: {
@@ -3664,6 +4144,388 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PresentationOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_grants_api_conversational_standing_grants_get: {
+        parameters: {
+            query: {
+                actor_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantListOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_grant_api_conversational_standing_grants_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StandingGrantIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_grant_api_conversational_standing_grants__grant_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke_grant_api_conversational_standing_grants__grant_id__revoke_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevokeGrantIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantOut"];
                 };
             };
             /** @description Bad Request */

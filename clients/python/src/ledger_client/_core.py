@@ -8,8 +8,9 @@ keys, retries and answers lives here once.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -297,3 +298,45 @@ def resolve(
 
 def directory(kind: str, *ids: str) -> str:
     return "/directory/" + kind + "".join("/" + segment(i) for i in ids)
+
+
+def apply_policies(text: str, expected_version: int | None) -> Call[a.PolicySetOut]:
+    return put("/policies", a.PolicySetOut, r.PolicySetIn(text, expected_version))
+
+
+def grant(
+    actor_id: str | None,
+    provenance: r.Provenance | None,
+    capability: str,
+    max_uses: int,
+    expires_at: datetime | str,
+    bounds: tuple[str | None, str | None, Iterable[r.ConditionIn | Mapping[str, Any]]],
+) -> Call[a.StandingGrantOut]:
+    """POST /standing-grants; never sent again after a lost answer (a second
+    request would make a second grant: list the actor's grants instead)."""
+    destination, effect, conditions = bounds
+    body = r.StandingGrantIn(
+        capability=capability,
+        expires_at=expires_at if isinstance(expires_at, str) else utc_text(expires_at),
+        max_uses=max_uses,
+        actor_id=actor_id,
+        provenance=r.ProvenanceIn.of(provenance) if provenance is not None else None,
+        destination=destination,
+        effect=effect,
+        conditions=[c if isinstance(c, r.ConditionIn) else r.ConditionIn(**c) for c in conditions]
+        or None,
+    )
+    return post("/standing-grants", a.StandingGrantOut, body, resend_safe=False)
+
+
+def revoke_grant(grant_id: str, provenance: r.Provenance | None) -> Call[a.StandingGrantOut]:
+    # Revoking twice changes nothing: a retry answers the revoked grant.
+    body = r.RevokeGrantIn(r.ProvenanceIn.of(provenance) if provenance is not None else None)
+    return post(f"/standing-grants/{segment(grant_id)}/revoke", a.StandingGrantOut, body)
+
+
+def utc_text(moment: datetime) -> str:
+    """An aware datetime as the server's UTC text (``...Z``)."""
+    if moment.tzinfo is None:
+        raise TypeError("give an aware datetime (with a timezone)")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

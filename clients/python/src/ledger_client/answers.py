@@ -15,6 +15,22 @@ from ledger_client._base import Model as _Model
 
 
 @dataclass(frozen=True)
+class AttemptApproval(_Model):
+    """How a proposal version was approved: ``human``, ``quorum``, ``policy`` or
+    ``grant``, with ids only (the approvers, the policy or the standing grant)."""
+
+    SCHEMA: ClassVar[str] = "AttemptApproval"
+    kind: str
+    approvers: list[str] = field(default_factory=list)
+    policy_id: str | None = None
+    policy_set_version: int | None = None
+    policy_digest: str | None = None
+    grant_id: str | None = None
+    use: int | None = None
+    max_uses: int | None = None
+
+
+@dataclass(frozen=True)
 class ProposalOut(_Model):
     """The stored version, its hashes and the rendered preview."""
 
@@ -25,6 +41,8 @@ class ProposalOut(_Model):
     view_hash: str
     preview: str
     status: str
+    attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +88,7 @@ class ProposalVersionOut(_Model):
     created_at: str
     expires_at: str
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +132,7 @@ class InboxItemOut(_Model):
     expires_at: str
     presentation_ids: list[str]
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,7 @@ class AttemptOut(_Model):
     dispatch_started_at: str | None = None
     result: AttemptResult | None = None
     resolution: AttemptResolution | None = None
+    approval: AttemptApproval | None = None
 
     @property
     def settled(self) -> bool:
@@ -212,6 +233,7 @@ class ActorOut(_Model):
     revision: int
     updated_at: str
     enabled: bool
+    groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -282,3 +304,60 @@ class TargetOut(_Model):
     revision: int
     updated_at: str
     target_revision: str
+
+
+# -- policies and standing grants ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyOut(_Model):
+    """One policy of the set: its ``@id``, effect and whether it approves by itself."""
+
+    SCHEMA: ClassVar[str] = "PolicyOut"
+    id: str
+    effect: str
+    auto_approve: bool
+
+
+@dataclass(frozen=True)
+class PolicySetOut(_Model):
+    """The policy set: its version (0: none), the digest a spec's ``policy_digest``
+    must name (``None`` without policies), its policies and, for admins, its text."""
+
+    SCHEMA: ClassVar[str] = "PolicySetOut"
+    version: int
+    digest: str | None
+    policies: list[PolicyOut]
+    text: str | None = None
+    updated_at: str | None = None
+    changed: bool | None = None
+
+
+@dataclass(frozen=True)
+class StandingGrantOut(_Model):
+    """A standing grant: its bounds, uses and state (active, spent, expired, revoked)."""
+
+    SCHEMA: ClassVar[str] = "StandingGrantOut"
+    grant_id: str
+    actor_id: str
+    capability: str
+    conditions: list[dict[str, Any]]
+    expires_at: str
+    max_uses: int
+    uses: int
+    state: str
+    revoked: bool
+    granted_by: dict[str, Any]
+    granted_at: str
+    destination: str | None = None
+    effect: str | None = None
+    revoked_by: dict[str, Any] | None = None
+    revoked_at: str | None = None
+
+
+@dataclass(frozen=True)
+class StandingGrantListOut(_Model):
+    """An actor's standing grants, oldest first."""
+
+    SCHEMA: ClassVar[str] = "StandingGrantListOut"
+    items: list[StandingGrantOut]
