@@ -62,6 +62,8 @@ def validate_command(file: FileArg) -> None:
         typer.echo(f"ok: {_summary(policies)}")
         for policy in policies.policies:
             mark = " @auto_approve" if policy.auto_approve else ""
+            if policy.quorum is not None:
+                mark = f" @quorum {policy.quorum.required} of {policy.quorum.group}"
             typer.echo(f"  {policy.effect.value} {policy.id}{mark}")
 
 

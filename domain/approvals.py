@@ -9,8 +9,10 @@ and shown in the status view, the proposal view, the inbox, the audit and the
   ``policy_digest`` of the ``@auto_approve`` permit that approved it;
 - ``grant``: no approvers; ``grant_id``, which ``use`` of it this was, and its
   ``max_uses``;
-- ``quorum`` (designed, not built here): ``approvers`` lists every counted
-  voter, with ``group`` and ``required``.
+- ``quorum``: ``approvers`` lists every counted voter in vote order, with
+  ``group``, ``required``, the ``policy_id`` that asked for it and each
+  voter's ``ballots`` (the actor and bindings they voted through, ids only;
+  ``domain.quorum``).
 
 A claim stored before kinds existed has no ``approval``: it was a human
 approval by the proposal's actor (``approval_or_human``).
@@ -69,6 +71,7 @@ def approval_or_human(approval: Mapping[str, Any] | None, actor_id: str) -> dict
 
 
 def needs_channel(kind: ApprovalKind) -> bool:
-    """Whether the approval came through a presentation (identity and channel
-    bindings are part of its authorization, I7) or was made by the ledger."""
-    return kind in (ApprovalKind.HUMAN, ApprovalKind.QUORUM)
+    """Whether the requesting actor approved through a presentation (their identity
+    and channel bindings are part of the authorization, I7). A quorum's voters'
+    bindings are checked ballot by ballot instead; a policy or a grant has none."""
+    return kind is ApprovalKind.HUMAN

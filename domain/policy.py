@@ -7,6 +7,10 @@ name the answers cite). The verdict on one proposal (docs/policies.md):
 - ``auto_approve``: a ``permit`` marked ``@auto_approve`` holds, nothing
   forbids, and no policy failed to evaluate (an evaluation error, such as a
   missing attribute, never approves anything on its own);
+- ``quorum``: a ``permit`` marked ``@quorum("M")`` and ``@group("name")``
+  holds and nothing forbids: M distinct members of the group must approve
+  (``domain.quorum``; the strictest such policy when several hold, and before
+  any ``@auto_approve``);
 - ``human``: anything else (Cedar's default deny included): a person decides,
   as without policies.
 
@@ -44,6 +48,7 @@ import cedarpy
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidPolicySet
+from domain.quorum import QuorumRule, quorum_of, strictest
 from domain.spec import ProposalSpec
 
 MAX_POLICY_TEXT_BYTES = 64 * 1024
@@ -68,6 +73,7 @@ class Verdict(StrEnum):
 
     DENIED = "denied"
     AUTO_APPROVE = "auto_approve"
+    QUORUM = "quorum"
     HUMAN = "human"
 
 
@@ -78,9 +84,17 @@ class PolicyInfo:
     id: str
     effect: Effect
     auto_approve: bool
+    quorum: QuorumRule | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "effect": self.effect.value, "auto_approve": self.auto_approve}
+        found: dict[str, Any] = {
+            "id": self.id,
+            "effect": self.effect.value,
+            "auto_approve": self.auto_approve,
+        }
+        if self.quorum is not None:
+            found |= {"quorum": self.quorum.required, "group": self.quorum.group}
+        return found
 
 
 @dataclass(frozen=True)
@@ -187,7 +201,7 @@ def _policy_info(number: int, policy: Mapping[str, Any]) -> PolicyInfo:
         raise InvalidPolicySet(f"policy {policy_id!r}: @auto_approve takes no value")
     if auto and effect is Effect.FORBID:
         raise InvalidPolicySet(f"policy {policy_id!r}: @auto_approve marks permit policies only")
-    return PolicyInfo(policy_id, effect, auto)
+    return PolicyInfo(policy_id, effect, auto, quorum_of(policy_id, effect.value, annotations))
 
 
 _COMPILED: OrderedDict[str, CompiledPolicies] = OrderedDict()
@@ -309,6 +323,8 @@ class PolicyDecision:
     verdict: Verdict
     policy_ids: tuple[str, ...] = ()
     errors: int = 0
+    quorum: QuorumRule | None = None
+    """For ``quorum``: how many members of which group must approve."""
 
     @property
     def policy_id(self) -> str | None:
@@ -343,6 +359,9 @@ def evaluate(policies: CompiledPolicies, request: PolicyRequest) -> PolicyDecisi
         if forbids:
             return PolicyDecision(Verdict.DENIED, tuple(forbids), errors)
         return PolicyDecision(Verdict.HUMAN, errors=errors)
+    rule = strictest([p.quorum for p in matched if p.quorum is not None])
+    if result.decision is cedarpy.Decision.Allow and rule is not None:
+        return PolicyDecision(Verdict.QUORUM, (rule.policy_id,), errors, quorum=rule)
     auto = sorted(p.id for p in matched if p.auto_approve)
     if result.decision is cedarpy.Decision.Allow and auto and errors == 0:
         return PolicyDecision(Verdict.AUTO_APPROVE, tuple(auto))

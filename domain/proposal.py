@@ -51,6 +51,10 @@ class PresentationStatus(StrEnum):
     EXPIRED = "expired"
 
 
+BALLOT_FIELDS = ("actor_id", "identity_binding_id", "channel_binding_id", "conversation_key")
+"""What a vote is bound to: its presentation's actor and bindings."""
+
+
 class Proposal(LedgerAggregate):
     """A proposal lineage. ``versions[n]`` and ``presentations[id]`` are plain dicts."""
 
@@ -233,12 +237,14 @@ class Proposal(LedgerAggregate):
         at: str,
         now: datetime | None = None,
         max_active: int | None = None,
+        actor_id: str | None = None,
     ) -> None:
         """Add a single-use presentation of the current version.
 
         With ``now``, active presentations that have expired are retired first;
         with ``max_active``, a version that already has that many live ones is
-        refused (TooManyPresentations).
+        refused (TooManyPresentations). ``actor_id``: a quorum member's own
+        presentation (None: the proposal's actor, as for a single approval).
         """
         self.check_presentable(version, now)
         if presentation_id in self.presentations:
@@ -257,7 +263,7 @@ class Proposal(LedgerAggregate):
             presentation_id=presentation_id,
             version=version,
             token_hash=token_hash,
-            actor_id=self.actor_id,
+            actor_id=actor_id or self.actor_id,
             identity_binding_id=identity_binding_id,
             channel_binding_id=channel_binding_id,
             conversation_key=conversation_key,
@@ -361,6 +367,33 @@ class Proposal(LedgerAggregate):
         self.versions[version]["attempt_id"] = attempt_id
         self.versions[version]["approval"] = approval
         self.versions[version]["approved_at"] = at
+
+    def record_vote(
+        self, *, presentation_id: str, now: datetime, at: str, asserted_by: str | None = None
+    ) -> None:
+        """A quorum member's vote that is not the deciding one: consume their
+        presentation and add the vote to the version (docs/policies.md, I13)."""
+        self.check_claimable(presentation_id, now)
+        self._vote_recorded(
+            version=self.presentations[presentation_id]["version"],
+            presentation_id=presentation_id,
+            at=at,
+            asserted_by=asserted_by,
+        )
+
+    @event("VoteRecorded")
+    def _vote_recorded(
+        self, version: int, presentation_id: str, at: str, asserted_by: str | None
+    ) -> None:
+        shown = self.presentations[presentation_id]
+        shown["status"] = PresentationStatus.CONSUMED.value
+        vote = {key: shown[key] for key in BALLOT_FIELDS} | {"presentation_id": presentation_id}
+        self.versions[version].setdefault("votes", []).append(vote | {"at": at})
+
+    def votes(self, version: int) -> list[dict[str, Any]]:
+        """The votes recorded for a version, oldest first (the deciding one is on
+        the claim's approval, not here)."""
+        return list(self.versions[version].get("votes", []))
 
     def decline(
         self, *, presentation_id: str, now: datetime, at: str, asserted_by: str | None = None

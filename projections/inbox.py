@@ -42,6 +42,11 @@ def approval_of(proposal: Proposal, number: int) -> dict[str, Any] | None:
     return approval_or_human(record.get("approval"), proposal.actor_id)
 
 
+def votes_of(proposal: Proposal, number: int) -> list[str]:
+    """The quorum members whose votes are recorded for version ``number`` (ids only)."""
+    return [vote["actor_id"] for vote in proposal.versions[number].get("votes", [])]
+
+
 def proposal_view(proposal: Proposal, now: datetime) -> dict[str, Any]:
     """The redacted proposal with statuses as of ``now`` (expiry derived)."""
     versions = [
@@ -54,6 +59,7 @@ def proposal_view(proposal: Proposal, now: datetime) -> dict[str, Any]:
             "expires_at": proposal.expiry_of(number),
             "attempt_id": record["attempt_id"],
             "approval": approval_of(proposal, number),
+            "votes": votes_of(proposal, number),
         }
         for number, record in sorted(proposal.versions.items())
     ]
@@ -64,6 +70,7 @@ def proposal_view(proposal: Proposal, now: datetime) -> dict[str, Any]:
             "status": proposal.presentation_status(pid, now).value,
             "created_at": p["created_at"],
             "expires_at": p["expires_at"],
+            "actor_id": p["actor_id"],
         }
         for pid, p in sorted(proposal.presentations.items(), key=lambda kv: kv[1]["created_at"])
     ]
@@ -104,6 +111,7 @@ def inbox_record(proposal: Proposal) -> ViewRecord:
         "presentation_ids": active,
         "attempt_id": record["attempt_id"],
         "approval": approval_of(proposal, number),
+        "votes": votes_of(proposal, number),
     }
     if status == ProposalStatus.PRESENTED.value:
         sort_at = expires_at

@@ -35,6 +35,7 @@ EVENT_WORDS: dict[str, str] = {
     "PresentationsLapsed": "presentations lapsed",
     "Claimed": "approved (claimed)",
     "Declined": "declined",
+    "VoteRecorded": "a quorum member's vote recorded",
     "Canceled": "canceled",
     "Conflicted": "conflicted (the target changed)",
     # directory record

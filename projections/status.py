@@ -53,10 +53,17 @@ class AttemptApproval(BaseModel):
     kind: Annotated[str, Field(description="human, quorum, policy or grant.")]
     approvers: Annotated[
         list[str],
-        Field(description="The actors who approved (human: one; policy and grant: none)."),
+        Field(
+            description="The actors who approved (human: one; quorum: every counted "
+            "voter, in vote order; policy and grant: none)."
+        ),
     ] = Field(default_factory=list)
     policy_id: Annotated[
-        str | None, Field(description="policy: the @auto_approve permit that approved it.")
+        str | None,
+        Field(
+            description="policy: the @auto_approve permit that approved it; "
+            "quorum: the policy that asked for one."
+        ),
     ] = None
     policy_set_version: Annotated[
         int | None, Field(description="policy: the policy set's version at the claim.")
@@ -69,6 +76,12 @@ class AttemptApproval(BaseModel):
     ] = None
     use: Annotated[int | None, Field(description="grant: which use of the grant this was.")] = None
     max_uses: Annotated[int | None, Field(description="grant: its maximum number of uses.")] = None
+    group: Annotated[
+        str | None, Field(description="quorum: the group the approvers were counted in.")
+    ] = None
+    required: Annotated[
+        int | None, Field(description="quorum: how many distinct members had to approve.")
+    ] = None
 
 
 class AttemptStatusView(BaseModel):

@@ -184,9 +184,11 @@ class EmbeddedLedger(DirectoryMethods, PolicyMethods):
         conversation_key: str,
         ttl_seconds: int | None = None,
         idempotency_key: str | None = None,
+        actor_id: str | None = None,
     ) -> PresentationOut:
         """A single-use presentation of one version, bound to one identity
-        binding, channel binding and conversation; its token is shown only here."""
+        binding, channel binding and conversation; its token is shown only here.
+        ``actor_id``: a quorum member's own presentation (docs/policies.md)."""
         body = parse(
             PresentationIn,
             {
@@ -195,6 +197,7 @@ class EmbeddedLedger(DirectoryMethods, PolicyMethods):
                 "channel_binding_id": channel_binding_id,
                 "conversation_key": conversation_key,
                 "ttl_seconds": ttl_seconds,
+                "actor_id": actor_id,
             },
         )
         return proposals.present(

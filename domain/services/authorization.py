@@ -78,6 +78,10 @@ class Basis:
 
     kind: ApprovalKind = ApprovalKind.HUMAN
     grant_id: str | None = None
+    ballots: tuple[Approver, ...] = ()
+    """``quorum``: every counted voter, each checked like a person's approval."""
+    group: str | None = None
+    """``quorum``: the group the voters were counted in."""
 
     @classmethod
     def of(cls, approval: dict[str, object] | None) -> Basis:
@@ -86,7 +90,15 @@ class Basis:
             return HUMAN
         kind = ApprovalKind(str(approval["kind"]))
         grant = approval.get("grant_id")
-        return cls(kind, str(grant) if grant is not None else None)
+        raw = approval.get("ballots")
+        ballots = tuple(Approver(*map(str, b)) for b in raw) if isinstance(raw, list) else ()
+        group = approval.get("group")
+        return cls(
+            kind,
+            str(grant) if grant is not None else None,
+            ballots,
+            str(group) if group is not None else None,
+        )
 
 
 HUMAN = Basis()
@@ -128,7 +140,38 @@ def directory_ids(who: Approver, spec: ProposalSpec, basis: Basis = HUMAN) -> li
         ids.append(standing_grant_record_id(basis.grant_id))
     if spec.target is not None:
         ids.append(target_record_id(spec.target.id))
+    for ballot in basis.ballots:
+        ids += ballot_ids(ballot)
     return ids
+
+
+def ballot_ids(voter: Approver) -> list[str]:
+    """A quorum voter's records: actor (enabled, groups), identity and channel binding."""
+    return [
+        actor_record_id(voter.actor_id),
+        identity_binding_record_id(voter.identity_binding_id),
+        channel_binding_record_id(voter.channel_binding_id),
+    ]
+
+
+def check_ballot(
+    source: DirectoryReads, voter: Approver, group: str | None, requester_id: str
+) -> list[DirectorySnapshot]:
+    """I13 for one voter: not the requesting actor, enabled, a member of the
+    group, bound through this identity and conversation; its records (for the
+    commit's read checks), or ``AuthorizationFailed``."""
+    if voter.actor_id == requester_id:
+        raise AuthorizationFailed("requester_not_counted")
+    found = [source.get(i) for i in ballot_ids(voter)]
+    actor, identity, channel = found
+    if actor is None or identity is None or channel is None:
+        raise AuthorizationFailed("directory_record_missing")
+    if not actor.flag("enabled"):
+        raise AuthorizationFailed("voter_disabled")
+    if group is None or group not in groups_of(actor):
+        raise AuthorizationFailed("voter_not_member")
+    _check_bindings(voter, identity, channel)
+    return [actor, identity, channel]
 
 
 class DirectoryReads:
@@ -248,6 +291,10 @@ def authorize(
     policy_set = policy_set_snapshot(source)
     records.append(policy_set)
     decision = _policy_verdict(policy_set, who, actor, spec, now, basis)
+    if basis.kind is ApprovalKind.QUORUM and basis.ballots:
+        group = decision.quorum.group if decision.quorum is not None else basis.group
+        for ballot in basis.ballots:
+            records += check_ballot(source, ballot, group, who.actor_id)
     if basis.kind is ApprovalKind.GRANT:
         _check_standing_grant(need(standing_grant_record_id(basis.grant_id or "")), who)
     absent: list[str] = []

@@ -14,6 +14,8 @@ the actor's standing grants (design.md 5.1, 2.7; docs/policies.md).
   directory record the decision relied on (the policy set's version among
   them), exactly the shape of a person's approval (design.md 5.2). The worker
   rechecks it before dispatch like any other (I7, I15, I14);
+- a ``permit`` marked ``@quorum`` that holds leaves it to M members of a group
+  (``quorum.py``): no standing grant of the requester's approves it;
 - otherwise a person decides, as before.
 
 Every proposal's commit checks the policy set's version it was screened under
@@ -134,6 +136,8 @@ def _automatic(
     build available, target at its base revision); else None (a person decides:
     what fails here fails at their approval too)."""
     who = Approver(actor_id, "", "", "")
+    if decision.verdict is Verdict.QUORUM:
+        return None  # members decide: no standing grant of the requester's stands in
     if decision.verdict is Verdict.AUTO_APPROVE:
         authorization = _authorized(ctx, who, spec, now, reads, Basis(ApprovalKind.POLICY))
         if authorization is not None:

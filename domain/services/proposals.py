@@ -39,6 +39,7 @@ from domain.services.automatic import screen
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
 from domain.services.proposal_commit import Stored, screened, store_version
+from domain.services.quorum import check_member_presentation
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, validated_payload_hash, view_hash
@@ -264,8 +265,12 @@ def present(
     conversation_key: str,
     ttl_seconds: int | None = None,
     idempotency: IdempotencyKey | None = None,
+    actor_id: str | None = None,
 ) -> PresentationResult:
     """Create a single-use presentation bound to one actor, binding and view.
+
+    ``actor_id``: a quorum member's own presentation (``quorum.py``); by default
+    the proposal's actor's.
 
     With an idempotency key the token is derived from it (``derive_token``), so
     a retry after a lost answer gets the same presentation and the same token."""
@@ -304,6 +309,8 @@ def present(
         expires = now + timedelta(seconds=ttl)
         if proposal is None:
             raise NotFound()
+        if actor_id is not None:
+            check_member_presentation(ctx, proposal, version, actor_id, now)
         proposal.present(
             presentation_id=presentation_id,
             version=version,
@@ -315,6 +322,7 @@ def present(
             at=format_utc(now),
             now=now,
             max_active=ctx.max_active_presentations,
+            actor_id=actor_id,
         )
         lookup = Lookup(
             key=token_lookup_key(hashed),

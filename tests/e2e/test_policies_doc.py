@@ -1,5 +1,6 @@
 """docs/policies.md runs exactly as written: its worked examples (auto-approve
-small tasks, forbid deletions, a standing grant) in one shell, in document
+small tasks, forbid deletions, a standing grant, two people for payments over
+500) in one shell, in document
 order, over HTTP against ``ledger serve``, on SQLite and on the DynamoDB emulator."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ NAMES = [
     "policies-small-task",
     "policies-deletion",
     "policies-grant",
+    "policies-quorum",
     "policies-cleanup",
 ]
 
@@ -107,7 +109,26 @@ def check(result: subprocess.CompletedProcess[str], workdir: Path) -> None:
     assert [body["approval"]["use"] for _, body in proposed[:2]] == [1, 2]
     assert all(body["approval"]["kind"] == "grant" for _, body in proposed[:2])
     assert re.search(r"sgr_[0-9a-f]{32} spent fake\.provider_idempotency uses=2/2", grant_lines[-1])
-    assert "Water the plants" not in log.read_text()  # content never reaches a log line
+
+    quorum = parts["policies-quorum"]
+    assert re.search(r"applied: version 2, 3 policies", "\n".join(quorum)), detail
+    ((payment_code, payment),) = answers(quorum)
+    assert (payment_code, payment["status"]) == (201, "presented"), detail
+    bodies = [json.loads(line) for line in quorum if line.startswith("{")]
+    decided = [b for b in bodies if b.get("status") in ("vote_recorded", "execution_pending")]
+    first, again, last = decided
+    assert (first["status"], first["votes"], first["required"]) == ("vote_recorded", 1, 2)
+    assert (again["status"], again["votes"]) == ("vote_recorded", 1)  # bea never counts twice
+    assert last["status"] == "execution_pending" and last["attempt_id"], detail
+    view = next(b for b in bodies if "versions" in b)
+    approval = view["versions"][0]["approval"]
+    assert approval["kind"] == "quorum" and approval["approvers"] == ["bea", "carl"]
+    assert (approval["group"], approval["required"]) == ("finance", 2)
+    assert view["versions"][0]["votes"] == ["bea"]
+    done = bodies[-1]
+    assert done["status"] == "succeeded" and done["approval"]["kind"] == "quorum", detail
+    text = log.read_text()
+    assert "Water the plants" not in text and "Pay the supplier" not in text  # never logged
 
 
 def test_the_policy_examples_run_on_sqlite(tmp_path: Path) -> None:

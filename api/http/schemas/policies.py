@@ -21,6 +21,10 @@ class PolicyOut(BaseModel):
     id: str
     effect: str
     auto_approve: bool
+    quorum: int | None = Field(
+        default=None, description='@quorum("M"): how many distinct members must approve.'
+    )
+    group: str | None = Field(default=None, description='@group("name"): of which group.')
 
 
 class PolicySetIn(_Body):

@@ -22,6 +22,11 @@ export interface paths {
          *     the body, accepted only for bindings on that channel and recorded as
          *     asserted by the service. Every failure other than target drift is the same
          *     404 ``approval_unavailable``.
+         *
+         *     For a proposal a policy asks a quorum for, each member approves through
+         *     their own presentation: a vote that is not the M-th answers
+         *     `vote_recorded` with `votes` (counted so far) and `required`; the M-th
+         *     claims and answers `execution_pending` with the attempt, as above.
          */
         post: operations["approve_presentation_api_conversational_approvals_post"];
         delete?: never;
@@ -705,15 +710,30 @@ export interface components {
         };
         /**
          * ApprovalOut
-         * @description Approval never executes: the attempt is queued for the worker.
+         * @description Approval never executes: the attempt is queued for the worker. A quorum
+         *     member's vote that is not the M-th answers ``vote_recorded`` with the votes
+         *     counted so far and the number required, and no attempt yet.
          */
         ApprovalOut: {
             /** Attempt Id */
-            attempt_id: string;
+            attempt_id?: string | null;
             /** Attempt Revision */
-            attempt_revision: number;
-            /** Status */
+            attempt_revision?: number | null;
+            /**
+             * Required
+             * @description A quorum: the votes it needs.
+             */
+            required?: number | null;
+            /**
+             * Status
+             * @description execution_pending, or vote_recorded.
+             */
             status: string;
+            /**
+             * Votes
+             * @description A quorum: valid votes counted so far.
+             */
+            votes?: number | null;
         };
         /**
          * AttemptApproval
@@ -722,7 +742,7 @@ export interface components {
         AttemptApproval: {
             /**
              * Approvers
-             * @description The actors who approved (human: one; policy and grant: none).
+             * @description The actors who approved (human: one; quorum: every counted voter, in vote order; policy and grant: none).
              */
             approvers?: string[];
             /**
@@ -730,6 +750,11 @@ export interface components {
              * @description grant: the standing grant that approved it.
              */
             grant_id?: string | null;
+            /**
+             * Group
+             * @description quorum: the group the approvers were counted in.
+             */
+            group?: string | null;
             /**
              * Kind
              * @description human, quorum, policy or grant.
@@ -747,7 +772,7 @@ export interface components {
             policy_digest?: string | null;
             /**
              * Policy Id
-             * @description policy: the @auto_approve permit that approved it.
+             * @description policy: the @auto_approve permit that approved it; quorum: the policy that asked for one.
              */
             policy_id?: string | null;
             /**
@@ -755,6 +780,11 @@ export interface components {
              * @description policy: the policy set's version at the claim.
              */
             policy_set_version?: number | null;
+            /**
+             * Required
+             * @description quorum: how many distinct members had to approve.
+             */
+            required?: number | null;
             /**
              * Use
              * @description grant: which use of the grant this was.
@@ -1233,6 +1263,11 @@ export interface components {
             version: number;
             /** View Hash */
             view_hash: string;
+            /**
+             * Votes
+             * @description A quorum: the members whose votes are recorded so far, oldest first (the deciding vote is on the approval).
+             */
+            votes?: string[];
         };
         /**
          * InboxOut
@@ -1253,8 +1288,18 @@ export interface components {
             auto_approve: boolean;
             /** Effect */
             effect: string;
+            /**
+             * Group
+             * @description @group("name"): of which group.
+             */
+            group?: string | null;
             /** Id */
             id: string;
+            /**
+             * Quorum
+             * @description @quorum("M"): how many distinct members must approve.
+             */
+            quorum?: number | null;
         };
         /**
          * PolicySetIn
@@ -1296,6 +1341,11 @@ export interface components {
          * @description Create a single-use presentation bound to one actor, binding and conversation.
          */
         PresentationIn: {
+            /**
+             * Actor Id
+             * @description A quorum member's own presentation (the identity binding's actor); only for a version a policy asks a quorum for. By default the proposal's actor.
+             */
+            actor_id?: string | null;
             /** Channel Binding Id */
             channel_binding_id: string;
             /** Conversation Key */
@@ -1324,6 +1374,11 @@ export interface components {
          * @description A presentation's id, status and expiry; never its token.
          */
         PresentationSummaryOut: {
+            /**
+             * Actor Id
+             * @description Who it is for: a quorum member's own, or the proposal's actor.
+             */
+            actor_id?: string | null;
             /** Created At */
             created_at: string;
             /** Expires At */
@@ -1430,6 +1485,11 @@ export interface components {
             version: number;
             /** View Hash */
             view_hash: string;
+            /**
+             * Votes
+             * @description A quorum: the members whose votes are recorded so far, oldest first (the deciding vote is on the approval).
+             */
+            votes?: string[];
         };
         /**
          * ProposalViewOut

@@ -196,7 +196,11 @@ def version_of(
 
 
 def attempt_ref(attempt: str | a.ApprovalOut | a.AttemptOut) -> str:
-    return attempt if isinstance(attempt, str) else attempt.attempt_id
+    if isinstance(attempt, str):
+        return attempt
+    if attempt.attempt_id is None:
+        raise TypeError("a vote_recorded answer has no attempt yet (the quorum is not met)")
+    return attempt.attempt_id
 
 
 def bindings(
@@ -237,6 +241,7 @@ def present(
     conversation_key: str,
     ttl_seconds: int | None,
     key: str | None,
+    actor_id: str | None = None,
 ) -> Call[a.PresentationOut]:
     body = r.PresentationIn(
         version=version_of(proposal, version, "present"),
@@ -244,6 +249,7 @@ def present(
         channel_binding_id=channel_binding_id,
         conversation_key=conversation_key,
         ttl_seconds=ttl_seconds,
+        actor_id=actor_id,
     )
     path = f"/proposals/{segment(proposal_ref(proposal))}/presentations"
     return post(path, a.PresentationOut, body, key=key)

@@ -28,6 +28,8 @@ class AttemptApproval(_Model):
     grant_id: str | None = None
     use: int | None = None
     max_uses: int | None = None
+    group: str | None = None
+    required: int | None = None
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,17 @@ class PresentationOut(_Model):
 
 @dataclass(frozen=True)
 class ApprovalOut(_Model):
-    """Approval never executes: the attempt is queued for the worker."""
+    """Approval never executes: the attempt is queued for the worker
+    (``execution_pending``). A quorum member's vote that is not the M-th is
+    ``vote_recorded``, with the ``votes`` counted so far and the ``required``
+    number, and no attempt yet."""
 
     SCHEMA: ClassVar[str] = "ApprovalOut"
     status: str
-    attempt_id: str
-    attempt_revision: int
+    attempt_id: str | None = None
+    attempt_revision: int | None = None
+    votes: int | None = None
+    required: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ class ProposalVersionOut(_Model):
     expires_at: str
     attempt_id: str | None = None
     approval: AttemptApproval | None = None
+    votes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,7 @@ class PresentationSummaryOut(_Model):
     status: str
     created_at: str
     expires_at: str
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,7 @@ class InboxItemOut(_Model):
     presentation_ids: list[str]
     attempt_id: str | None = None
     approval: AttemptApproval | None = None
+    votes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -317,6 +327,8 @@ class PolicyOut(_Model):
     id: str
     effect: str
     auto_approve: bool
+    quorum: int | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True)

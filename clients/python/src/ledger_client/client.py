@@ -133,11 +133,13 @@ class Client(core.Base):
         version: int | None = None,
         ttl_seconds: int | None = None,
         idempotency_key: str | None = None,
+        actor_id: str | None = None,
     ) -> a.PresentationOut:
         """A single-use presentation for ``to`` (or the three bindings given one by
-        one); its token is in this answer only."""
+        one); its token is in this answer only. ``actor_id``: a quorum member's
+        own presentation (only for a version a policy asks a quorum for)."""
         bindings = core.bindings(to, identity_binding_id, channel_binding_id, conversation_key)
-        call = core.present(proposal, version, *bindings, ttl_seconds, idempotency_key)
+        call = core.present(proposal, version, *bindings, ttl_seconds, idempotency_key, actor_id)
         return self.call(call)
 
     def get_proposal(self, proposal_id: str) -> a.ProposalViewOut:

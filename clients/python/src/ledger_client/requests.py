@@ -102,6 +102,7 @@ class PresentationIn(_Model):
     channel_binding_id: str
     conversation_key: str
     ttl_seconds: int | None = None
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True)
