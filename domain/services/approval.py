@@ -18,6 +18,7 @@ before it is returned.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 from domain.approvals import human_approval
 from domain.attempt import ExecutionAttempt
@@ -223,10 +224,7 @@ def _approve_once(
     except AuthorizationFailed as failed:
         raise unavailable(failed.reason) from None
     except TargetDrift as drift:
-        proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(now))
-        target_check = ReadCheck(drift.target.id, drift.target.version)
-        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal], read_set=[target_check]))
-        raise ProposalConflicted() from None
+        _conflicted(ctx, proposal, version, drift)
 
     if auth.decision.verdict is Verdict.QUORUM:
         raise unavailable("requester_not_counted")  # members decide, not the requester
@@ -287,15 +285,28 @@ def _vote(
 ) -> ApprovalResult:
     """A quorum member's approval (``quorum.py``): a vote, or the claim."""
     asserted_by = service.asserted_by if service else None
+    version = proposal.presentations[presentation_id]["version"]
     try:
         done = quorum.vote(
             ctx, proposal, presentation_id, who, spec, ctx.clock.now(), reads, asserted_by
         )
     except quorum.NotCounted as refused:
         raise unavailable(refused.reason) from None
+    except TargetDrift as drift:
+        _conflicted(ctx, proposal, version, drift)
     return ApprovalResult(
         done.attempt_id, done.attempt_revision, done.status, done.votes, done.required
     )
+
+
+def _conflicted(
+    ctx: ServiceContext, proposal: Proposal, version: int, drift: TargetDrift
+) -> NoReturn:
+    """Target drift: the version can never be claimed; say so in one commit."""
+    proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(ctx.clock.now()))
+    target_check = ReadCheck(drift.target.id, drift.target.version)
+    commit(ctx.store, ctx.cache, Commit(aggregates=[proposal], read_set=[target_check]))
+    raise ProposalConflicted()
 
 
 def _stored_attempt(ctx: ServiceContext, attempt_id: str | None) -> ApprovalResult:

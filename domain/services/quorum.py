@@ -21,7 +21,7 @@ any approval; it must still ask for a quorum. Then:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -92,7 +92,7 @@ def vote(
     if auth.decision.verdict is not Verdict.QUORUM or rule is None:
         raise NotCounted("quorum_not_required")
     earlier = distinct_votes(proposal.votes(version))
-    if any(v["actor_id"] == who.actor_id for v in earlier):
+    if already_voted(earlier, who.actor_id):
         # A second presentation of the same voter, or a replay: never counted twice.
         return Vote(
             "vote_recorded", _valid_count(reads, earlier, rule.group, requester), rule.required
@@ -160,6 +160,11 @@ def vote(
         Commit(aggregates=[proposal, attempt], read_set=read_set, due=[DueWork(attempt_id, now)]),
     )
     return Vote("execution_pending", rule.required, rule.required, attempt_id, attempt.version)
+
+
+def already_voted(votes: Sequence[Mapping[str, Any]], actor_id: str) -> bool:
+    """Whether this member's vote is already recorded for the version."""
+    return any(vote["actor_id"] == actor_id for vote in votes)
 
 
 def _valid_count(

@@ -8,6 +8,7 @@ python -m tests.chaos --schedules 300 --plant resend-no-write-proof   # likewise
 python -m tests.chaos --schedules 2000 --plant no-watch   # likewise
 python -m tests.chaos --schedules 300 --plant grant-over-max          # likewise (I14)
 python -m tests.chaos --schedules 300 --plant ignore-forbid           # likewise (I15)
+python -m tests.chaos --schedules 300 --plant double-vote             # likewise (I13)
 """
 
 from __future__ import annotations
@@ -46,13 +47,15 @@ def main(argv: list[str] | None = None) -> int:
             "no-watch",
             "grant-over-max",
             "ignore-forbid",
+            "double-vote",
         ),
         help="re-introduce a known bug (the run must then find violations): "
         "old-lookup-rule trusts a lookup's 'not applied' at lease expiry; "
         "resend-no-write-proof takes a re-send's refusal for a proof of no effect; "
         "no-watch never looks again after a lookup's 'not applied' or a no_effect; "
         "grant-over-max lets a claim take a spent standing grant's use; "
-        "ignore-forbid lets approvals and rechecks ignore forbid policies",
+        "ignore-forbid lets approvals and rechecks ignore forbid policies; "
+        "double-vote lets one quorum member's second vote count again",
     )
     args = parser.parse_args(argv)
     if args.plant == "old-lookup-rule":
@@ -71,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         from tests.chaos.policies import plant_grant_over_max
 
         plant_grant_over_max()
+    elif args.plant == "double-vote":
+        from tests.chaos.policies import plant_double_vote
+
+        plant_double_vote()
     elif args.plant == "ignore-forbid":
         from tests.chaos.policies import plant_ignore_forbid
 

@@ -5,13 +5,19 @@ oracle's own checks of I14 and I15 from the raw store.
   small tasks, forbid deletions, forbid big ones), while proposals, approvals
   and workers run;
 - ``grant`` / ``revoke``: an admin gives alice a standing grant with a small
-  maximum (1-3 uses), or revokes one.
+  maximum (1-3 uses), or revokes one;
+- three of the sets ask two members of "finance" for proposals of size 3-4: the
+  proposer presents to members too, each votes through their own token, and
+  one member can be disabled or leave the group between votes.
 
 The oracle (independently of ``authorization.py``, evaluating the policy set
 itself with ``domain.policy``): no claim and no dispatch marker commits while
 the policy set in force forbids the proposal (I15); no standing grant's stream
 ever records a use beyond its maximum, after its expiry or after its
-revocation, and every use is the claim of exactly one proposal version (I14).
+revocation, and every use is the claim of exactly one proposal version (I14);
+no claim without M distinct counted members, none the requester, each earlier
+vote recorded, M what the set in force asks, and no single approval of what
+needs a quorum (I13).
 """
 
 from __future__ import annotations
@@ -50,7 +56,19 @@ when { context.effect == "delete" };
 NO_BIG = """@id("no-big") forbid (principal, action, resource)
 when { context.content has size && context.content.size >= 5 };
 """
-POLICY_SETS = ("", SMALL + NO_DELETIONS, NO_DELETIONS + NO_BIG, SMALL + NO_BIG)
+PAIR = """@id("pair") @quorum("2") @group("finance")
+permit (principal, action, resource)
+when { context.content has size && (context.content.size == 3 || context.content.size == 4) };
+"""
+POLICY_SETS = (
+    "",
+    SMALL + NO_DELETIONS,
+    NO_DELETIONS + NO_BIG,
+    SMALL + NO_BIG,
+    SMALL + PAIR,
+    NO_DELETIONS + PAIR,
+    NO_BIG + PAIR,
+)
 ADMIN = grants.Grantor("admin", "ops")
 
 
@@ -66,6 +84,14 @@ def plant_grant_over_max() -> None:
         )
 
     automatic.state_of = ignores_count  # type: ignore[assignment]
+
+
+def plant_double_vote() -> None:
+    """Test-only switch: a member's second vote (through a second presentation) is
+    no longer recognized as theirs, so one member can be counted twice."""
+    from domain.services import quorum
+
+    quorum.already_voted = lambda votes, actor_id: False  # type: ignore[assignment]
 
 
 def plant_ignore_forbid() -> None:
@@ -148,11 +174,46 @@ class PolicyActions:
             decision.verdict is not Verdict.DENIED,
             f"{attempt.id}: {when} committed while policy {decision.policy_ids} forbids it (I15)",
         )
+        if when == "approval" and kind_of(attempt.approval) is not ApprovalKind.QUORUM:
+            expect(
+                decision.verdict is not Verdict.QUORUM,
+                f"{attempt.id}: claimed by one approval where {decision.policy_ids} ask a quorum",
+            )
         if when == "approval" and kind_of(attempt.approval) is ApprovalKind.POLICY:
             expect(
                 decision.verdict is Verdict.AUTO_APPROVE,
                 f"{attempt.id}: claimed by a policy that does not approve it",
             )
+
+    def check_quorum(self, attempt: ExecutionAttempt) -> None:
+        """I13 from the raw store: a quorum claim counts M distinct members, none of
+        them the requesting actor, each vote but the deciding one recorded on the
+        version, M being what the policy set in force asks for."""
+        approval = attempt.approval or {}
+        approvers = list(approval.get("approvers", []))
+        required = int(approval.get("required", 0))
+        expect(
+            len(set(approvers)) == len(approvers),
+            f"{attempt.id}: a member counted twice {approvers} (I13)",
+        )
+        expect(len(approvers) == required, f"{attempt.id}: {approvers} are not {required} (I13)")
+        expect(attempt.actor_id not in approvers, f"{attempt.id}: the requester counted (I13)")
+        proposal = self.store.get(Proposal, attempt.proposal_id)
+        assert proposal is not None
+        voted = {v["actor_id"] for v in proposal.votes(attempt.proposal_version)}
+        expect(
+            set(approvers[:-1]) <= voted,
+            f"{attempt.id}: counted {approvers[:-1]} without their recorded votes (I13)",
+        )
+        record = self.store.get(DirectoryRecord, POLICY_SET_RECORD_ID)
+        text = str(record.values.get("text", "")) if record else ""
+        spec = parse_spec(proposal.versions[attempt.proposal_version]["spec"])
+        actor = self.store.get(DirectoryRecord, actor_record_id(attempt.actor_id))
+        groups = tuple(actor.values.get("groups", ())) if actor else ()
+        request = PolicyRequest.of(attempt.actor_id, groups, spec, parse_utc(attempt.created_at))
+        decision = evaluate(compiled(text), request) if text.strip() else None
+        asked = decision.quorum.required if decision and decision.quorum else 0
+        expect(asked == required, f"{attempt.id}: claimed by {required} where {asked} are asked")
 
     def check_grants(self) -> None:
         """I14 from the raw store, for every grant made so far."""

@@ -41,6 +41,7 @@ from adapters.executors.fake import (
 )
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
+from domain.approvals import ApprovalKind, kind_of
 from domain.attempt import ExecutionAttempt
 from domain.directory import DeliveryMode
 from domain.errors import LedgerError, StoreUnavailable
@@ -263,6 +264,8 @@ class Simulation(Actions, LateEffects, PolicyActions):
             attempt.conversation_key,
         )
         self.check_not_forbidden(attempt, when)
+        if when == "approval" and kind_of(attempt.approval) is ApprovalKind.QUORUM:
+            self.check_quorum(attempt)
         # Decided at the event's own time: the clock may move before the write lands.
         decided = attempt.dispatch_started_at if when == "dispatch" else attempt.created_at
         assert decided is not None

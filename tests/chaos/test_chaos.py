@@ -200,6 +200,19 @@ def test_the_oracle_catches_a_standing_grant_used_beyond_its_maximum(
     assert run_schedule(seed, "memory").ok
 
 
+def test_the_oracle_catches_a_double_counted_vote(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28's planted bug for I13: a member's second vote (through a second
+    presentation) is no longer recognized as theirs, so one member fills two of
+    the quorum's places; the oracle's check of every quorum claim finds it. The
+    same seed passes with the check in place."""
+    from domain.services import quorum
+
+    monkeypatch.setattr(quorum, "already_voted", lambda votes, actor_id: False)
+    seed = first_seed_caught("a member counted twice")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok
+
+
 def test_the_oracle_catches_an_attempt_for_a_forbidden_proposal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

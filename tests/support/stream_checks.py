@@ -44,6 +44,10 @@ WORKER_REFUSALS = frozenset(
         "policy_set_invalid",
         "standing_grant_missing",
         "standing_grant_revoked",
+        # a quorum's counted voters, each checked again (I13)
+        "voter_disabled",
+        "voter_not_member",
+        "requester_not_counted",
     }
 )
 WATCH_VERDICTS = frozenset(

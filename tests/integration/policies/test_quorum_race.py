@@ -5,6 +5,7 @@ voting through two presentations at once still counts once."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -53,6 +54,8 @@ def race_once(
 def test_25_members_voting_at_once_make_exactly_one_claim_of_3_votes(
     world: World, store: LedgerStore, request: pytest.FixtureRequest
 ) -> None:
+    # each member has their own live presentation: more than the default 20 at once
+    world.ctx = dataclasses.replace(world.ctx, max_active_presentations=MEMBERS + 1)
     view = apply(world, quorum_policy(REQUIRED))
     members = enrol_members(world, MEMBERS)
     # the last member votes through two presentations at once: never twice
