@@ -31,6 +31,7 @@ class NotificationType(StrEnum):
     PROPOSAL_DECLINED = "proposal.declined"
     PROPOSAL_EXPIRED = "proposal.expired"
     PROPOSAL_APPROVED = "proposal.approved"
+    PROPOSAL_VOTE_RECORDED = "proposal.vote_recorded"
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,23 @@ def expired_at(proposal: Proposal, number: int, now: datetime) -> str | None:
 
 def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notification]:
     """``proposal.approved``, ``proposal.declined`` and ``proposal.expired``, at
-    most one per version (the proposal view it carries says who or what approved)."""
+    most one per version (the proposal view it carries says who or what approved),
+    and ``proposal.vote_recorded`` for each quorum member's recorded vote (the view
+    lists the votes so far)."""
     found: list[Notification] = []
     for number, record in sorted(proposal.versions.items()):
+        for place, vote in enumerate(record.get("votes", []), start=1):
+            # one per recorded vote of a quorum member (the deciding one is the approval)
+            kind = NotificationType.PROPOSAL_VOTE_RECORDED
+            found.append(
+                Notification(
+                    notification_id(kind, f"{proposal.id}/vote/{place}", number),
+                    kind,
+                    proposal.id,
+                    number,
+                    vote["at"],
+                )
+            )
         if record["status"] == ProposalStatus.CLAIMED.value:
             kind = NotificationType.PROPOSAL_APPROVED
             found.append(

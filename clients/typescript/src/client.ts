@@ -87,6 +87,8 @@ export interface PresentOptions extends KeyOption {
   /** Default: the proposal answer's version. */
   version?: number;
   ttl_seconds?: number;
+  /** A quorum member's own presentation (only for a version a policy asks a quorum for). */
+  actor_id?: string;
 }
 
 interface Verdict {
@@ -145,7 +147,9 @@ function versionOf(proposal: ProposalRef, version: number | undefined, what: str
 }
 
 function attemptId(attempt: AttemptRef): string {
-  return typeof attempt === "string" ? attempt : attempt.attempt_id;
+  if (typeof attempt === "string") return attempt;
+  if (!attempt.attempt_id) throw new TypeError("a vote_recorded answer has no attempt yet (the quorum is not met)");
+  return attempt.attempt_id;
 }
 
 /** A client of one ledger server, acting with one bearer token. */
@@ -267,6 +271,7 @@ export class LedgerClient {
       conversation_key: to.conversation_key,
     };
     if (options.ttl_seconds !== undefined) body.ttl_seconds = options.ttl_seconds;
+    if (options.actor_id !== undefined) body.actor_id = options.actor_id;
     return this.call({
       method: "POST",
       path: `/proposals/${seg(proposalId(proposal))}/presentations`,
@@ -293,7 +298,8 @@ export class LedgerClient {
   // -- channel ------------------------------------------------------------------------
 
   /** Claim the proposal and queue its one attempt (never executes anything). A repeat
-   * answers the stored attempt. */
+   * answers the stored attempt. A quorum member's vote that is not the M-th answers
+   * `vote_recorded` with `votes` and `required`, and no attempt yet. */
   approve(token: string, options: { provenance?: Provenance } = {}): Promise<ApprovalOut> {
     // A channel service asserts who approved, for a binding of its own channel; a
     // per-conversation channel token carries its own provenance.

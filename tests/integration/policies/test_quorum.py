@@ -10,6 +10,7 @@ from adapters.store import LedgerStore
 from domain.attempt import ExecutionAttempt
 from domain.directory import DirectoryKind, actor_record_id
 from domain.errors import ApprovalUnavailable, InvalidInput, InvalidPolicySet
+from domain.notifications import proposal_notifications
 from domain.policy import compile_policies
 from domain.proposal import Proposal, ProposalStatus
 from domain.quorum import MAX_QUORUM
@@ -72,6 +73,10 @@ def test_two_people_approve_a_payment_over_500(world: World, store: LedgerStore)
     stored = store.get(Proposal, proposal_id)
     assert stored is not None and stored.version_status(1) is ProposalStatus.CLAIMED
     assert [v["actor_id"] for v in stored.votes(1)] == ["m1"]
+    # the webhooks: one proposal.vote_recorded per recorded vote, then the approval
+    told = proposal_notifications(stored, world.clock.now())
+    assert [n.type.value for n in told] == ["proposal.vote_recorded", "proposal.approved"]
+    assert len({n.id for n in told}) == 2
     assert world.executor_calls() == 0
 
 
