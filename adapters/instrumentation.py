@@ -13,7 +13,14 @@ from typing import Any
 
 from adapters.metrics import EXECUTOR_OUTCOMES, Metrics, safe_label
 from domain.errors import ExecutorNoEffect
-from domain.ports import Commit, ExecutionReceipt, ExecutionRequest, Executor, Reconciler
+from domain.ports import (
+    Commit,
+    ContentSchema,
+    ExecutionReceipt,
+    ExecutionRequest,
+    Executor,
+    Reconciler,
+)
 from domain.tracing import NullTracer, Tracer
 
 
@@ -79,6 +86,10 @@ class InstrumentedRegistry:
 
     def is_draining(self, capability: str, build_digest: str) -> bool:
         return bool(self.inner.is_draining(capability, build_digest))
+
+    def content_schema(self, capability: str, build_digest: str) -> ContentSchema | None:
+        found: ContentSchema | None = self.inner.content_schema(capability, build_digest)
+        return found
 
 
 class TracedStore:

@@ -67,6 +67,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Webhook sends by outcome (delivered, failed); failures are retried with backoff.",
         ("outcome",),
     ),
+    "ledger_housekeeping_removed_total": (
+        "What housekeeping removed: expired lookups, and bodies of delivered webhook records.",
+        ("kind",),
+    ),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_http_request_duration_seconds": (

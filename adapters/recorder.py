@@ -5,7 +5,8 @@ A ledger recorder is an eventsourcing ``AggregateRecorder`` whose
 
 - ``read_checks``: ``ReadCheck(stream_id, version)``, the stream must still be at
   that version (its slot ``version + 1`` is empty);
-- ``lookups``: create-only ``Lookup`` items (the token-hash index);
+- ``lookups``: create-only ``Lookup`` items (the token-hash index); one whose
+  ``now`` is set replaces an item of its key that had expired by then;
 - ``due``: ``DueWork`` upserts (or removals when ``next_action_at`` is None);
 - ``heads``: ``StreamHead`` upserts, the head index an audit digest reads
   (one entry per stream: its version and the hash of its newest event);
@@ -66,8 +67,19 @@ class LedgerRecorder(AggregateRecorder, ABC):
         """Write everything or nothing."""
 
     @abstractmethod
-    def get_lookup(self, key: str) -> Mapping[str, str] | None:
-        """A lookup item's value by key, strongly consistent."""
+    def get_lookup(self, key: str, *, now: datetime | None = None) -> Mapping[str, str] | None:
+        """A lookup item's value by key, strongly consistent; with ``now``, an
+        item whose ``expires_at`` is not after it is absent."""
+
+    @abstractmethod
+    def delete_lookup(self, key: str) -> bool:
+        """Remove one lookup item (a session signed out); False when there was none."""
+
+    @abstractmethod
+    def delete_expired_lookups(self, now: datetime, limit: int) -> int:
+        """Remove at most ``limit`` lookup items that expired by ``now``; how many
+        went. A store whose items expire by themselves (DynamoDB's TTL) removes
+        none here."""
 
     @abstractmethod
     def select_due(

@@ -35,6 +35,7 @@ from eventsourcing.persistence import IntegrityError
 
 from adapters.backend import LogReader, WorkFeed
 from adapters.bootstrap import Ledger, policy_from_settings
+from adapters.housekeeping import housekeeping_loop
 from adapters.rebuild import rebuild
 from adapters.webhooks.deliverer import Deliverer
 from adapters.webhooks.lanes import DeliveryLanes
@@ -101,6 +102,7 @@ class Runtime:
     recovery_interval: float
     subscribers: list[SubscriberRun] = field(default_factory=list)
     recovery: bool = True
+    housekeeping: bool = False  # build_runtime turns it on
     poll_seconds: float = 0.2
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -130,6 +132,8 @@ class Runtime:
             self._spawn(f"ledger-{run.subscriber.name}", partial(self._subscriber_loop, run))
         if self.recovery:
             self._leasing.append(self._spawn("ledger-recovery", self._recovery_loop))
+        if self.housekeeping:  # expired lookups, delivered webhook bodies
+            self._spawn("ledger-housekeeping", self._housekeeping_loop)
 
     def stop(self, grace: float | None = None) -> StopReport:
         """Stop leasing, let what runs finish (at most ``grace`` seconds, by
@@ -297,6 +301,9 @@ class Runtime:
                 logger.error("recovery tick failed: %s", type(exc).__name__)
             self._pause(self.recovery_interval)
 
+    def _housekeeping_loop(self) -> None:
+        housekeeping_loop(self.ledger, self.stop_event, self.recovery_interval, self.poll_seconds)
+
     def wait_idle(self, timeout: float) -> bool:
         """True once the pool has nothing queued or running (at most ``timeout`` s)."""
         return self.pool is None or self.pool.wait_idle(timeout)
@@ -394,6 +401,7 @@ def build_runtime(ledger: Ledger, *, worker: bool = True) -> Runtime:
         recovery_interval=settings.recovery_interval_seconds,
         subscribers=subscriber_runs(ledger),
         recovery=executing,
+        housekeeping=True,
         deliverer=ledger.make_deliverer() if ledger.webhooks else None,
         pool=pool,
     )

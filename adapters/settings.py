@@ -6,9 +6,7 @@ turns every validation problem into one clear ``SettingsError`` message.
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Mapping
 from enum import StrEnum
 from itertools import pairwise
 from typing import Annotated, Any
@@ -17,6 +15,13 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+# re-exported: the misspelled-variable warnings compare names with these settings
+from adapters.setting_names import (
+    referenced_variables,
+    setting_variables,
+    unknown_variable_warnings,
+    unknown_variables,
+)
 from domain.services.context import DEFAULT_NO_EFFECT_WATCH
 
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
@@ -28,10 +33,17 @@ ENV_PREFIX = "LEDGER_"
 # A claim name, or a dotted path into nested claims (``realm_access.roles``).
 CLAIM_PATH = r"^[A-Za-z0-9_:/\-]+(\.[A-Za-z0-9_:/\-]+)*$"
 CHANNEL_NAME = re.compile(r"[a-z][a-z0-9_.\-]{0,63}")
-# How close a misspelled variable's name must be to a setting's to be reported.
-NEAREST_NAME_CUTOFF = 0.75
-# The secrets an executors file names as "env:NAME" are its own, not settings.
-_ENV_REFERENCE = re.compile(r"env:([A-Za-z_][A-Za-z0-9_]{0,127})")
+
+
+__all__ = [
+    "Settings",
+    "SettingsError",
+    "load_settings",
+    "referenced_variables",
+    "setting_variables",
+    "unknown_variable_warnings",
+    "unknown_variables",
+]
 
 
 class SettingsError(Exception):
@@ -147,6 +159,12 @@ class Settings(BaseSettings):
     # host:port of a separate metrics listener (no token; the bound address is the guard)
     metrics_listen: str | None = None
     console_session_seconds: Annotated[int, Field(ge=60, le=43200)] = 900
+    # where browsers reach the console (https:// makes its cookies Secure), or the
+    # explicit choice; never taken from a request's Host header
+    public_url: Annotated[str | None, Field(min_length=1, max_length=2048)] = None
+    console_secure_cookies: bool | None = None
+    # a delivered webhook record keeps its body this long, then becomes a tombstone
+    webhook_retention_seconds: Annotated[int, Field(ge=3600, le=366 * 86400)] = 7 * 86400
 
     @field_validator("auth_hs256_secret")
     @classmethod
@@ -222,6 +240,14 @@ class Settings(BaseSettings):
         problem = authority_problem(parts)
         if problem:
             raise ValueError(problem)
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str | None) -> str | None:
+        parts = urlsplit(value or "https://x")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("needs an http:// or https:// scheme and a host")
         return value
 
     @field_validator("no_effect_watch_seconds", mode="before")
@@ -326,6 +352,16 @@ class Settings(BaseSettings):
         return host.strip("[]"), int(port)
 
     @property
+    def secure_cookies(self) -> bool:
+        """Console cookies are ``Secure``: LEDGER_CONSOLE_SECURE_COOKIES, else
+        whether LEDGER_PUBLIC_URL is https, else in production only."""
+        if self.console_secure_cookies is not None:
+            return self.console_secure_cookies
+        if self.public_url is not None:
+            return urlsplit(self.public_url).scheme == "https"
+        return self.env is Environment.PRODUCTION
+
+    @property
     def channel_services(self) -> dict[str, str]:
         """LEDGER_AUTH_CHANNEL_SERVICES: the channel of each registered service subject."""
         return dict(self.auth_channel_services)
@@ -340,70 +376,6 @@ class Settings(BaseSettings):
 
         parts = urlsplit(url)
         return parts.scheme == "https" or parts.hostname in LOOPBACK_HOSTS
-
-
-def setting_variables() -> frozenset[str]:
-    """Every ``LEDGER_*`` variable the settings read."""
-    return frozenset(ENV_PREFIX + name.upper() for name in Settings.model_fields)
-
-
-def unknown_variables(
-    environ: Mapping[str, str], *, referenced: frozenset[str] = frozenset()
-) -> list[tuple[str, str]]:
-    """``(variable, nearest setting)`` for each ``LEDGER_*`` variable that is no
-    setting but is named like one, so most likely a typo that would be ignored.
-
-    Named like one: after the prefix, difflib's ratio to a setting's name is at
-    least ``NEAREST_NAME_CUTOFF``, or one name contains the other
-    (``LEDGER_ENVIRONMENT`` for ``LEDGER_ENV``). Any other ``LEDGER_*`` name is
-    left alone (other tools use the prefix too), and so are the secrets an
-    executors file names (``referenced``).
-    """
-    known = {name.removeprefix(ENV_PREFIX): name for name in setting_variables()}
-    found: list[tuple[str, str]] = []
-    for name in sorted(environ):
-        upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in known.values() or name in referenced:
-            continue
-        nearest = _nearest(upper.removeprefix(ENV_PREFIX), known)
-        if nearest:
-            found.append((name, nearest))
-    return found
-
-
-def _nearest(suffix: str, known: Mapping[str, str]) -> str | None:
-    close = difflib.get_close_matches(suffix, list(known), n=1, cutoff=NEAREST_NAME_CUTOFF)
-    if close:
-        return known[close[0]]
-    containing = [
-        k for k in known if len(suffix) >= 3 and len(k) >= 3 and (k in suffix or suffix in k)
-    ]
-    if not containing:
-        return None
-    best = max(containing, key=lambda k: difflib.SequenceMatcher(None, suffix, k).ratio())
-    return known[best]
-
-
-def referenced_variables(executors_file: str | None) -> frozenset[str]:
-    """The variables an executors file names as ``env:NAME`` (none when it cannot be read)."""
-    if not executors_file:
-        return frozenset()
-    from pathlib import Path
-
-    try:
-        text = Path(executors_file).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset()
-    return frozenset(_ENV_REFERENCE.findall(text))
-
-
-def unknown_variable_warnings(environ: Mapping[str, str]) -> list[str]:
-    """One line per misspelled ``LEDGER_*`` variable, naming the nearest setting."""
-    referenced = referenced_variables(environ.get(ENV_PREFIX + "EXECUTORS_FILE"))
-    return [
-        f"warning: {name} is not a setting and is ignored; did you mean {nearest}?"
-        for name, nearest in unknown_variables(environ, referenced=referenced)
-    ]
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -182,9 +182,24 @@ class LedgerStore:
         decoded = [self.mapper.to_domain_event(event) for event in stored]
         return [event for event in decoded if isinstance(event, LedgerEvent)]
 
-    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+    def get_lookup(self, key: str, *, now: datetime | None = None) -> Mapping[str, str] | None:
         try:
-            return self.recorder.get_lookup(key)
+            return self.recorder.get_lookup(key, now=now)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
+    def delete_lookup(self, key: str) -> bool:
+        """Remove one lookup item (a console session signed out); False when absent."""
+        try:
+            return self.recorder.delete_lookup(key)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
+    def sweep_lookups(self, now: datetime, limit: int) -> int:
+        """Delete at most ``limit`` lookup items that expired by ``now`` (none on
+        DynamoDB, whose TTL deletes them); how many went."""
+        try:
+            return self.recorder.delete_expired_lookups(now, limit)
         except PersistenceError as exc:
             raise StoreUnavailable() from exc
 

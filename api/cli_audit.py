@@ -306,6 +306,8 @@ def audit(
 
 
 def _print_audit(report: dict[str, Any]) -> None:
+    """The timeline as tables. Every value is plain text, never console markup: a
+    redacted value reads ``[redacted]``, which markup would swallow."""
     from rich.table import Table
 
     console = Console(highlight=False)
@@ -320,11 +322,16 @@ def _print_audit(report: dict[str, Any]) -> None:
             "type",
             "recorded at",
             "data",
-            title=f"{stream['stream_id']}: {mark}",
+            title=Text(f"{stream['stream_id']}: {mark}"),
             title_justify="left",
         )
         for event in stream["events"]:
             data = ", ".join(f"{k}={v}" for k, v in sorted(event["data"].items()))
-            table.add_row(str(event["version"]), event["type"], event["recorded_at"], data)
+            table.add_row(
+                Text(str(event["version"])),
+                Text(str(event["type"])),
+                Text(str(event["recorded_at"])),
+                Text(data),
+            )
         console.print(table)
-    console.print("all chains verified" if report["verified"] else "verification FAILED")
+    console.print(Text("all chains verified" if report["verified"] else "verification FAILED"))

@@ -82,8 +82,22 @@ def list_command(
                 cursor = page.next_cursor
                 if cursor is None:
                     break
+            if shown == 0:
+                _say_none(status, configured=bool(ledger.webhooks))
         finally:
             ledger.close()
+
+
+def _say_none(status: DeliveryStatus, *, configured: bool) -> None:
+    """An empty list says so, on stderr (stdout stays one line per delivery)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    note = f"no {status.value} webhook deliveries"
+    if not configured:
+        note += "; no [[webhook]] subscription is configured (see LEDGER_EXECUTORS_FILE)"
+    # Text, not markup: "[[webhook]]" would be read as a style
+    Console(stderr=True, soft_wrap=True, highlight=False).print(Text(note))
 
 
 @webhooks_app.command("redeliver")
@@ -93,8 +107,11 @@ def redeliver_command(
     """Send one delivery again.
 
     A failing one goes at the next pass instead of after its backoff; a delivered
-    one is sent once more (receivers drop repeats by webhook-id).
+    one is sent once more (receivers drop repeats by webhook-id). One delivered
+    longer ago than LEDGER_WEBHOOK_RETENTION_SECONDS has been trimmed (no body is
+    kept) and cannot be sent again: the command says so and exits 1.
     """
+    from adapters.webhooks.deliverer import DeliveryTrimmed
     from api.cli_common import OPERATOR
     from api.cli_common import fail as _fail
     from api.cli_common import one_line_errors as _one_line_errors
@@ -107,6 +124,8 @@ def redeliver_command(
             service.redeliver(ledger, OPERATOR, delivery_id)
         except NotFound:
             _fail(f"no webhook delivery {delivery_id[:80]!r}")
+        except DeliveryTrimmed as trimmed:
+            _fail(f"webhook delivery {delivery_id[:80]!r} was {trimmed.detail}")
         finally:
             ledger.close()
         typer.echo(f"{delivery_id} pending: the running server sends it on its next pass")

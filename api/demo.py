@@ -20,8 +20,12 @@ from api.embedded import Principal, Role
 from api.testing import SteppedLedger, open_test_ledger
 from domain.attempt import ExecutionAttempt
 from domain.services.approval import Provenance
+from domain.spec import sha256_tag
 
-DIGEST = "sha256:" + "5e" * 32
+# What the demo's assistant binds into its specs besides the build's own digests:
+# its build, and the policy set it evaluated under (reserved, design.md 2.1).
+PLUGIN_BUILD = sha256_tag(b"ledger demo assistant 1")
+POLICY_DIGEST = sha256_tag(b"ledger demo: no policy set")
 WHO = Provenance("alice", "ib-alice-chat", "cb-kitchen", "conversation-42")
 ADMIN = Principal(subject="admin-demo", role=Role.ADMIN)
 
@@ -30,7 +34,7 @@ def _spec(ledger: SteppedLedger, capability: str, title: str, simulate: str) -> 
     spec = ledger.fake_spec(
         capability, simulate=simulate, content={"title": title}, permission="demo.execute"
     )
-    spec.update(plugin_build=DIGEST, schema_digest=DIGEST, policy_digest=DIGEST)
+    spec.update(plugin_build=PLUGIN_BUILD, policy_digest=POLICY_DIGEST)
     spec["sources"] = ["message:demo"]
     return spec
 

@@ -34,12 +34,17 @@ from domain.services.approval import Provenance
 from domain.services.execution import Worker
 from domain.services.recovery import ERROR, RecoveryReport, run_recovery
 from domain.services.worker_policy import Outcome
+from domain.spec import sha256_tag
 from domain.timeutil import format_utc
 
 __all__ = ["IdleReport", "SteppedLedger", "open_test_ledger"]
 
 DIGEST = "sha256:" + "0" * 64
-"""A digest for the spec fields the fakes do not check (plugin, schema, policy)."""
+"""The build and schema digests of a capability no registered build has (refused)."""
+PLUGIN_BUILD = sha256_tag(b"api.testing fake_spec 1")
+"""The proposing assistant's build that ``fake_spec`` names (design.md 2.1)."""
+POLICY_DIGEST = sha256_tag(b"api.testing: no policy set")
+"""The policy set ``fake_spec`` names: reserved, any well-formed value is accepted."""
 IDLE = frozenset({Outcome.SKIPPED.value, Outcome.MISSING.value, ERROR})
 """Recovery outcomes that change nothing: no further tick can move the attempt."""
 HORIZON = timedelta(days=3650)
@@ -187,13 +192,14 @@ class SteppedLedger(EmbeddedLedger):
         **changes: Any,
     ) -> dict[str, Any]:
         """A valid spec for a registered fake executor build (wire format)."""
-        builds = {e.capability: e.build_digest for e in self.executors()}
+        builds = {e.capability: e for e in self.executors()}
+        build = builds.get(capability)
         spec: dict[str, Any] = {
             "capability": capability,
-            "executor_build": builds.get(capability, DIGEST),
-            "plugin_build": DIGEST,
-            "schema_digest": DIGEST,
-            "policy_digest": DIGEST,
+            "executor_build": build.build_digest if build else DIGEST,
+            "plugin_build": PLUGIN_BUILD,
+            "schema_digest": build.schema_digest if build else DIGEST,
+            "policy_digest": POLICY_DIGEST,
             "permission": permission,
             "effect": "create",
             "destination": "tasks",

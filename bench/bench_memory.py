@@ -17,6 +17,9 @@
    are made, their stream records read back with the Streams API, and a fresh
    process runs the worker and the projector over the batch.
 
+What the store itself keeps per lifecycle, with and without housekeeping, is
+``bench_store_growth.py``'s table.
+
 Each figure is measured in its own child process (``--child``) and read from
 ``/proc/<pid>/status``. Linux only.
 

@@ -41,6 +41,7 @@ from adapters.executors.fake import (  # noqa: E402
     FAKE_CAPABILITIES,
     EffectLedger,
     fake_build_digest,
+    fake_schema_digest,
     register_fakes,
 )
 from adapters.executors.registry import StaticExecutorRegistry  # noqa: E402
@@ -554,7 +555,7 @@ class Lifecycle:
             "capability": capability,
             "executor_build": fake_build_digest(capability),
             "plugin_build": DIGEST,
-            "schema_digest": DIGEST,
+            "schema_digest": fake_schema_digest(capability),
             "policy_digest": DIGEST,
             "permission": PERMISSION,
             "effect": "create",

@@ -16,7 +16,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from domain.base import LedgerAggregate
 from domain.errors import InvalidInput
-from domain.spec import DIGEST_PATTERN, NAME_PATTERN, describe_validation_error, nfc, plain_id
+from domain.problems import from_pydantic
+from domain.spec import DIGEST_PATTERN, NAME_PATTERN, nfc, plain_id
 
 
 class DeliveryMode(StrEnum):
@@ -167,32 +168,32 @@ def validate_values(kind: DirectoryKind, data: Any) -> dict[str, Any]:
     try:
         model = VALUE_MODELS[kind].model_validate(data)
     except ValidationError as exc:
-        raise InvalidInput(describe_validation_error(exc)) from exc
+        raise InvalidInput(problems=from_pydantic(exc.errors(include_input=False))) from exc
     return model.model_dump(mode="json", exclude_defaults=True)
 
 
-def validate_ident(value: Any, what: str) -> str:
-    """Validate one id path segment (actor id, binding id, target id)."""
+def _one_value(model: type[BaseModel], value: Any, what: str, location: str) -> Any:
     try:
-        return _IdentModel.model_validate({"value": value}).value
+        return model.model_validate({"value": value}).value  # type: ignore[attr-defined]
     except ValidationError as exc:
-        raise InvalidInput(f"{what}: {exc.errors(include_input=False)[0]['msg']}") from exc
+        message = exc.errors(include_input=False)[0]["msg"]
+        raise InvalidInput.at("/" + what, message, location) from exc
 
 
-def validate_name(value: Any, what: str) -> str:
+def validate_ident(value: Any, what: str, location: str = "path") -> str:
+    """Validate one id (actor id, binding id, target id): a path parameter unless
+    ``location`` says otherwise (``query``, ``claim``)."""
+    return str(_one_value(_IdentModel, value, what, location))
+
+
+def validate_name(value: Any, what: str, location: str = "path") -> str:
     """Validate a lowercase name (capability, permission)."""
-    try:
-        return _NameModel.model_validate({"value": value}).value
-    except ValidationError as exc:
-        raise InvalidInput(f"{what}: {exc.errors(include_input=False)[0]['msg']}") from exc
+    return str(_one_value(_NameModel, value, what, location))
 
 
-def validate_digest(value: Any, what: str) -> str:
+def validate_digest(value: Any, what: str, location: str = "path") -> str:
     """Validate a ``sha256:<64 hex>`` digest."""
-    try:
-        return _DigestModel.model_validate({"value": value}).value
-    except ValidationError as exc:
-        raise InvalidInput(f"{what}: {exc.errors(include_input=False)[0]['msg']}") from exc
+    return str(_one_value(_DigestModel, value, what, location))
 
 
 class _IdentModel(BaseModel):

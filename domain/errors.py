@@ -8,6 +8,9 @@ The HTTP layer maps codes to status codes in one place.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Self
+
+from domain.problems import BODY, FieldProblem, summary
 
 
 class LedgerError(Exception):
@@ -22,10 +25,24 @@ class LedgerError(Exception):
 
 
 class InvalidInput(LedgerError):
-    """Input failed validation (unknown field, wrong type, out of bounds)."""
+    """Input failed validation (unknown field, wrong type, out of bounds).
+
+    ``problems`` names each failing field (a JSON pointer into the request and
+    what it needs); without a ``detail`` of its own the detail lists them."""
 
     code = "invalid_input"
     default_detail = "The request body is not valid."
+
+    def __init__(self, detail: str | None = None, *, problems: Sequence[FieldProblem] = ()) -> None:
+        self.problems: tuple[FieldProblem, ...] = tuple(problems)
+        if detail is None and self.problems:
+            detail = summary(self.problems, self.default_detail)
+        super().__init__(detail)
+
+    @classmethod
+    def at(cls, pointer: str, message: str, location: str = BODY) -> Self:
+        """The error of one failing field: ``cls.at("/reason", "must be ...")``."""
+        return cls(problems=[FieldProblem(pointer, message, location)])
 
 
 class InvalidSpec(InvalidInput):
@@ -40,6 +57,28 @@ class UnknownPermission(InvalidInput):
 
     code = "unknown_permission"
     default_detail = "The permission is not in the catalogue."
+
+
+class UnknownActor(InvalidInput):
+    """A proposal names an actor the directory does not hold (refused at propose,
+    so the proposer learns it at once instead of from a failed approval)."""
+
+    code = "unknown_actor"
+    default_detail = "/actor_id: no actor of that id is in the directory"
+
+
+class ActorDisabled(InvalidInput):
+    """A proposal names an actor the directory holds disabled."""
+
+    code = "actor_disabled"
+    default_detail = "/actor_id: the actor is disabled in the directory"
+
+
+class PermissionNotGranted(InvalidInput):
+    """The proposal's actor does not hold the spec's permission in the directory."""
+
+    code = "permission_not_granted"
+    default_detail = "/spec/permission: the actor does not hold this permission"
 
 
 class ExecutorBuildUnavailable(InvalidInput):

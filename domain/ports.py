@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from domain.base import LedgerAggregate, LedgerEvent
 from domain.directory import DeliveryMode
+from domain.problems import FieldProblem
 from domain.spec import ProposalSpec
 
 A = TypeVar("A", bound=LedgerAggregate)
@@ -101,6 +102,20 @@ class Reconciler(Protocol):
     def lookup(self, request: ExecutionRequest) -> ReconcileAnswer: ...
 
 
+class ContentSchema(Protocol):
+    """The JSON Schema a build declares for the spec's ``content`` (design.md 2.1).
+
+    ``digest`` is the spec's ``schema_digest`` for that build: ``sha256:`` over
+    the RFC 8785 bytes of the schema (``domain.spec.content_schema_digest``)."""
+
+    digest: str
+
+    def problems(self, content: Mapping[str, Any], prefix: str) -> list[FieldProblem]:
+        """Every way ``content`` fails the schema, as pointers under ``prefix``;
+        the messages never repeat the content."""
+        ...
+
+
 class ExecutorRegistry(Protocol):
     """Executors keyed by (capability, exact build digest): the builds this process
     hosts. A capability may have several at once (a rollover); a draining one runs
@@ -112,14 +127,23 @@ class ExecutorRegistry(Protocol):
 
     def is_draining(self, capability: str, build_digest: str) -> bool: ...
 
+    def content_schema(self, capability: str, build_digest: str) -> ContentSchema | None:
+        """The build's content schema; None when it declares none (any object)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Lookup:
-    """A create-only unique item written in the same commit (e.g. a token hash)."""
+    """A create-only unique item written in the same commit (e.g. a token hash).
+
+    ``expires_at``: read after it, the item is absent (and swept away later);
+    ``now``: when it is written, so an expired item of the same key is replaced
+    instead of clashing (a key reused after it was forgotten)."""
 
     key: str
     value: Mapping[str, str]
     expires_at: datetime | None = None
+    now: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -196,8 +220,9 @@ class EventStore(Protocol):
         """
         ...
 
-    def get_lookup(self, key: str) -> Mapping[str, str] | None:
-        """A lookup item by key (strongly consistent)."""
+    def get_lookup(self, key: str, *, now: datetime | None = None) -> Mapping[str, str] | None:
+        """A lookup item by key (strongly consistent); with ``now``, an item
+        that has expired by then is absent."""
         ...
 
     def events_at(self, keys: Sequence[tuple[str, int]]) -> Mapping[tuple[str, int], LedgerEvent]:

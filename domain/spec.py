@@ -12,6 +12,7 @@ import hashlib
 import threading
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ from pydantic import (
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidSpec
+from domain.problems import from_pydantic, summary
 
 MAX_SAFE_INT = 2**53 - 1
 MAX_CONTENT_BYTES = 16 * 1024
@@ -161,6 +163,46 @@ def _normalize_content(value: Any, depth: int, budget: list[int]) -> Any:
     raise ValueError(f"content values must be JSON; got {type(value).__name__}")
 
 
+DESCRIPTIONS: dict[str, str] = {
+    "capability": "The capability that carries the effect out: a build's `capability` in "
+    "`GET /executors`.",
+    "executor_build": "The exact executor build that carries the effect out: `sha256:` over "
+    "the build's code identity and its canonical configuration, its content schema included "
+    "(design.md 11.1). The ledger computes it at start-up; the proposer copies it from "
+    "`GET /executors` (`executor_build` of a `current` build the directory allows). A changed "
+    "configuration or content schema is a new build.",
+    "plugin_build": "The build of the proposing assistant (the plugin, tool or release that "
+    "wrote this proposal): `sha256:` of whatever identifies that build exactly, computed by the "
+    "proposer, for example over its release artifact or its name and version. The ledger does "
+    "not interpret it: it is bound into the payload and view hashes, shown in the preview and "
+    "recorded, so the audit trail says which assistant build proposed what was approved.",
+    "schema_digest": "`sha256:` over the RFC 8785 bytes of the content schema of the named "
+    "executor build (over `{}` when the build declares none). `GET /executors` publishes it as "
+    "`schema_digest`; the proposer copies it from there (or computes it from "
+    "`content_schema`). Checked at propose: another value is a 422 `invalid_spec` naming "
+    "`/spec/schema_digest`, so a proposal is always written against the schema its build holds.",
+    "policy_digest": "Reserved: the digest of the version of the policy set the proposal was "
+    "evaluated under. Nothing evaluates policies yet, so until they land any well-formed "
+    "`sha256:<64 hex>` value is accepted (it is bound into the hashes like every field).",
+    "permission": "The core permission the effect needs (one of LEDGER_PERMISSIONS). The "
+    "actor must hold it in the directory: checked at propose (422 `permission_not_granted`), "
+    "at approval and again before dispatch.",
+    "effect": "What kind of change it is (`create`, `update`, `delete`...): a lowercase name.",
+    "target": "The existing record the effect changes and the revision the proposal was "
+    "based on; omit it for an effect that creates something new.",
+    "destination": "Where the effect goes (a list, a channel...); the `http` executor puts it "
+    "in its URL as `{destination}`.",
+    "content": "The effect's payload: a JSON object of at most 16 KiB canonical, 8 levels and "
+    "1,024 values, integers only (decimals as strings). Validated against the build's content "
+    "schema (`content_schema` in `GET /executors`): a 422 names every failing field by its "
+    "JSON pointer.",
+    "sources": "References to what the proposal came from (message ids...), at most 64.",
+    "expires_at": "When the proposal lapses: RFC 3339 with an offset, stored in UTC with `Z`; "
+    "must be in the future.",
+}
+"""The OpenAPI descriptions of the spec's fields (what each binds, who computes it)."""
+
+
 class Target(BaseModel):
     """The canonical target of an effect and the revision the proposal was based on."""
 
@@ -175,18 +217,18 @@ class ProposalSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    capability: Name
-    executor_build: Digest
-    plugin_build: Digest
-    schema_digest: Digest
-    policy_digest: Digest
-    permission: Name
-    effect: Name
-    target: Target | None = None
-    destination: Ref
-    content: dict[str, Any]
-    sources: Annotated[list[Ref], Field(max_length=64)]
-    expires_at: UtcTimestamp
+    capability: Annotated[Name, Field(description=DESCRIPTIONS["capability"])]
+    executor_build: Annotated[Digest, Field(description=DESCRIPTIONS["executor_build"])]
+    plugin_build: Annotated[Digest, Field(description=DESCRIPTIONS["plugin_build"])]
+    schema_digest: Annotated[Digest, Field(description=DESCRIPTIONS["schema_digest"])]
+    policy_digest: Annotated[Digest, Field(description=DESCRIPTIONS["policy_digest"])]
+    permission: Annotated[Name, Field(description=DESCRIPTIONS["permission"])]
+    effect: Annotated[Name, Field(description=DESCRIPTIONS["effect"])]
+    target: Annotated[Target | None, Field(description=DESCRIPTIONS["target"])] = None
+    destination: Annotated[Ref, Field(description=DESCRIPTIONS["destination"])]
+    content: Annotated[dict[str, Any], Field(description=DESCRIPTIONS["content"])]
+    sources: Annotated[list[Ref], Field(max_length=64, description=DESCRIPTIONS["sources"])]
+    expires_at: Annotated[UtcTimestamp, Field(description=DESCRIPTIONS["expires_at"])]
 
     @field_validator("content", mode="before")
     @classmethod
@@ -205,26 +247,28 @@ class ProposalSpec(BaseModel):
         return data
 
 
-def parse_spec(data: Any) -> ProposalSpec:
-    """Validate untrusted input into a spec, raising one clear domain error."""
+def parse_spec(data: Any, prefix: str = "") -> ProposalSpec:
+    """Validate untrusted input into a spec, raising one clear domain error that
+    names every failing field (as pointers under ``prefix``, e.g. ``/spec``)."""
     try:
         return ProposalSpec.model_validate(data)
     except ValidationError as exc:
-        raise InvalidSpec(describe_validation_error(exc)) from exc
+        raise InvalidSpec(problems=from_pydantic(exc.errors(include_input=False), prefix)) from exc
 
 
 def describe_validation_error(exc: ValidationError) -> str:
-    """A short, safe summary: field locations and messages, never input values."""
-    parts = []
-    for err in exc.errors(include_input=False, include_url=False)[:5]:
-        loc, msg = err["loc"], err["msg"]
-        if err["type"] == "extra_forbidden":
-            # The unknown key is caller input (it may be secret-shaped): name
-            # only where it was found.
-            loc, msg = loc[:-1], "unknown field is not permitted"
-        location = ".".join(str(p) for p in loc) or "body"
-        parts.append(f"{location}: {msg}")
-    return "; ".join(parts)
+    """A safe summary of every failing field: locations and messages, never input values."""
+    return summary(from_pydantic(exc.errors(include_input=False)), "The input is not valid.")
+
+
+NO_CONTENT_SCHEMA: dict[str, Any] = {}
+"""The content schema of a build that declares none: every JSON object is valid."""
+
+
+def content_schema_digest(schema: Mapping[str, Any]) -> str:
+    """A spec's ``schema_digest``: ``sha256:`` over the RFC 8785 bytes of the
+    content schema of its executor build (``{}`` for a build that declares none)."""
+    return sha256_tag(canonical_json(dict(schema)))
 
 
 def canonical_bytes(spec: ProposalSpec) -> bytes:

@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.support.stores",
     "tests.support.world_fixtures",
     "tests.support.app_fixtures",
+    "tests.support.scoping",
 ]

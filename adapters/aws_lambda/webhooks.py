@@ -16,7 +16,9 @@ slow never fails the batch: the delivery is recorded ``failing`` with its
 backoff, and the scheduled invocation (``{"mode": "deliver"}``) sends every
 due delivery again (reading only what is due).
 The scheduled pass also records ``proposal.expired`` for watched proposal
-versions whose expiry has passed (expiry is derived from time: no event says it).
+versions whose expiry has passed (expiry is derived from time: no event says it),
+and trims delivered records older than ``LEDGER_WEBHOOK_RETENTION_SECONDS`` to
+tombstones without their body (``projections.webhook_retention``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from adapters.aws_lambda.common import (
     reason_code,
 )
 from adapters.bootstrap import Ledger
+from projections.webhook_retention import trim_delivered
 
 __all__ = ["DELIVER_MODE", "handler"]
 
@@ -63,7 +66,12 @@ def _deliver(ledger: Ledger, context: Any, subjects: set[str] | None) -> int:
     try:
         if subjects is None:  # the scheduled pass: records from before the due lists
             deliverer.adopt_legacy()
-        return deliverer.run_once(subjects=subjects, stop=out_of_time)
+        sent = deliverer.run_once(subjects=subjects, stop=out_of_time)
+        if subjects is None and not out_of_time():  # and the retention of delivered ones
+            trim_delivered(
+                ledger.views, ledger.clock.now(), ledger.settings.webhook_retention_seconds
+            )
+        return sent
     except Exception as exc:
         logger.warning("delivery pass failed", extra={"reason": reason_code(exc)})
         return 0

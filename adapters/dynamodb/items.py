@@ -125,13 +125,25 @@ def lookup_item(lookup: Lookup, recorded_at: str) -> Item:
         RECORDED_AT: {"S": recorded_at},
     }
     if lookup.expires_at is not None:
-        item[EXPIRES_AT] = {"S": lookup.expires_at.astimezone(UTC).isoformat()}
+        item[EXPIRES_AT] = {"S": utc_text(lookup.expires_at)}
         item[TTL_ATTRIBUTE] = {"N": str(int(lookup.expires_at.timestamp()))}
     return item
 
 
 def lookup_value(item: Mapping[str, Any]) -> dict[str, str]:
     return {k: v["S"] for k, v in item.get(VALUE, {}).get("M", {}).items()}
+
+
+def utc_text(moment: datetime) -> str:
+    """A lookup's expiry as stored: ISO 8601 in UTC, which sorts as time does."""
+    return moment.astimezone(UTC).isoformat()
+
+
+def lookup_expired(item: Mapping[str, Any], now: datetime) -> bool:
+    """The item has an expiry and it is not after ``now`` (TTL removes such items
+    only within days of it, so a read judges it itself)."""
+    expires = item.get(EXPIRES_AT, {}).get("S")
+    return expires is not None and expires <= utc_text(now)
 
 
 def due_bucket_name(number: int) -> str:

@@ -193,18 +193,33 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
 
         return DynamoDBBackend(self)
 
-    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+    def get_lookup(self, key: str, *, now: datetime | None = None) -> Mapping[str, str] | None:
         answer = self._call(
             lambda: self.client.get_item(
                 TableName=self.table_name,
                 Key=it.lookup_key(key),
                 ConsistentRead=True,
-                ProjectionExpression="#value",
-                ExpressionAttributeNames={"#value": it.VALUE},
+                ProjectionExpression="#value, #expires",
+                ExpressionAttributeNames={"#value": it.VALUE, "#expires": it.EXPIRES_AT},
             )
         )
         item = answer.get("Item")
-        return it.lookup_value(item) if item is not None else None
+        if item is None or (now is not None and it.lookup_expired(item, now)):
+            return None
+        return it.lookup_value(item)
+
+    def delete_lookup(self, key: str) -> bool:
+        answer = self._call(
+            lambda: self.client.delete_item(
+                TableName=self.table_name, Key=it.lookup_key(key), ReturnValues="ALL_OLD"
+            )
+        )
+        return bool(answer.get("Attributes"))
+
+    def delete_expired_lookups(self, now: datetime, limit: int) -> int:
+        """None here: every expiring lookup carries the TTL attribute
+        (``expires_at_epoch``), and DynamoDB deletes it, no scan needed."""
+        return 0
 
     def select_due(
         self, upto: datetime, limit: int, cursor: str | None = None

@@ -166,16 +166,7 @@ def plan_commit(
         if lookup.key in keys:
             raise LookupConflictError(lookup.key)
         keys.add(lookup.key)
-        plan.actions.append(
-            {
-                "Put": {
-                    "TableName": table_name,
-                    "Item": it.lookup_item(lookup, at),
-                    "ConditionExpression": NOT_EXISTS,
-                    "ExpressionAttributeNames": PK_NAME,
-                }
-            }
-        )
+        plan.actions.append({"Put": _lookup_put(table_name, lookup, at)})
         plan.targets.append(Target("lookup", lookup.key))
     latest: dict[str, DueWork] = {}
     for entry in due:  # the last change of an attempt wins, as in the other backends
@@ -199,6 +190,25 @@ def plan_commit(
             f"one atomic write allows {MAX_TRANSACTION_ITEMS}."
         )
     return plan
+
+
+def _lookup_put(table_name: str, lookup: Lookup, at: str) -> PutTypeDef:
+    """Create-only; with ``lookup.now``, an item of the key that had expired by
+    then (TTL deletes it within days, not at once) gives way to the new one."""
+    if lookup.now is None:
+        return {
+            "TableName": table_name,
+            "Item": it.lookup_item(lookup, at),
+            "ConditionExpression": NOT_EXISTS,
+            "ExpressionAttributeNames": PK_NAME,
+        }
+    return {
+        "TableName": table_name,
+        "Item": it.lookup_item(lookup, at),
+        "ConditionExpression": f"{NOT_EXISTS} OR #expires <= :now",
+        "ExpressionAttributeNames": {**PK_NAME, "#expires": it.EXPIRES_AT},
+        "ExpressionAttributeValues": {":now": {"S": it.utc_text(lookup.now)}},
+    }
 
 
 class CommitWriter:

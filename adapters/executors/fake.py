@@ -31,11 +31,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, overload
 
+from adapters.executors.digest import build_digest
 from adapters.executors.registry import StaticExecutorRegistry
 from domain.directory import DeliveryMode
 from domain.errors import ExecutorKeyReused, ExecutorNoEffect, ExecutorOutcomeUncertain
 from domain.ports import Clock, ExecutionReceipt, ExecutionRequest, ReconcileAnswer
-from domain.spec import sha256_tag
+from domain.spec import content_schema_digest, sha256_tag
 
 FAKE_CAPABILITIES: dict[str, DeliveryMode] = {
     "fake.provider_idempotency": DeliveryMode.PROVIDER_IDEMPOTENCY,
@@ -56,9 +57,47 @@ RESEND_REFUSALS: dict[str, tuple[type[ExecutorNoEffect], str]] = {
 CACHE_KIB = 256
 
 
+SIMULATIONS = (
+    "success",
+    "no_write_error",
+    "timeout_before_effect",
+    "timeout_after_effect",
+    "unsafe_receipt",
+    "slow",
+    "lookup_unknown",
+    "resend_rejected",
+    "resend_key_reused",
+)
+"""Every behaviour ``content["simulate"]`` can choose (the module docstring says what each does)."""
+
+
+def fake_content_schema(capability: str) -> dict[str, Any]:
+    """The content schema of a fake build: a ``title``, the behaviour to simulate
+    and the time ``slow`` takes; other fields are allowed (and ignored)."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"{capability} content",
+        "type": "object",
+        "properties": {
+            "title": {"type": "string", "minLength": 1, "maxLength": 1000},
+            "simulate": {"enum": list(SIMULATIONS)},
+            "slow_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_SLOW_SECONDS},
+        },
+    }
+
+
+def fake_schema_digest(capability: str) -> str:
+    """The ``schema_digest`` a spec for a fake build names."""
+    return content_schema_digest(fake_content_schema(capability))
+
+
 def fake_build_digest(capability: str) -> str:
-    """The fixed build digest of a fake executor."""
-    return sha256_tag(f"fake-executor/{capability}/v1".encode())
+    """The fixed build digest of a fake executor: its version and its content
+    schema (a changed schema is a new build, as for every executor)."""
+    return build_digest(
+        sha256_tag(f"fake-executor/{capability}/v1".encode()),
+        {"kind": "fake", "content_schema": fake_content_schema(capability)},
+    )
 
 
 class Effects(Protocol):
@@ -301,6 +340,7 @@ class FakeExecutor:
     ) -> None:
         self.capability = capability
         self.build_digest = fake_build_digest(capability)
+        self.content_schema = fake_content_schema(capability)
         self.delivery_mode = FAKE_CAPABILITIES[capability]
         self.ledger = ledger
         self.clock = clock

@@ -13,11 +13,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from adapters.executors.content_schema import (
+    ContentSchemaError,
+    LoadedContentSchema,
+    load_content_schema,
+    load_content_schema_file,
+)
 from adapters.urls import authority_problem
 from domain.directory import DeliveryMode
 from domain.redaction import RECEIPT_KEY, looks_secret, secret_shaped_key
@@ -59,6 +66,10 @@ class HttpEntry(BaseModel):
     settle_seconds: Annotated[float | None, Field(ge=0, le=3600, strict=False)] = None
     max_response_bytes: Annotated[int, Field(ge=1024, le=16 * 1024 * 1024)] = 1024 * 1024
     tls_verify: bool = True
+    # The JSON Schema of the spec's content, inline or in a JSON file (relative to
+    # the executors file); the canonical schema is part of the build digest.
+    content_schema: dict[str, Any] | None = None
+    content_schema_file: Annotated[str, Field(min_length=1, max_length=1024)] | None = None
     # Build rollover: the previous entry of a capability kept beside the new one.
     # Its attempts and open presentations still run on it; new proposals are
     # refused it. Not part of the build digest: marking an entry draining keeps
@@ -109,6 +120,7 @@ class HttpExecutorConfig:
     lookup_url: UrlTemplate | None
     receipt_keys: tuple[tuple[str, tuple[str, ...]], ...]  # (stored key, pointer tokens)
     header_values: tuple[tuple[str, str], ...]
+    content_schema: LoadedContentSchema | None = None
 
     def __repr__(self) -> str:  # never the header values
         return f"HttpExecutorConfig({self.label})"
@@ -124,9 +136,15 @@ class HttpExecutorConfig:
 
     def digest_config(self) -> dict[str, Any]:
         """The canonical configuration: every key as written (``draining`` aside, a
-        lifecycle mark rather than configuration), secrets as ``env:NAME``."""
-        data = self.entry.model_dump(mode="json", exclude={"draining"})
+        lifecycle mark rather than configuration), secrets as ``env:NAME``, and the
+        content schema itself, whether inline or from a file (the file's name is
+        not part of it: moving a schema into a file keeps the build)."""
+        data = self.entry.model_dump(
+            mode="json", exclude={"draining", "content_schema", "content_schema_file"}
+        )
         data["kind"] = "http"
+        if self.content_schema is not None:
+            data["content_schema"] = dict(self.content_schema.schema)
         return data
 
 
@@ -206,9 +224,16 @@ def entry_error(exc: ValidationError) -> str:
 
 
 def check_entry(
-    raw: Any, position: int, environ: Mapping[str, str], *, production: bool
+    raw: Any,
+    position: int,
+    environ: Mapping[str, str],
+    *,
+    production: bool,
+    base_dir: Path | None = None,
 ) -> HttpExecutorConfig:
-    """Validate one ``[[http]]`` table and resolve its ``env:`` references."""
+    """Validate one ``[[http]]`` table, resolve its ``env:`` references and load
+    its content schema (a ``content_schema_file`` is relative to ``base_dir``,
+    the executors file's directory)."""
     label = f"[[http]] #{position}"
     if isinstance(raw, Mapping) and isinstance(raw.get("capability"), str):
         label += f" ({raw['capability'][:64]})"
@@ -238,9 +263,27 @@ def check_entry(
                 raise HttpConfigError(f"receipt: two pointers give the key {key!r}")
             keys[key] = tokens
         headers = _resolve_headers(entry, environ)
+        schema = _content_schema(entry, base_dir)
     except HttpConfigError as exc:
         raise HttpConfigError(f"{label}: {exc}") from None
-    return HttpExecutorConfig(entry, position, url, lookup, tuple(keys.items()), headers)
+    return HttpExecutorConfig(entry, position, url, lookup, tuple(keys.items()), headers, schema)
+
+
+def _content_schema(entry: HttpEntry, base_dir: Path | None) -> LoadedContentSchema | None:
+    if entry.content_schema is not None and entry.content_schema_file is not None:
+        raise HttpConfigError("content_schema_file: give content_schema or content_schema_file")
+    try:
+        if entry.content_schema is not None:
+            return load_content_schema(entry.content_schema, "content_schema")
+        if entry.content_schema_file is not None:
+            path = Path(entry.content_schema_file)
+            if not path.is_absolute():
+                path = (base_dir or Path.cwd()) / path
+            where = f"content_schema_file {entry.content_schema_file}"
+            return load_content_schema(load_content_schema_file(path, where), where)
+    except ContentSchemaError as exc:
+        raise HttpConfigError(str(exc)) from None
+    return None
 
 
 def _resolve_headers(entry: HttpEntry, environ: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

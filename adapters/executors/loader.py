@@ -23,6 +23,11 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
+from adapters.executors.content_schema import (
+    ContentSchemaError,
+    LoadedContentSchema,
+    load_content_schema,
+)
 from adapters.executors.fake import EffectLedger, FileEffectLedger, effect_ledger, register_fakes
 from adapters.executors.http_config import HttpConfigError, HttpExecutorConfig, check_entry
 from adapters.executors.registry import DuplicateExecutor, StaticExecutorRegistry
@@ -67,6 +72,7 @@ class _Pending:
     reconciler: Any
     kind: str
     source: str
+    content_schema: LoadedContentSchema | None = None
 
 
 def load_executors(
@@ -93,7 +99,9 @@ def load_executors(
             source = f"LEDGER_EXECUTORS_FILE {Path(str(settings.executors_file)).name}: " + (
                 executor.config.label
             )
-            pending.append(_Pending(executor, reconciler, "http", source))
+            pending.append(
+                _Pending(executor, reconciler, "http", source, executor.config.content_schema)
+            )
 
     registry = StaticExecutorRegistry()
     effects = (
@@ -108,6 +116,7 @@ def load_executors(
                 item.reconciler,
                 kind=item.kind,
                 draining=getattr(item.executor, "draining", False) is True,
+                content_schema=item.content_schema,
             )
         except DuplicateExecutor:
             for built in pending:
@@ -213,7 +222,13 @@ def read_executors_file(settings: Settings, environ: Mapping[str, str]) -> list[
     current: dict[str, int] = {}
     for position, raw in enumerate(entries, start=1):
         try:
-            config = check_entry(raw, position, environ, production=production)
+            config = check_entry(
+                raw,
+                position,
+                environ,
+                production=production,
+                base_dir=Path(settings.executors_file).parent,
+            )
         except HttpConfigError as exc:
             raise ExecutorConfigError(f"{name}: {exc}") from None
         capability = config.entry.capability
@@ -241,12 +256,15 @@ def _from_plugin(point: EntryPoint, settings: Settings) -> list[_Pending]:
     pending: list[_Pending] = []
     for item in produced:
         registration = item if isinstance(item, Registration) else Registration(item)
-        _check_plugin_executor(registration, source)
-        pending.append(_Pending(registration.executor, registration.reconciler, point.name, source))
+        schema = _check_plugin_executor(registration, source)
+        pending.append(
+            _Pending(registration.executor, registration.reconciler, point.name, source, schema)
+        )
     return pending
 
 
-def _check_plugin_executor(registration: Registration, source: str) -> None:
+def _check_plugin_executor(registration: Registration, source: str) -> LoadedContentSchema | None:
+    """Check one plugin executor against the port; returns its checked content schema."""
     executor = registration.executor
     capability = getattr(executor, "capability", None)
     digest = getattr(executor, "build_digest", None)
@@ -265,6 +283,13 @@ def _check_plugin_executor(registration: Registration, source: str) -> None:
         raise ExecutorConfigError(f"{where}: the reconciler has no lookup(request) method")
     if mode is DeliveryMode.CORRELATION_LOOKUP and reconciler is None:
         raise ExecutorConfigError(f"{where}: correlation_lookup needs a read-only reconciler")
+    declared = getattr(executor, "content_schema", None)
+    if declared is None:
+        return None
+    try:
+        return load_content_schema(declared, f"{where}: content_schema")
+    except ContentSchemaError as exc:
+        raise ExecutorConfigError(str(exc)) from None
 
 
 def _safe_error(exc: BaseException) -> str:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from adapters.executors.content_schema import LoadedContentSchema, load_content_schema
 from domain.directory import DeliveryMode
 from domain.ports import Executor, Reconciler
+from domain.spec import NO_CONTENT_SCHEMA, content_schema_digest
+
+NO_SCHEMA_DIGEST = content_schema_digest(NO_CONTENT_SCHEMA)
+"""The ``schema_digest`` of a build that declares no content schema (``{}``)."""
 
 
 class DuplicateExecutor(ValueError):
@@ -22,6 +29,10 @@ class RegistryEntry:
     kind: str = "fake"
     has_reconciler: bool = False
     draining: bool = False
+    content_schema: Mapping[str, Any] | None = None
+    """The JSON Schema the build declares for ``content``; None: any object."""
+    schema_digest: str = NO_SCHEMA_DIGEST
+    """What a spec for this build names as ``schema_digest`` (design.md 2.1)."""
 
     @property
     def state(self) -> str:
@@ -38,6 +49,7 @@ class StaticExecutorRegistry:
         self._reconcilers: dict[tuple[str, str], Reconciler] = {}
         self._kinds: dict[tuple[str, str], str] = {}
         self._draining: set[tuple[str, str]] = set()
+        self._schemas: dict[tuple[str, str], LoadedContentSchema] = {}
 
     def register(
         self,
@@ -46,12 +58,21 @@ class StaticExecutorRegistry:
         *,
         kind: str = "fake",
         draining: bool = False,
+        content_schema: LoadedContentSchema | None = None,
     ) -> None:
         """Host one build. ``draining``: hosted for what is already bound to it,
-        refused to new proposals (a rollover keeps the previous build beside the new)."""
+        refused to new proposals (a rollover keeps the previous build beside the new).
+        ``content_schema``: the build's checked schema; without it, the executor's
+        ``content_schema`` attribute when it has one (``ContentSchemaError`` if unusable)."""
         key = (executor.capability, executor.build_digest)
         if key in self._executors:
             raise DuplicateExecutor(f"executor already registered: {key[0]} {key[1]}")
+        if content_schema is None:
+            declared = getattr(executor, "content_schema", None)
+            if declared is not None:
+                content_schema = load_content_schema(declared, f"{key[0]} content_schema")
+        if content_schema is not None:
+            self._schemas[key] = content_schema
         self._executors[key] = executor
         self._kinds[key] = kind
         if draining:
@@ -75,18 +96,27 @@ class StaticExecutorRegistry:
     def is_draining(self, capability: str, build_digest: str) -> bool:
         return (capability, build_digest) in self._draining
 
+    def content_schema(self, capability: str, build_digest: str) -> LoadedContentSchema | None:
+        return self._schemas.get((capability, build_digest))
+
     def entries(self) -> list[RegistryEntry]:
-        return [
-            RegistryEntry(
-                e.capability,
-                e.build_digest,
-                e.delivery_mode,
-                self._kinds[key],
-                key in self._reconcilers,
-                key in self._draining,
+        """Every build in registration order, with its schema and schema digest."""
+        found = []
+        for key, e in self._executors.items():
+            schema = self._schemas.get(key)
+            found.append(
+                RegistryEntry(
+                    e.capability,
+                    e.build_digest,
+                    e.delivery_mode,
+                    self._kinds[key],
+                    key in self._reconcilers,
+                    key in self._draining,
+                    schema.schema if schema is not None else None,
+                    schema.digest if schema is not None else NO_SCHEMA_DIGEST,
+                )
             )
-            for key, e in self._executors.items()
-        ]
+        return found
 
     def close(self) -> None:
         """Release what executors hold (HTTP connection pools)."""

@@ -28,7 +28,8 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
 
     def __init__(self) -> None:
         super().__init__()
-        self._lookups: dict[str, dict[str, str]] = {}
+        # key -> (value, expires_at)
+        self._lookups: dict[str, tuple[dict[str, str], datetime | None]] = {}
         self._due: dict[str, DueWork] = {}
         self._heads: dict[str, StreamHead] = {}
 
@@ -54,12 +55,13 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
             keys: set[str] = set()
             for lookup in lookups:
                 # The same key twice in one commit clashes too, as in SQLite and DynamoDB.
-                if lookup.key in self._lookups or lookup.key in keys:
+                held = self._lookups.get(lookup.key)
+                if (held is not None and not _replaceable(held[1], lookup)) or lookup.key in keys:
                     raise LookupConflictError(lookup.key)
                 keys.add(lookup.key)
             result = super()._insert_events(stored_events, **kwargs)
             for lookup in lookups:
-                self._lookups[lookup.key] = dict(lookup.value)
+                self._lookups[lookup.key] = (dict(lookup.value), lookup.expires_at)
             for item in due:
                 if item.next_action_at is None:
                     self._due.pop(item.attempt_id, None)
@@ -93,10 +95,23 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
             heads = sorted(self._heads.values(), key=lambda h: h.stream_id)
         return iter(heads)
 
-    def get_lookup(self, key: str) -> Mapping[str, str] | None:
+    def get_lookup(self, key: str, *, now: datetime | None = None) -> Mapping[str, str] | None:
         with self._database_lock:
             found = self._lookups.get(key)
-            return dict(found) if found is not None else None
+            if found is None or _expired(found[1], now):
+                return None
+            return dict(found[0])
+
+    def delete_lookup(self, key: str) -> bool:
+        with self._database_lock:
+            return self._lookups.pop(key, None) is not None
+
+    def delete_expired_lookups(self, now: datetime, limit: int) -> int:
+        with self._database_lock:
+            gone = [k for k, (_, until) in self._lookups.items() if _expired(until, now)][:limit]
+            for key in gone:
+                del self._lookups[key]
+            return len(gone)
 
     def select_due(
         self, upto: datetime, limit: int, cursor: str | None = None
@@ -110,3 +125,12 @@ class MemoryLedgerRecorder(POPOProcessRecorder, LedgerRecorder):
         if cursor is not None:
             rows = [row for row in rows if row[0] > cursor]
         return check_due_page(rows, limit)
+
+
+def _expired(expires_at: datetime | None, now: datetime | None) -> bool:
+    return expires_at is not None and now is not None and expires_at <= now
+
+
+def _replaceable(expires_at: datetime | None, lookup: Lookup) -> bool:
+    """An expired item gives way to a new one of its key written after its expiry."""
+    return _expired(expires_at, lookup.now)

@@ -4,8 +4,6 @@ lookups, due work and the head index, all written in the events' transaction."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -17,7 +15,6 @@ from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteProcessRec
 
 from adapters.recorder import (
     LedgerRecorder,
-    LookupConflictError,
     StreamConflictError,
     check_due_page,
     due_sort_key,
@@ -27,6 +24,13 @@ from adapters.sqlite.durability import (
     DEFAULT_SYNCHRONOUS,
     Synchronous,
     synchronous_for,
+)
+from adapters.sqlite.lookups import (
+    LOOKUP_TABLE,
+    delete_expired_lookups,
+    delete_lookup,
+    insert_lookups,
+    select_lookup,
 )
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
@@ -74,8 +78,7 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
     def construct_create_table_statements(self) -> list[str]:
         statements = super().construct_create_table_statements()
         statements += [
-            "CREATE TABLE IF NOT EXISTS ledger_lookups ("
-            "key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at TEXT) WITHOUT ROWID",
+            *LOOKUP_TABLE,
             "CREATE TABLE IF NOT EXISTS ledger_due ("
             "attempt_id TEXT PRIMARY KEY, sort_key TEXT NOT NULL, "
             "next_action_at TEXT NOT NULL) WITHOUT ROWID",
@@ -123,20 +126,7 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
             [(_text_id(s.originator_id), s.originator_version) for s in stored_events]
             + [(check.stream_id, check.version + 1) for check in read_checks],
         )
-        for lookup in lookups:
-            try:
-                c.execute(
-                    "INSERT INTO ledger_lookups VALUES (?,?,?)",
-                    (
-                        lookup.key,
-                        json.dumps(dict(lookup.value), sort_keys=True),
-                        lookup.expires_at.astimezone(UTC).isoformat()
-                        if lookup.expires_at
-                        else None,
-                    ),
-                )
-            except sqlite3.IntegrityError as exc:
-                raise LookupConflictError(lookup.key) from exc
+        insert_lookups(c, lookups)
         result = super()._insert_events(c, stored_events, **kwargs)
         for item in due:
             if item.next_action_at is None:
@@ -341,12 +331,17 @@ class SQLiteLedgerRecorder(SQLiteProcessRecorder, LedgerRecorder):
         )
         return iter([StreamHead(r["stream_id"], r["version"], r["head"]) for r in rows])
 
-    def get_lookup(self, key: str) -> Mapping[str, str] | None:
-        rows = read(self.datastore, "SELECT value FROM ledger_lookups WHERE key=?", (key,))
-        if not rows:
-            return None
-        value: dict[str, str] = json.loads(rows[0][0])
-        return value
+    def get_lookup(self, key: str, *, now: datetime | None = None) -> Mapping[str, str] | None:
+        return select_lookup(self.datastore, key, now)
+
+    def delete_lookup(self, key: str) -> bool:
+        with self._write_transaction(durable=True) as c:
+            return delete_lookup(c, key)
+
+    def delete_expired_lookups(self, now: datetime, limit: int) -> int:
+        """One transaction, at most ``limit`` rows, found through the expiry index."""
+        with self._write_transaction() as c:
+            return delete_expired_lookups(c, now, limit)
 
     def select_due(
         self, upto: datetime, limit: int, cursor: str | None = None

@@ -12,7 +12,9 @@ start = "now"                                 # optional: "beginning" (default) 
 ```
 
 A problem is reported in one line naming the entry and the key; the secret
-value never appears in a message (the variable that holds it does).
+value never appears in a message (the variable that holds it does). A secret
+must give at least ``MIN_SECRET_BYTES`` (24) bytes of HMAC key: ``whsec_`` and
+the base64 of the key (Standard Webhooks), or a plain value of that many bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from domain.notifications import NotificationType
 from domain.redaction import looks_secret, secret_shaped_key
 
 SUBSCRIPTION_ID = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+MIN_SECRET_BYTES = 24
+"""Bytes of HMAC key a secret must give (after ``whsec_``, base64-decoded; a
+plain secret's UTF-8 bytes): anything shorter can be guessed or forged."""
 
 
 class WebhookConfigError(ValueError):
@@ -122,9 +127,15 @@ def check_webhook(
     if not secret:
         raise WebhookConfigError(f"{label}: secret: environment variable {variable} is not set")
     try:
-        signing_key(secret)
+        key = signing_key(secret)
     except InvalidInput as exc:
         raise WebhookConfigError(f"{label}: secret (from {variable}): {exc.detail}") from None
+    if len(key) < MIN_SECRET_BYTES:
+        raise WebhookConfigError(
+            f"{label}: secret (from {variable}): {len(key)} bytes of key, at least "
+            f"{MIN_SECRET_BYTES} are needed (whsec_ and the base64 of {MIN_SECRET_BYTES} "
+            "or more random bytes)"
+        )
     return WebhookSubscription(
         id=entry.id or default_id(entry.url),
         url=entry.url,

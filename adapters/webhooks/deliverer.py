@@ -28,9 +28,11 @@ from typing import Any, Protocol
 
 from adapters.webhooks import standard
 from adapters.webhooks.config import WebhookSubscription
+from domain.errors import IllegalTransition
 from domain.ports import Clock
 from domain.timeutil import format_utc, parse_utc
 from projections.ports import ViewRecord, ViewStore
+from projections.webhook_retention import is_trimmed
 from projections.webhooks import (
     DELIVERY_VIEW,
     OUTSTANDING,
@@ -53,6 +55,18 @@ LANE_PAGE = 100
 """Due records one lane reads per pass (the lane runs again at once when it sent any)."""
 _OUTSTANDING = frozenset(status.value for status in OUTSTANDING)
 MAX_CHAIN = 64  # facts of one subject followed back to the earliest unacknowledged one
+
+
+class DeliveryTrimmed(IllegalTransition):
+    """The delivery was made and its record trimmed after the retention: there is
+    no body to send again (its fact stays in the log)."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        super().__init__(
+            f"delivered at {data.get('delivered_at') or '?'} and trimmed after the "
+            "retention (LEDGER_WEBHOOK_RETENTION_SECONDS): nothing left to send; its fact "
+            f"stays in the log (ledger audit show {str(data.get('subject_id', '?'))[:80]})"
+        )
 
 
 class DeliveryFailed(Exception):
@@ -273,11 +287,14 @@ class Deliverer:
 
 def redeliver(views: ViewStore, delivery_id: str, clock: Clock) -> dict[str, Any] | None:
     """Make one record pending again, due now (None when there is no such record).
-    A delivered record is sent once more; a failing one is tried at once."""
+    A delivered record is sent once more; a failing one is tried at once. A record
+    trimmed after the retention has no body left to send: ``DeliveryTrimmed``."""
     for _ in range(8):
         row = views.get_view(DELIVERY_VIEW, delivery_id)
         if row is None:
             return None
+        if is_trimmed(row.data):
+            raise DeliveryTrimmed(row.data)
         data = dict(row.data)
         now = format_utc(clock.now())
         data.update(status=DeliveryStatus.PENDING.value, next_try_at=now, updated_at=now)

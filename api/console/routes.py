@@ -22,10 +22,11 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.console.session import SESSION_COOKIE, Session, SessionSigner
+from api.console.session import SESSION_COOKIE, Session, SessionStore
 from api.console.svg import timeline_svg
 from api.http.deps import LedgerDep
 from api.service import attempts, audit, proposals
+from api.service.principal import Role
 from domain.attempt import AttemptStatus, Resolution
 from domain.proposal import ProposalStatus
 from domain.timeutil import parse_utc
@@ -44,30 +45,15 @@ class SignInRequired(Exception):
     """No valid console session: the handler answers 303 to the sign-in page."""
 
 
-def get_signer(request: Request) -> SessionSigner:
-    signer: SessionSigner = request.app.state.console_signer
-    return signer
-
-
 def current_session(request: Request, ledger: LedgerDep) -> Session:
-    found = get_signer(request).check(request.cookies.get(SESSION_COOKIE), ledger.clock.now())
-    if found is None:
+    """The request's live admin session (one store read), else the sign-in page."""
+    found = SessionStore(ledger.store).find(request.cookies.get(SESSION_COOKIE), ledger.clock.now())
+    if found is None or found.role is not Role.ADMIN:
         raise SignInRequired()
     return found
 
 
 SessionDep = Annotated[Session, Depends(current_session)]
-
-
-def _secure(request: Request) -> bool:
-    """Secure cookies except for plain HTTP on loopback (a development console)."""
-    host = request.url.hostname or ""
-    return request.url.scheme == "https" or host not in (
-        "127.0.0.1",
-        "localhost",
-        "::1",
-        "testserver",
-    )
 
 
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
@@ -269,11 +255,11 @@ def stylesheet() -> Response:
 
 
 def install_console(app: Any) -> None:
-    """Mount the console on an app: its routes, its session signer, its sign-in redirect."""
+    """Mount the console on an app: its routes and its sign-in redirect (sessions
+    live in the ledger's store)."""
     from fastapi import FastAPI
 
     assert isinstance(app, FastAPI)
-    app.state.console_signer = SessionSigner()
 
     async def to_signin(request: Request, exc: Exception) -> Response:
         response = RedirectResponse("/console/signin", status_code=303)

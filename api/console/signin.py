@@ -1,36 +1,44 @@
-"""Console sign-in and sign-out: an admin bearer token exchanged for a session cookie."""
+"""Console sign-in and sign-out: an admin bearer token exchanged for a session.
+
+The session lives in the store (:mod:`api.console.session`): signing out
+deletes it, so a copy of the cookie opens nothing afterwards. Every cookie set
+here, the sign-out's expired one included, is HttpOnly, SameSite=Strict and
+``Secure`` as the settings say.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 import jwt
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from api.console.routes import SessionDep, SignInRequired, _page, _secure, get_signer
-from api.console.session import SESSION_COOKIE, SIGNIN_COOKIE, same_secret
+from adapters.settings import Settings
+from api.console.routes import SessionDep, SignInRequired, _page
+from api.console.session import (
+    SESSION_COOKIE,
+    SIGNIN_COOKIE,
+    SessionStore,
+    delete_cookie,
+    same_secret,
+    set_cookie,
+    signin_nonce,
+)
 from api.http.auth import Role, TokenVerifier
 from api.http.deps import LedgerDep, SettingsDep, get_verifier
 from domain.errors import Unauthenticated
 
 router = APIRouter(prefix="/console", include_in_schema=False)
+SIGNIN_FORM_SECONDS = 600
+BEARER_METHOD = "admin_token"
+"""How these sessions were signed in (another sign-in records its own)."""
 
 
 @router.get("/signin", response_class=HTMLResponse)
-def signin_form(request: Request) -> Response:
-    nonce = get_signer(request).signin_nonce()
-    response = _page(request, "signin.html", {"nonce": nonce, "error": None})
-    response.set_cookie(
-        SIGNIN_COOKIE,
-        nonce,
-        max_age=600,
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
-        path="/console",
-    )
-    return response
+def signin_form(request: Request, settings: SettingsDep) -> Response:
+    return _form(request, settings, None, 200)
 
 
 @router.post("/signin", response_class=HTMLResponse)
@@ -42,55 +50,54 @@ def signin(
     token: Annotated[str, Form(max_length=8192)] = "",
     csrf: Annotated[str, Form(max_length=200)] = "",
 ) -> Response:
-    """Exchange an admin bearer token for a session cookie (the token is not kept)."""
+    """Exchange an admin bearer token for a session (the token is not kept)."""
     if not same_secret(csrf, request.cookies.get(SIGNIN_COOKIE)):
-        return _refused_signin(request, "The sign-in form expired. Try again.", 400)
+        return _form(request, settings, "The sign-in form expired. Try again.", 400)
     try:
         caller = verifier.verify(token.strip())
     except Unauthenticated:
         caller = None
     if caller is None or caller.role is not Role.ADMIN:
         # One answer for a bad token and a non-admin one: the console is for admins.
-        return _refused_signin(request, "This token cannot open the console.", 401)
-    now = int(ledger.clock.now().timestamp())
-    expires = now + settings.console_session_seconds
+        return _form(request, settings, "This token cannot open the console.", 401)
+    now = ledger.clock.now()
+    expires = int(now.timestamp()) + settings.console_session_seconds
     token_exp = jwt.decode(token.strip(), options={"verify_signature": False}).get("exp")
     if isinstance(token_exp, int):
         expires = min(expires, token_exp)  # never outlive the token it came from
-    cookie, _ = get_signer(request).issue(caller.subject, expires)
-    response = RedirectResponse("/console", status_code=303)
-    response.set_cookie(
-        SESSION_COOKIE,
-        cookie,
-        max_age=max(1, expires - now),
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
-        path="/console",
+    lifetime = max(1, expires - int(now.timestamp()))
+    session_id, _ = SessionStore(ledger.store).start(
+        subject=caller.subject,
+        role=Role.ADMIN,
+        method=BEARER_METHOD,
+        now=now,
+        expires_at=now + timedelta(seconds=lifetime),
     )
-    response.delete_cookie(SIGNIN_COOKIE, path="/console")
+    response = RedirectResponse("/console", status_code=303)
+    set_cookie(response, settings, SESSION_COOKIE, session_id, lifetime)
+    delete_cookie(response, settings, SIGNIN_COOKIE)
     return response
 
 
-def _refused_signin(request: Request, message: str, status: int) -> Response:
-    nonce = get_signer(request).signin_nonce()
+def _form(request: Request, settings: Settings, message: str | None, status: int) -> Response:
+    """The sign-in form with a fresh nonce (its double-submit cookie set beside it)."""
+    nonce = signin_nonce()
     response = _page(request, "signin.html", {"nonce": nonce, "error": message}, status)
-    response.set_cookie(
-        SIGNIN_COOKIE,
-        nonce,
-        max_age=600,
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
-        path="/console",
-    )
+    set_cookie(response, settings, SIGNIN_COOKIE, nonce, SIGNIN_FORM_SECONDS)
     return response
 
 
 @router.post("/signout")
-def signout(session: SessionDep, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
+def signout(
+    session: SessionDep,
+    ledger: LedgerDep,
+    settings: SettingsDep,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """End the session on the server (every copy of its cookie), then the cookie."""
     if not same_secret(csrf, session.csrf):
         raise SignInRequired()
+    SessionStore(ledger.store).end(session)
     response = RedirectResponse("/console/signin", status_code=303)
-    response.delete_cookie(SESSION_COOKIE, path="/console")
+    delete_cookie(response, settings, SESSION_COOKIE)
     return response

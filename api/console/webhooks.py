@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from adapters.webhooks.deliverer import DeliveryTrimmed
 from api.console import routes
 from api.console.routes import SessionDep, _page
 from api.console.session import Session, same_secret
@@ -24,6 +25,8 @@ from projections.webhooks import DeliveryStatus
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 MAX_ID_CHARS = 80
+NOTICES = {"redelivered": "The delivery is pending again: it is sent on the next pass."}
+"""What a redirect's ``done`` may ask the page to say; any other value says nothing."""
 
 
 def _deliveries_page(
@@ -69,8 +72,9 @@ def webhook_deliveries(
 ) -> Response:
     """Deliveries in one status (by subscription and next try; delivered ones
     oldest first): failing ones with their error class, the receiver's status
-    code and the next try."""
-    notice = f"{done} is pending again: it is sent on the next pass." if done else None
+    code and the next try. ``done`` picks one of the fixed notices; nothing of
+    the query is ever shown."""
+    notice = NOTICES.get(done or "")
     return _deliveries_page(request, session, ledger, status, cursor, notice=notice)
 
 
@@ -105,8 +109,21 @@ def redeliver_form(
             code=404,
             problem="There is no such delivery.",
         )
+    except DeliveryTrimmed:
+        return _deliveries_page(
+            request,
+            session,
+            ledger,
+            DeliveryStatus.FAILING,
+            None,
+            code=409,
+            problem=(
+                "That delivery was made and trimmed after the retention: nothing is left "
+                "to send. Its fact stays in the log."
+            ),
+        )
     return RedirectResponse(
         "/console/webhooks?"
-        + urlencode({"status": DeliveryStatus.PENDING.value, "done": delivery_id}),
+        + urlencode({"status": DeliveryStatus.PENDING.value, "done": "redelivered"}),
         status_code=303,
     )

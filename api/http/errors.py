@@ -1,4 +1,6 @@
-"""Every error leaves the API as ``{"error": <code>, "detail": <safe text>}``.
+"""Every error leaves the API as ``{"error": <code>, "detail": <safe text>}``;
+an error about the request's fields adds ``errors`` (one entry per failing
+field: its JSON pointer and what it needs) and ``error_count``.
 
 This module is the ONE place where domain error codes become HTTP statuses.
 Routes raise domain errors (``domain.errors``) and never build error responses
@@ -14,11 +16,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.service.validation import describe_request_errors
-from domain.errors import LedgerError
+from api.service.validation import request_problems
+from domain.errors import InvalidInput, LedgerError
+from domain.problems import MAX_PROBLEMS, FieldProblem, summary
 
 logger = logging.getLogger("ledger.api")
 
@@ -27,6 +30,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_input": 422,
     "invalid_spec": 422,
     "unknown_permission": 422,
+    "unknown_actor": 422,
+    "actor_disabled": 422,
+    "permission_not_granted": 422,
     "executor_build_unavailable": 422,
     "executor_build_draining": 422,
     "nondeterministic_renderer": 422,
@@ -81,21 +87,63 @@ HTTP_ERRORS: dict[int, tuple[str, str]] = {
 INTERNAL_ERROR = ("internal_error", "Internal error.")
 
 
+class FieldErrorOut(BaseModel):
+    """One failing field of a request."""
+
+    pointer: str = Field(
+        description="Where: a JSON pointer (RFC 6901) into the request body, such as "
+        "`/spec/content/title` (empty for the body as a whole); for a query, path or header "
+        "parameter, `/` and its name. A key of the caller's that is not a plain name or "
+        "looks like a secret is shown as `*`."
+    )
+    message: str = Field(
+        description="What the field needs, never what was sent; an unknown field reads "
+        "`unknown field /spec/foo is not permitted`."
+    )
+    location: str = Field(
+        default="body",
+        description="`body`, or `query`, `path` or `header` for a parameter.",
+    )
+
+
 class ErrorBody(BaseModel):
     """The uniform error body of every non-2xx response."""
 
-    error: str
-    detail: str
+    error: str = Field(description="The stable error code (`invalid_spec`, `not_found`...).")
+    detail: str = Field(description="Safe text for people: never a token or request content.")
+    errors: list[FieldErrorOut] | None = Field(
+        default=None,
+        max_length=MAX_PROBLEMS,
+        description="Only on an error about the request's fields (a 422): every failing "
+        f"field, at most {MAX_PROBLEMS} (then `error_count` says how many were found).",
+    )
+    error_count: int | None = Field(
+        default=None,
+        ge=1,
+        description="With `errors`: how many failing fields were found (more than listed "
+        f"when above {MAX_PROBLEMS}).",
+    )
 
 
 def error_response(
-    status: int, code: str, detail: str, headers: dict[str, str] | None = None
+    status: int,
+    code: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    problems: tuple[FieldProblem, ...] | list[FieldProblem] = (),
 ) -> JSONResponse:
     """Build the uniform error response; 401 always carries a Bearer challenge."""
     merged = dict(headers or {})
     if status == 401:
         merged["WWW-Authenticate"] = "Bearer"
-    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=merged)
+    body: dict[str, Any] = {"error": code, "detail": detail}
+    if problems:
+        body["errors"] = [
+            {"pointer": p.pointer, "message": p.message, "location": p.location}
+            for p in problems[:MAX_PROBLEMS]
+        ]
+        body["error_count"] = len(problems)
+    return JSONResponse(body, status_code=status, headers=merged)
 
 
 def status_for(exc: LedgerError) -> int:
@@ -109,12 +157,15 @@ def status_for(exc: LedgerError) -> int:
 
 async def _ledger_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, LedgerError)
-    return error_response(status_for(exc), exc.code, exc.detail)
+    problems = exc.problems if isinstance(exc, InvalidInput) else ()
+    return error_response(status_for(exc), exc.code, exc.detail, problems=problems)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(422, "invalid_input", describe_request_errors(list(exc.errors())))
+    problems = request_problems(exc.errors())
+    detail = summary(problems, "The request is not valid.")
+    return error_response(422, "invalid_input", detail, problems=problems)
 
 
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:

@@ -15,7 +15,7 @@ MAX_PAGE = 200
 def page_size(limit: int) -> int:
     """A page size within 1..MAX_PAGE (over HTTP the query refuses others first)."""
     if not 1 <= limit <= MAX_PAGE:
-        raise InvalidInput(f"limit: must be 1..{MAX_PAGE}")
+        raise InvalidInput.at("/limit", f"must be 1..{MAX_PAGE}", "query")
     return limit
 
 
@@ -27,8 +27,8 @@ def decode_cursor(token: str | None) -> str | None:
     if not token:
         return None
     if not re.fullmatch(r"[A-Za-z0-9_\-]+", token):
-        raise InvalidInput("cursor: not a cursor this API returned")
+        raise InvalidInput.at("/cursor", "not a cursor this API returned", "query")
     try:
         return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidInput("cursor: not a cursor this API returned") from None
+        raise InvalidInput.at("/cursor", "not a cursor this API returned", "query") from None

@@ -68,6 +68,10 @@ def executor_listing(ledger: Ledger, principal: Principal) -> ExecutorListOut:
                 delivery_mode=entry.delivery_mode,
                 available=_available(ledger.store, entry),
                 state=entry.state,
+                content_schema=(
+                    dict(entry.content_schema) if entry.content_schema is not None else None
+                ),
+                schema_digest=entry.schema_digest,
             )
             for entry in list_executors(ledger)
         ]

@@ -2,6 +2,11 @@
 version (proposer or admin), and an actor's pending-approval inbox (its
 channel, or an admin).
 
+A lineage belongs to the proposer that created it: another proposer gets the
+uniform NotFound when it reads, revises, presents or cancels it, exactly as for
+a missing id. Admins read and cancel any; the channel of the proposal's actor
+reads it (design.md 5.7).
+
 Every write projects the lineage it changed into the inbox at once
 (read-your-writes: the projector would get there too; projecting twice is
 harmless).
@@ -28,6 +33,7 @@ from domain.errors import NotFound
 from domain.proposal import Proposal, ProposalStatus
 from domain.services import decisions
 from domain.services import proposals as proposal_services
+from domain.services.read_cache import read_proposal
 from projections.inbox import list_inbox, proposal_view
 
 READERS = (Role.PROPOSER, Role.CHANNEL, Role.ADMIN)
@@ -35,11 +41,18 @@ CANCELERS = (Role.PROPOSER, Role.ADMIN)
 INBOX_READERS = (Role.CHANNEL, Role.ADMIN)
 
 
-def may_see_proposal(principal: Principal, actor_id: str) -> bool:
-    """Proposers (trusted backends), admins, and the channel of the proposal's actor."""
-    if principal.role in (Role.PROPOSER, Role.ADMIN):
+def may_see_inbox(principal: Principal, actor_id: str) -> bool:
+    """Admins, and the channel of the actor."""
+    if principal.role is Role.ADMIN:
         return True
     return principal.provenance is not None and principal.provenance.actor_id == actor_id
+
+
+def may_see_proposal(principal: Principal, proposal: Proposal) -> bool:
+    """Admins, the proposer that owns the lineage, and the channel of its actor."""
+    if principal.role is Role.PROPOSER:
+        return proposal.owned_by(principal.subject)
+    return may_see_inbox(principal, proposal.actor_id)
 
 
 def refresh_inbox(ledger: Ledger, proposal_id: str) -> None:
@@ -50,9 +63,22 @@ def refresh_inbox(ledger: Ledger, proposal_id: str) -> None:
 def visible_proposal(ledger: Ledger, principal: Principal, proposal_id: str) -> Proposal:
     """The proposal, or the same NotFound whether it is missing or not the caller's."""
     proposal = ledger.store.get(Proposal, known_id(proposal_id))
-    if proposal is None or not may_see_proposal(principal, proposal.actor_id):
+    if proposal is None or not may_see_proposal(principal, proposal):
         raise NotFound()
     return proposal
+
+
+def check_owner(ledger: Ledger, principal: Principal, proposal_id: str) -> None:
+    """NotFound unless the caller may change the lineage: its proposer, or an admin.
+
+    Read through the read cache (the owner of a lineage never changes; the
+    change itself reads the proposal again, checked by its commit)."""
+    known_id(proposal_id)
+    if principal.role is Role.ADMIN:
+        return
+    proposal = read_proposal(ledger.store, ledger.context.cache, proposal_id)
+    if proposal is None or not proposal.owned_by(principal.subject):
+        raise NotFound()
 
 
 def propose(
@@ -60,8 +86,12 @@ def propose(
 ) -> ProposalOut:
     """Store a proposal version (superseding the previous one of its lineage).
 
-    With an idempotency key, a retry of the same request gets the first answer."""
+    With an idempotency key, a retry of the same request gets the first answer.
+    A new lineage belongs to the caller; only it may add versions (NotFound for
+    another proposer's lineage)."""
     require_role(principal, Role.PROPOSER)
+    if body.lineage_id is not None:
+        check_owner(ledger, principal, body.lineage_id)
     with held(ledger, principal, idempotency_key, route="/proposals", body=body) as key:
         result = proposal_services.propose(
             ledger.context,
@@ -70,6 +100,7 @@ def propose(
             lineage_id=body.lineage_id,
             expected_version=body.expected_version,
             idempotency=key,
+            proposer=principal.subject,
         )
     refresh_inbox(ledger, result.proposal_id)
     return ProposalOut(**result.__dict__)
@@ -84,8 +115,11 @@ def present(
     idempotency_key: str | None = None,
 ) -> PresentationOut:
     """A single-use presentation of one version; its token is in this answer only
-    (and, with an idempotency key, again in the answer to a retry)."""
+    (and, with an idempotency key, again in the answer to a retry). Only the
+    lineage's proposer presents it (NotFound for anyone else), and only to its
+    actor's bindings (InvalidInput otherwise, before anything is counted)."""
     require_role(principal, Role.PROPOSER)
+    check_owner(ledger, principal, proposal_id)
     route = f"/proposals/{proposal_id}/presentations"
     with held(ledger, principal, idempotency_key, route=route, body=body) as key:
         result = proposal_services.present(
@@ -120,9 +154,10 @@ def cancel(
     idempotency_key: str | None = None,
 ) -> ProposalViewOut:
     """Withdraw a presented version and revoke its presentations: no attempt can
-    ever come from it. An already decided version is answered with the stored truth."""
+    ever come from it. An already decided version is answered with the stored truth.
+    The lineage's proposer or an admin; NotFound for another proposer."""
     require_role(principal, *CANCELERS)
-    known_id(proposal_id)
+    check_owner(ledger, principal, proposal_id)
     route = f"/proposals/{proposal_id}/cancel"
     with held(ledger, principal, idempotency_key, route=route, body=body) as key:
         proposal = decisions.cancel(
@@ -145,9 +180,9 @@ def inbox(
     approve, soonest expiry first), from the inbox projection. A channel sees
     only its own actor's inbox; for any other actor the page is empty."""
     require_role(principal, *INBOX_READERS)
-    actor_id = validate_ident(actor_id, "actor_id")
+    actor_id = validate_ident(actor_id, "actor_id", "query")
     after = decode_cursor(cursor)
-    if not may_see_proposal(principal, actor_id):
+    if not may_see_inbox(principal, actor_id):
         return InboxOut(items=[])
     rows, next_raw = list_inbox(
         ledger.views, actor_id, status, ledger.clock.now(), page_size(limit), after

@@ -35,7 +35,8 @@ def list_deliveries(
 
 def redeliver(ledger: Ledger, principal: Principal, delivery_id: str) -> DeliveryOut:
     """Send one delivery again: pending, due now (a failing one at once rather
-    than after its backoff; a delivered one once more). NotFound when missing."""
+    than after its backoff; a delivered one once more). NotFound when missing;
+    ``DeliveryTrimmed`` (409) when it was delivered and trimmed after the retention."""
     require_role(principal, Role.ADMIN)
     found = make_pending(ledger.views, known_id(delivery_id), ledger.clock)
     if found is None:

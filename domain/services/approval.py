@@ -144,7 +144,7 @@ def resolve_presentation(ctx: ServiceContext, token: str) -> tuple[str, str]:
     """(proposal id, presentation id) of a token, or the uniform failure.
 
     Hash first, always: the unknown-token path does the same work up to the lookup."""
-    lookup = ctx.store.get_lookup(token_lookup_key(token_hash(token)))
+    lookup = ctx.store.get_lookup(token_lookup_key(token_hash(token)), now=ctx.clock.now())
     if lookup is None:
         raise unavailable("unknown_token")
     return lookup["proposal_id"], lookup["presentation_id"]

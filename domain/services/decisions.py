@@ -123,7 +123,10 @@ def cancel(
     With an idempotency key, the key is committed with the ``Canceled`` event
     (or alone when there is nothing to cancel); a retry answers with the stored
     proposal and appends nothing."""
-    if idempotency is not None and idempotency.stored_answer(ctx.store) is not None:
+    if (
+        idempotency is not None
+        and idempotency.stored_answer(ctx.store, ctx.clock.now()) is not None
+    ):
         return _stored(ctx, proposal_id)
 
     def cancel_once() -> Proposal:
@@ -139,7 +142,7 @@ def cancel(
             ctx.store.commit(Commit(aggregates=[proposal], lookups=lookups))
         except LookupConflict:
             assert idempotency is not None
-            if idempotency.stored_answer(ctx.store) is None:
+            if idempotency.stored_answer(ctx.store, ctx.clock.now()) is None:
                 raise
             return _stored(ctx, proposal_id)
         return proposal

@@ -1,16 +1,20 @@
 """Idempotency-Key (design.md 5.8; IETF draft "The Idempotency-Key HTTP Header Field").
 
 A key is scoped to its caller and remembered as hashes only: one create-only
-lookup item, ``idem#sha256(key)``, holding the SHA-256 of the caller scope,
-the SHA-256 of the request (method, route, path and canonical body) and the ids
-of what the first request created. It is written in the SAME commit as the
-write it protects, so a crash can never leave a key without its effect or the
-reverse, and it expires after ``KEEP`` (the TTL of the lookup item).
+lookup item, ``idem#sha256(caller scope, key)``, holding the SHA-256 of the
+caller scope, the SHA-256 of the request (method, route, path and canonical
+body) and the ids of what the first request created. Each caller has a
+namespace of its own: a key one caller used never refuses, nor even shows to,
+another caller's request (it names another item). The item is written in the
+SAME commit as the write it protects, so a crash can never leave a key without
+its effect or the reverse, and it expires after ``KEEP`` (the TTL of the
+lookup item; read after its expiry it is absent, and a new request with the
+key replaces it).
 
 - same caller, same request: the first answer is rebuilt from the stored ids
   (a proposal's preview is rendered again from its stored spec; a
   presentation's token is derived again, see ``derive_token``);
-- another request, another caller, a key over 255 characters or outside
+- the same caller with another request, a key over 255 characters or outside
   printable ASCII: the one uniform ``IdempotencyKeyRefused``;
 - a concurrent duplicate that commits second fails on the create-only item and
   then answers like a retry; while the first is still in progress in the same
@@ -39,6 +43,7 @@ from domain.ports import EventStore, Lookup
 MAX_KEY_CHARS = 255
 KEEP = timedelta(hours=25)  # kept at least 24 hours
 KEY_LABEL = "execution-ledger/idempotency/key/v1"
+SCOPED_KEY_LABEL = "execution-ledger/idempotency/scoped-key/v2"
 TOKEN_LABEL = b"execution-ledger/idempotency/presentation-token/v1"
 _PRINTABLE = re.compile(r"[\x21-\x7e]+")
 
@@ -67,24 +72,40 @@ class IdempotencyKey:
 
     @property
     def lookup_key(self) -> str:
+        """The caller's own item for this key: the scope is part of its name."""
+        return "idem#" + _sha(SCOPED_KEY_LABEL, self.scope, self.key)
+
+    @property
+    def legacy_lookup_key(self) -> str:
+        """Where a key was kept when all callers shared one namespace (items
+        written before this version; they expire within ``KEEP`` of the upgrade)."""
         return "idem#" + _sha(KEY_LABEL, self.key)
 
-    def stored_answer(self, store: EventStore) -> Mapping[str, str] | None:
-        """The first request's stored ids, None for a new key; refused when the
-        key belongs to another caller or came with another request."""
-        found = store.get_lookup(self.lookup_key)
+    def stored_answer(self, store: EventStore, now: datetime) -> Mapping[str, str] | None:
+        """The first request's stored ids, None for a new (or expired) key; refused
+        when the key came with another request of this caller.
+
+        An item of the shared namespace used before is read too, so a retry that
+        straddles the upgrade still gets its first answer; another caller's item
+        there is not this caller's key (None)."""
+        found = store.get_lookup(self.lookup_key, now=now)
         if found is None:
-            return None
-        if not hmac.compare_digest(found.get("scope", ""), _sha(KEY_LABEL, self.scope)):
+            found = store.get_lookup(self.legacy_lookup_key, now=now)
+            if found is None or not self._same_scope(found):
+                return None
+        if not self._same_scope(found):
             raise IdempotencyKeyRefused()
         if not hmac.compare_digest(found.get("request", ""), self.request):
             raise IdempotencyKeyRefused()
         return found
 
+    def _same_scope(self, found: Mapping[str, str]) -> bool:
+        return hmac.compare_digest(found.get("scope", ""), _sha(KEY_LABEL, self.scope))
+
     def record(self, now: datetime, **answer: str) -> Lookup:
-        """The lookup item to commit with the write."""
+        """The lookup item to commit with the write (it replaces an expired one)."""
         value = {"scope": _sha(KEY_LABEL, self.scope), "request": self.request, **answer}
-        return Lookup(key=self.lookup_key, value=value, expires_at=now + KEEP)
+        return Lookup(key=self.lookup_key, value=value, expires_at=now + KEEP, now=now)
 
     def derive_token(self, salt: str, presentation_id: str) -> str:
         """A presentation token only this caller's retry can derive again.

@@ -34,11 +34,14 @@ from domain.errors import (
     UnknownPermission,
 )
 from domain.ports import Commit, Lookup
+from domain.problems import FieldProblem
 from domain.proposal import Proposal, ProposalStatus
 from domain.services.automatic import screen
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
+from domain.services.presentation_bindings import check_presentation_bindings
 from domain.services.proposal_commit import Stored, screened, store_version
+from domain.services.propose_checks import SPEC_POINTER, check_actor_may_propose, content_problems
 from domain.services.quorum import check_member_presentation
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
@@ -93,23 +96,36 @@ def _render(ctx: ServiceContext, spec: ProposalSpec) -> tuple[str, str, str]:
 
 def check_spec_acceptable(ctx: ServiceContext, spec: ProposalSpec, now: datetime) -> None:
     """Catalogue permission, an executor build available in the directory and
-    hosted here as current (not draining), unexpired spec."""
+    hosted here as current (not draining), the build's content schema (its
+    digest and the content), an unexpired spec."""
     if spec.permission not in ctx.permissions:
-        raise UnknownPermission()
+        raise UnknownPermission(
+            problems=[FieldProblem(f"{SPEC_POINTER}/permission", "is not in the catalogue")]
+        )
     build = ctx.store.get(
         DirectoryRecord, executor_build_record_id(spec.capability, spec.executor_build)
     )
+    unavailable = [
+        FieldProblem(
+            f"{SPEC_POINTER}/executor_build",
+            "is not a build of this capability that the directory allows and this server hosts",
+        )
+    ]
     if build is None or not build.flag("available"):
-        raise ExecutorBuildUnavailable()
+        raise ExecutorBuildUnavailable(problems=unavailable)
+    problems: list[FieldProblem] = []
     if ctx.registry is not None:
         if ctx.registry.get(spec.capability, spec.executor_build) is None:
-            raise ExecutorBuildUnavailable()
+            raise ExecutorBuildUnavailable(problems=unavailable)
         if ctx.registry.is_draining(spec.capability, spec.executor_build):
             # Kept for the attempts and open presentations bound to it; new work uses
             # the capability's current build.
             raise ExecutorBuildDraining()
+        problems = content_problems(ctx.registry, spec)
     if spec.expires_at <= now:
-        raise InvalidSpec("expires_at: must be in the future")
+        problems.append(FieldProblem(f"{SPEC_POINTER}/expires_at", "must be in the future"))
+    if problems:
+        raise InvalidSpec(problems=problems)
 
 
 def propose(
@@ -120,9 +136,11 @@ def propose(
     lineage_id: str | None = None,
     expected_version: int | None = None,
     idempotency: IdempotencyKey | None = None,
+    proposer: str | None = None,
 ) -> ProposalResult:
     """Create a new lineage, or version n+1 of an existing one (superseding n).
 
+    ``proposer``: who creates a new lineage (recorded on it: its owner).
     With an idempotency key, a retry gets the first answer and the key is
     committed with the new version (one commit)."""
     if idempotency is not None:
@@ -130,7 +148,9 @@ def propose(
         if replay is not None:
             return replay
     try:
-        return _propose(ctx, actor_id, spec_data, lineage_id, expected_version, idempotency)
+        return _propose(
+            ctx, actor_id, spec_data, lineage_id, expected_version, idempotency, proposer
+        )
     except LookupConflict:
         # a concurrent duplicate committed the key first: answer as its retry
         assert idempotency is not None
@@ -141,7 +161,7 @@ def propose(
 
 
 def _replayed_proposal(ctx: ServiceContext, idem: IdempotencyKey) -> ProposalResult | None:
-    stored = idem.stored_answer(ctx.store)
+    stored = idem.stored_answer(ctx.store, ctx.clock.now())
     if stored is None:
         return None
     proposal = ctx.store.get(Proposal, stored["proposal_id"])
@@ -170,10 +190,12 @@ def _propose(
     lineage_id: str | None,
     expected_version: int | None,
     idem: IdempotencyKey | None,
+    proposer: str | None = None,
 ) -> ProposalResult:
-    spec = parse_spec(spec_data)
+    spec = parse_spec(spec_data, SPEC_POINTER)
     now = ctx.clock.now()
     check_spec_acceptable(ctx, spec, now)
+    check_actor_may_propose(ctx, actor_id, spec.permission)
     ph, preview, vh = _render(ctx, spec)
     stored_spec = spec.canonical_dict()
     at = format_utc(now)
@@ -191,6 +213,7 @@ def _propose(
                 view_hash=vh,
                 renderer_build=ctx.renderer.build,
                 at=at,
+                proposer=proposer,
             )
             stored = store_version(
                 ctx, proposal, 1, screening, spec, now, _remember(idem, now, proposal_id, 1)
@@ -205,7 +228,7 @@ def _propose(
         if existing is None:
             raise NotFound()
         if existing.actor_id != actor_id:
-            raise InvalidInput("actor_id: does not match the proposal lineage")
+            raise InvalidInput.at("/actor_id", "is not the actor of this proposal lineage")
         version = existing.revise(
             spec=stored_spec,
             payload_hash=ph,
@@ -270,14 +293,16 @@ def present(
     """Create a single-use presentation bound to one actor, binding and view.
 
     ``actor_id``: a quorum member's own presentation (``quorum.py``); by default
-    the proposal's actor's.
+    the proposal's actor's. The bindings must be that actor's, on one channel
+    and for the conversation named (``check_presentation_bindings``), else
+    InvalidInput.
 
     With an idempotency key the token is derived from it (``derive_token``), so
     a retry after a lost answer gets the same presentation and the same token."""
     ttl = ctx.presentation_ttl_seconds if ttl_seconds is None else ttl_seconds
     if not MIN_PRESENTATION_TTL <= ttl <= MAX_PRESENTATION_TTL:
-        raise InvalidInput(
-            f"ttl_seconds: must be between {MIN_PRESENTATION_TTL} and {MAX_PRESENTATION_TTL}"
+        raise InvalidInput.at(
+            "/ttl_seconds", f"must be between {MIN_PRESENTATION_TTL} and {MAX_PRESENTATION_TTL}"
         )
     if idempotency is not None:
         replay = _replayed_presentation(ctx, idempotency)
@@ -311,6 +336,14 @@ def present(
             raise NotFound()
         if actor_id is not None:
             check_member_presentation(ctx, proposal, version, actor_id, now)
+        # before anything is counted: a control no one can approve takes no slot
+        check_presentation_bindings(
+            ctx,
+            actor_id=actor_id or proposal.actor_id,
+            identity_binding_id=identity_binding_id,
+            channel_binding_id=channel_binding_id,
+            conversation_key=conversation_key,
+        )
         proposal.present(
             presentation_id=presentation_id,
             version=version,
@@ -352,7 +385,7 @@ def present(
 
 
 def _replayed_presentation(ctx: ServiceContext, idem: IdempotencyKey) -> PresentationResult | None:
-    stored = idem.stored_answer(ctx.store)
+    stored = idem.stored_answer(ctx.store, ctx.clock.now())
     if stored is None:
         return None
     token = idem.derive_token(stored["salt"], stored["presentation_id"])

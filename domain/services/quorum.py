@@ -192,7 +192,7 @@ def check_member_presentation(
     record = proposal.versions.get(version)
     spec = stored_spec(record["spec"], record["payload_hash"]) if record else None
     if spec is None:
-        raise InvalidInput("version: no such version of this proposal")
+        raise InvalidInput.at("/version", "no such version of this proposal")
     reads = DirectoryReads(ctx, fresh=True)
     actor = reads.get(actor_record_id(proposal.actor_id))
     groups = groups_of(actor) if actor is not None else ()
@@ -201,7 +201,8 @@ def check_member_presentation(
     except InvalidPolicySet:
         decision = None
     if decision is None or decision.verdict is not Verdict.QUORUM:
-        raise InvalidInput(
-            "actor_id: a version is presented to another actor than its own only when a "
-            "policy asks for a quorum (docs/policies.md)"
+        raise InvalidInput.at(
+            "/actor_id",
+            "a version is presented to another actor than its own only when a policy "
+            "asks for a quorum (docs/policies.md)",
         )

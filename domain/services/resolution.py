@@ -139,15 +139,17 @@ def resolve(
     try:
         verdict = Resolution(outcome)
     except ValueError:
-        raise InvalidInput("resolution: must be effect_applied or no_effect") from None
+        raise InvalidInput.at("/resolution", "must be effect_applied or no_effect") from None
     safe_reason = check_reason(reason)
     if safe_reason is None:
-        raise InvalidInput("reason: must be 1-500 characters with no secret-shaped content")
+        raise InvalidInput.at("/reason", "must be 1-500 characters with no secret-shaped content")
     safe_receipt = None
     if receipt is not None:
         safe_receipt = validate_receipt(receipt)
         if safe_receipt is None:
-            raise InvalidInput("receipt: must be small, flat and contain no secret-shaped data")
+            raise InvalidInput.at(
+                "/receipt", "must be small, flat and contain no secret-shaped data"
+            )
 
     def resolve_once() -> ExecutionAttempt:
         attempt = _load(ctx, attempt_id)

@@ -150,3 +150,22 @@ def test_projector_benchmark_prints_both_paths_side_by_side(tmp_path: Path) -> N
     assert "| before: through the aggregate |" in done.stdout
     assert "| after: the status fold of the events' data |" in done.stdout
     assert (tmp_path / "bench_projector.quick.md").exists()
+
+
+def test_store_growth_benchmark_prints_its_table() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_store_growth.py"), "--quick"],
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if "|" in line}
+    # the housekeeping sweeps every expired lookup; events are never deleted
+    assert rows["ledger_lookups"].split("|")[4].strip() == "0"
+    assert rows["stored_events"].split("|")[6].strip() == "1.00"
+    assert "file (after VACUUM)" in rows

@@ -37,6 +37,7 @@ from tests.chaos.world import (
 )
 from tests.chaos.wrappers import ChaosStore
 from tests.support.clocks import FixedClock
+from tests.support.factories import schema_digest_for
 from tests.support.stream_checks import expect
 from tests.support.worlds.approval import DIGEST
 
@@ -116,7 +117,7 @@ class Actions:
             "capability": capability,
             "executor_build": fake_build_digest(capability),
             "plugin_build": DIGEST,
-            "schema_digest": DIGEST,
+            "schema_digest": schema_digest_for(capability),
             "policy_digest": self.policy_digest(),  # type: ignore[attr-defined]
             "permission": "tasks.write",
             "effect": "delete" if self.rng.random() < 0.1 else "create",

@@ -50,10 +50,10 @@ class ChaosStore:
         self.sim.maybe_read_fault()
         return self.inner.get(cls, stream_id)
 
-    def get_lookup(self, key: str) -> Any:
+    def get_lookup(self, key: str, *, now: Any = None) -> Any:
         self.sim.yield_point("read", self.sim.profile.read_switch_rate)
         self.sim.maybe_read_fault()
-        return self.inner.get_lookup(key)
+        return self.inner.get_lookup(key, now=now)
 
     def audit_events(self, stream_id: str) -> Any:
         self.sim.yield_point("read", self.sim.profile.read_switch_rate)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from eventsourcing.persistence import StoredEvent
 
+from adapters.dynamodb.items import TTL_ATTRIBUTE, lookup_key
+from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.memory.recorder import MemoryLedgerRecorder
 from adapters.recorder import LedgerRecorder
 from adapters.store import LedgerStore
@@ -285,6 +287,100 @@ def test_the_same_lookup_key_twice_in_one_commit_writes_nothing(store: LedgerSto
 
     assert store.get_lookup(key) is None
     assert store.version_of(record.id) == 0
+
+
+# -- expiring lookups: absent once expired, replaced by a new item of their key, swept -------
+
+
+def later(days: float) -> datetime:
+    """A time past the real clock: the emulator's TTL reaps the items whose
+    expiry has really passed, so the expiries here lie ahead of it."""
+    return datetime.now(UTC).replace(microsecond=0) + timedelta(days=days)
+
+
+def test_a_lookup_read_after_its_expiry_is_absent(store: LedgerStore) -> None:
+    key, forever = f"idem#{new_stream_id()}", f"token#{new_stream_id()}"
+    expires = later(1)
+    store.commit(
+        Commit(
+            lookups=[
+                Lookup(key=key, value={"n": "1"}, expires_at=expires),
+                Lookup(key=forever, value={"n": "2"}),
+            ]
+        )
+    )
+
+    assert store.get_lookup(key, now=expires - timedelta(seconds=1)) == {"n": "1"}
+    assert store.get_lookup(key, now=expires) is None
+    assert store.get_lookup(key, now=expires + timedelta(days=30)) is None
+    assert store.get_lookup(forever, now=expires + timedelta(days=30)) == {"n": "2"}
+    assert store.get_lookup(key) == {"n": "1"}  # without a time: as stored, until swept
+
+
+def test_a_key_written_after_its_item_expired_replaces_it_and_not_before(
+    store: LedgerStore,
+) -> None:
+    key = f"idem#{new_stream_id()}"
+    expires = later(1)
+    store.commit(Commit(lookups=[Lookup(key=key, value={"n": "old"}, expires_at=expires)]))
+    early = expires - timedelta(seconds=1)
+
+    with pytest.raises(LookupConflict):
+        store.commit(Commit(lookups=[Lookup(key, {"n": "early"}, expires_at=later(2), now=early)]))
+    with pytest.raises(LookupConflict):  # without its time: create-only, as ever
+        store.commit(Commit(lookups=[Lookup(key, {"n": "timeless"}, expires_at=later(2))]))
+    store.commit(Commit(lookups=[Lookup(key, {"n": "new"}, expires_at=later(2), now=expires)]))
+
+    assert store.get_lookup(key, now=expires) == {"n": "new"}
+    with pytest.raises(LookupConflict):  # the new one is live: a clash again
+        store.commit(Commit(lookups=[Lookup(key, {"n": "third"}, now=expires)]))
+
+
+def test_the_sweep_deletes_expired_lookups_a_bounded_batch_at_a_time(
+    store: LedgerStore, ledger_recorder: LedgerRecorder
+) -> None:
+    expires = later(1)
+    expired = [f"idem#{new_stream_id()}" for _ in range(5)]
+    live = [f"token#{new_stream_id()}" for _ in range(2)]
+    forever = f"token#{new_stream_id()}"
+    store.commit(
+        Commit(
+            lookups=[Lookup(k, {"k": k}, expires_at=expires) for k in expired]
+            + [Lookup(k, {"k": k}, expires_at=later(5)) for k in live]
+            + [Lookup(forever, {"k": forever})]
+        )
+    )
+    if isinstance(ledger_recorder, DynamoDBLedgerRecorder):
+        # DynamoDB's TTL deletes them: each expiring item carries its attribute
+        assert store.sweep_lookups(expires, 10) == 0
+        for key in expired:
+            item = ledger_recorder.client.get_item(
+                TableName=ledger_recorder.table_name, Key=lookup_key(key), ConsistentRead=True
+            )["Item"]
+            assert item[TTL_ATTRIBUTE] == {"N": str(int(expires.timestamp()))}
+        plain = ledger_recorder.client.get_item(
+            TableName=ledger_recorder.table_name, Key=lookup_key(forever), ConsistentRead=True
+        )["Item"]
+        assert TTL_ATTRIBUTE not in plain
+        return
+
+    assert store.sweep_lookups(expires - timedelta(seconds=1), 10) == 0
+    assert store.sweep_lookups(expires, 2) == 2
+    assert store.sweep_lookups(expires, 10) == 3
+    assert store.sweep_lookups(expires, 10) == 0
+    assert [store.get_lookup(k) for k in expired] == [None] * 5
+    assert [store.get_lookup(k) for k in [*live, forever]] == [{"k": k} for k in [*live, forever]]
+
+
+def test_a_deleted_lookup_is_gone_and_its_key_free(store: LedgerStore) -> None:
+    key = f"session#{new_stream_id()}"
+    store.commit(Commit(lookups=[Lookup(key, {"subject": "ops"}, expires_at=later(1))]))
+
+    assert store.delete_lookup(key) is True
+    assert store.get_lookup(key) is None
+    assert store.delete_lookup(key) is False
+    store.commit(Commit(lookups=[Lookup(key, {"subject": "again"}, expires_at=later(1))]))
+    assert store.get_lookup(key) == {"subject": "again"}
 
 
 # -- due work --------------------------------------------------------------------------------

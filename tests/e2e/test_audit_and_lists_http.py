@@ -170,9 +170,13 @@ def test_audit_cli_verifies_and_names_the_first_bad_version(tmp_path: Path) -> N
     ledger.projector.project_attempt(attempt_id)
     ledger.close()
 
-    ok = invoke(["audit", attempt_id, "--verify"], LEDGER_SQLITE_PATH=db)
+    ok = invoke(["audit", attempt_id, "--verify"], LEDGER_SQLITE_PATH=db, COLUMNS="1000")
     assert ok.exit_code == 0, ok.stderr
     assert "all chains verified" in ok.stdout
+    # redacted values read [redacted], never swallowed as console markup
+    assert "idempotency_key=[redacted]," in ok.stdout
+    assert "'content': '[redacted]'" in ok.stdout
+    assert "idempotency_key=," not in ok.stdout
     as_json = json.loads(invoke(["audit", attempt_id, "--json"], LEDGER_SQLITE_PATH=db).stdout)
     assert as_json["verified"] is True
     assert {c["stream_id"].split(":")[0] for c in as_json["context"]} >= {

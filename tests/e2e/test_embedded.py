@@ -160,13 +160,18 @@ def test_errors_are_the_domain_errors_whose_codes_http_returns(
     with pytest.raises(InvalidInput) as bad:
         embedded.propose(PROVENANCE.actor_id, {**spec(), "surprise": 1})
     assert bad.value.code == "invalid_input"
-    assert "unknown field is not permitted" in bad.value.detail
+    assert bad.value.detail == "unknown field /spec/surprise is not permitted"
     answer = client.post(
         f"{API}/proposals",
         json={"actor_id": PROVENANCE.actor_id, "spec": {**spec(), "surprise": 1}},
         headers=bearer("proposer"),
     )
     assert_error(answer, 422, "invalid_input")
+    # the same problems, whichever way the request came
+    assert answer.json()["errors"] == [
+        {"pointer": p.pointer, "message": p.message, "location": p.location}
+        for p in bad.value.problems
+    ]
     with pytest.raises(NotFound):
         embedded.status("att_" + "0" * 64)
     with pytest.raises(NotFound):

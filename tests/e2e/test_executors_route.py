@@ -12,7 +12,12 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from adapters.bootstrap import Ledger, build_ledger
-from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
+from adapters.executors.fake import (
+    FAKE_CAPABILITIES,
+    fake_build_digest,
+    fake_content_schema,
+    fake_schema_digest,
+)
 from adapters.executors.registry import RegistryEntry
 from adapters.settings import load_settings
 from api.cli import app as cli_app
@@ -60,14 +65,18 @@ def test_proposers_and_admins_list_every_hosted_build(
         items = answer.json()["items"]
         assert [i["capability"] for i in items] == sorted(FAKE_CAPABILITIES)
         for item in items:
-            # the optional content_schema is absent, never null, when a build declares none
+            # every fake declares a content schema; its digest is the spec's schema_digest
             assert set(item) == {
                 "capability",
                 "executor_build",
                 "delivery_mode",
                 "available",
                 "state",
+                "content_schema",
+                "schema_digest",
             }
+            assert item["content_schema"] == fake_content_schema(item["capability"])
+            assert item["schema_digest"] == fake_schema_digest(item["capability"])
             assert item["executor_build"] == fake_build_digest(item["capability"])
             assert item["delivery_mode"] == FAKE_CAPABILITIES[item["capability"]].value
             assert item["available"] is False  # nothing allowed in the directory yet

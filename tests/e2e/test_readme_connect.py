@@ -4,6 +4,7 @@ against the reference provider, on SQLite and on the DynamoDB emulator."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -70,7 +71,14 @@ def check(result: subprocess.CompletedProcess[str], workdir: Path) -> None:
     executors = [line for line in lines if line.startswith("tasks.create sha256:")]
     assert len(executors) == 2 and executors[0] == executors[1]
     assert executors[0].endswith(" provider_idempotency http current")
-    assert "dict_values([1])" in lines  # the provider's own counter: one effect
+    assert "effects at the provider: 1" in lines  # the provider's own counter
+    # content the build's schema refuses: a 422 naming both failing fields
+    refused = json.loads(next(line for line in lines if line.startswith('{"error"')))
+    assert refused["error"] == "invalid_spec" and refused["error_count"] == 2, refused
+    assert sorted(e["pointer"] for e in refused["errors"]) == [
+        "/spec/content/titel",
+        "/spec/content/title",
+    ]
     assert '"status":"succeeded"' in lines[-1], detail
     assert '"receipt":{"id":"task_1","status":"created"}' in lines[-1]
     assert "Buy milk" not in lines[-1]

@@ -15,7 +15,7 @@ from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import load_settings
 from projections.webhooks import DELIVERY_VIEW
 from tests.support.cli import assert_one_line_failure, invoke
-from tests.support.http_helpers import API, Headers
+from tests.support.http_helpers import API, Headers, assert_error_body
 from tests.support.webhooks import seed
 
 
@@ -50,7 +50,9 @@ def test_failing_deliveries_page_by_cursor_without_their_bodies(
     bad = client.get(
         f"{API}/webhook-deliveries", params={"status": "lost"}, headers=bearer("admin")
     )
-    assert bad.status_code == 422 and set(bad.json()) == {"error", "detail"}
+    assert bad.status_code == 422
+    assert_error_body(bad.json(), 422)
+    assert [e["pointer"] for e in bad.json()["errors"]] == ["/status"]
     assert (
         client.get(
             f"{API}/webhook-deliveries", params={"status": "failing"}, headers=bearer("channel")
@@ -108,6 +110,26 @@ def test_the_cli_lists_and_redelivers(sqlite_env: dict[str, str]) -> None:
         invoke(["webhooks", "redeliver", "whd_nope"], **sqlite_env),
         "no webhook delivery 'whd_nope'",
     )
+
+
+def test_an_empty_list_says_so_on_stderr(sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    for status in ("failing", "pending", "delivered"):
+        listed = invoke(["webhooks", "list", "--status", status], **sqlite_env)
+        assert listed.exit_code == 0, listed.stderr
+        assert listed.stdout == ""  # scripts reading one line per delivery read none
+        assert listed.stderr.strip() == (
+            f"no {status} webhook deliveries; no [[webhook]] subscription is configured "
+            "(see LEDGER_EXECUTORS_FILE)"
+        )
+    subscribed = tmp_path / "webhooks.toml"
+    subscribed.write_text(
+        '[[webhook]]\nurl = "http://127.0.0.1:9/hook"\nsecret = "env:HOOK_SECRET"\n'
+        'events = ["attempt.succeeded"]\n'
+    )
+    env = {**sqlite_env, "LEDGER_EXECUTORS_FILE": str(subscribed), "HOOK_SECRET": "s" * 32}
+    listed = invoke(["webhooks", "list", "--json"], **env)
+    assert listed.exit_code == 0, listed.stderr
+    assert (listed.stdout, listed.stderr.strip()) == ("", "no failing webhook deliveries")
 
 
 @pytest.mark.parametrize(

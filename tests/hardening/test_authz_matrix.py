@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
-from tests.support.http_helpers import API, DIRECTORY, Headers, spec
+from tests.support.http_helpers import API, DIRECTORY, Headers, assert_error_body, spec
 from tests.support.worlds.http_api import (
     MISSING_ATTEMPT,
     MISSING_PROPOSAL,
@@ -285,20 +285,28 @@ RULES: dict[tuple[str, str], Rule] = {
         lambda w, rel: (f"{API}/proposals", {"actor_id": "alice", "spec": spec()}, None),
         {"owner": 201, "non_owner": 201, "missing": 201},
     ),
+    # a lineage is its proposer's: another proposer gets the missing answer, byte for byte
     ("POST", "/api/conversational/proposals/{proposal_id}/presentations"): Rule(
-        frozenset({"proposer"}), _presentation, {"owner": 201, "non_owner": 201, "missing": 404}
+        frozenset({"proposer"}),
+        _presentation,
+        {"owner": 201, "non_owner": 201, "missing": 404},
+        hidden=frozenset({"proposer"}),
+        same_as_missing=True,
     ),
-    # proposers are trusted backends (no per-proposer ownership, as for presentations);
-    # a channel sees only its actor's proposals, anyone else's is the missing answer
+    # its proposer, admins, and the channel of its actor; anyone else's is the missing answer
     ("GET", "/api/conversational/proposals/{proposal_id}"): Rule(
         frozenset({"admin", "proposer", "channel"}),
         _proposal(),
         FOUND,
-        hidden=frozenset({"channel"}),
+        hidden=frozenset({"channel", "proposer"}),
         same_as_missing=True,
     ),
     ("POST", "/api/conversational/proposals/{proposal_id}/cancel"): Rule(
-        frozenset({"admin", "proposer"}), _proposal("/cancel"), FOUND
+        frozenset({"admin", "proposer"}),
+        _proposal("/cancel"),
+        FOUND,
+        hidden=frozenset({"proposer"}),
+        same_as_missing=True,
     ),
     # a channel asking for another actor's inbox gets an empty page, like an empty inbox
     ("GET", "/api/conversational/proposals"): Rule(frozenset({"admin", "channel"}), _inbox, OK_200),
@@ -437,7 +445,7 @@ def test_the_whole_matrix(http_world: HttpWorld, client: TestClient) -> None:
                 continue
             if response.status_code >= 400:
                 body = response.json()
-                assert set(body) == {"error", "detail"}, (method, path, role, body)
+                assert_error_body(body, response.status_code)
             refused = expected == rule.answers["missing"] and relation != "missing"
             if rule.same_as_missing and refused and role in rule.roles:
                 missing = send(
@@ -498,3 +506,80 @@ def test_a_channel_service_of_another_channel_gets_the_missing_answer_byte_for_b
         f"{API}/approvals", json={"token": w.token, "provenance": asserted}, headers=slack
     )
     assert answer.status_code == 202, answer.text
+
+
+# -- scoping rows: a lineage is its proposer's, keys are each caller's (issue 26) ----------
+
+OWNER = "owner"
+OTHER = "non_owner"
+
+
+def _revise(w: HttpWorld, rel: str) -> Request:
+    lineage = MISSING_PROPOSAL if rel == "missing" else w.proposal_id
+    body = {"actor_id": "alice", "lineage_id": lineage, "spec": spec(content={"title": "v2"})}
+    return f"{API}/proposals", body, None
+
+
+def _present_to_bob(w: HttpWorld, rel: str) -> Request:
+    path, body, params = _presentation(w, rel)
+    assert body is not None
+    return path, {**body, "identity_binding_id": "ib-bob"}, params
+
+
+# (what, build, {relation: status}): the proposer role as the owner, another proposer
+# and for a missing id; every refusal of another proposer is the missing answer
+SCOPED_ROWS: list[tuple[str, Build, dict[str, int]]] = [
+    ("revise a lineage", _revise, {OWNER: 201, OTHER: 404, "missing": 404}),
+    ("present", _presentation, {OWNER: 201, OTHER: 404, "missing": 404}),
+    ("read", _proposal(), {OWNER: 200, OTHER: 404, "missing": 404}),
+    ("cancel", _proposal("/cancel"), {OWNER: 200, OTHER: 404, "missing": 404}),
+    # another actor's identity binding: refused for the owner, hidden from anyone else
+    ("present to bob's binding", _present_to_bob, {OWNER: 422, OTHER: 404, "missing": 404}),
+]
+
+
+@pytest.mark.parametrize(("what", "build", "answers"), SCOPED_ROWS, ids=[r[0] for r in SCOPED_ROWS])
+def test_a_lineage_answers_only_its_proposer(
+    http_world: HttpWorld, what: str, build: Build, answers: dict[str, int]
+) -> None:
+    w = http_world
+    w.client.put(
+        f"{DIRECTORY}/identity-bindings/ib-bob",
+        json={"actor_id": "bob", "channel": "slack", "external_id": "U2", "active": True},
+        headers=w.headers("admin"),
+    )
+    missing = send(
+        w, "POST" if what != "read" else "GET", build(w, "missing"), w.headers("proposer")
+    )
+    for relation, status in answers.items():
+        method = "GET" if what == "read" else "POST"
+        answer = send(w, method, build(w, relation), w.headers("proposer", relation))
+        assert answer.status_code == status, (what, relation, answer.text)
+        if relation == OTHER:
+            assert answer.content == missing.content, (what, answer.text, missing.text)
+            assert dict(answer.headers) == dict(missing.headers)
+
+
+def test_another_proposers_presentations_never_lock_the_owner_out(http_world: HttpWorld) -> None:
+    w = http_world
+    build = _presentation(w, OWNER)
+    for _ in range(25):
+        refused = send(w, "POST", build, w.headers("proposer", OTHER))
+        assert refused.status_code == 404, refused.text
+    shown = send(w, "POST", build, w.headers("proposer", OWNER))
+    assert shown.status_code == 201, shown.text
+    assert w.approve(shown.json()["token"], w.headers("channel")).status_code == 202
+
+
+def test_a_key_another_caller_used_is_neither_refused_nor_answered(http_world: HttpWorld) -> None:
+    w = http_world
+    path, body, _ = (f"{API}/proposals", {"actor_id": "alice", "spec": spec()}, None)
+    mine = {**w.headers("proposer", OWNER), "Idempotency-Key": "shared-key"}
+    theirs = {**w.headers("proposer", OTHER), "Idempotency-Key": "shared-key"}
+    first = w.client.post(path, json=body, headers=mine)
+    other_body = {**body, "spec": spec(content={"title": "Buy bread"})}
+    other = w.client.post(path, json=other_body, headers=theirs)
+    assert first.status_code == other.status_code == 201, other.text
+    assert other.json()["proposal_id"] != first.json()["proposal_id"]
+    assert w.client.post(path, json=body, headers=mine).json() == first.json()
+    assert w.client.post(path, json=other_body, headers=theirs).json() == other.json()

@@ -46,7 +46,15 @@ from projections.audit import audit_attempt, mermaid_state_diagram
 from tests.support.cli import invoke
 from tests.support.clocks import FixedClock
 from tests.support.console import sign_in
-from tests.support.http_helpers import API, DIRECTORY, FIXED_NOW, PROVENANCE, directory_puts, spec
+from tests.support.http_helpers import (
+    API,
+    DIRECTORY,
+    FIXED_NOW,
+    PROVENANCE,
+    assert_error_body,
+    directory_puts,
+    spec,
+)
 from tests.support.runtime_loops import run_loops
 from tests.support.webhook_capture import CapturingTransport
 
@@ -421,7 +429,7 @@ def run_everything(
                 headers={**auth[role], "Content-Type": "application/json"},
             )
             assert 400 <= response.status_code < 600, response.text
-            assert set(response.json()) == {"error", "detail"}
+            assert_error_body(response.json(), response.status_code)
         # the people around an approval: a declined proposal, a canceled one (with a
         # secret-shaped Idempotency-Key, retried), the proposal views and the inbox
         for plant in ("declined", "canceled"):

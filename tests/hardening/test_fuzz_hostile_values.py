@@ -29,7 +29,7 @@ from adapters.bootstrap import Ledger
 from adapters.settings import Settings
 from domain.spec import hidden_character
 from tests.support.hostile import any_text, fits_in_utc, hostile_ids, odd_timestamps
-from tests.support.http_helpers import API, PROVENANCE, Headers, spec
+from tests.support.http_helpers import API, PROVENANCE, Headers, assert_error_body, spec
 from tests.support.worlds.http_api import HttpWorld, build_world
 
 pytestmark = pytest.mark.usefixtures("hermetic_env")
@@ -50,12 +50,12 @@ def http_world(client: TestClient, ledger: Ledger, bearer: Callable[..., Headers
 
 
 def uniform(response: Any, *allowed: int) -> dict[str, Any]:
-    """Never a 5xx; an error is exactly ``{"error", "detail"}``."""
+    """Never a 5xx; an error is the uniform body (``errors`` only on a 422)."""
     assert response.status_code < 500, response.text
     assert response.status_code in allowed, response.text
     body: dict[str, Any] = response.json()
     if response.status_code >= 400:
-        assert set(body) == {"error", "detail"}, body
+        assert_error_body(body, response.status_code)
     return body
 
 

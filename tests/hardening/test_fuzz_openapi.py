@@ -28,7 +28,7 @@ from schemathesis import checks as st_checks
 from adapters.bootstrap import Ledger
 from api.http.middleware import DEFAULT_MAX_BODY_BYTES
 from tests.support.hostile import odd_timestamps
-from tests.support.http_helpers import Headers
+from tests.support.http_helpers import Headers, assert_error_body
 from tests.support.worlds.http_api import ROLES, HttpWorld, build_world, flat_routes
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("hermetic_env")]
@@ -45,13 +45,11 @@ CHECKS = [
 
 
 def uniform_error_body(ctx: Any, response: Any, case: Any) -> bool | None:
-    """Every error answer is exactly ``{"error": <code>, "detail": <text>}``."""
+    """Every error answer is ``{"error": <code>, "detail": <text>}``, plus, on an
+    error about the request's fields, ``errors`` and ``error_count``."""
     if response.status_code < 400:
         return None
-    body = json.loads(response.content)
-    assert isinstance(body, dict) and set(body) == {"error", "detail"}, body
-    assert isinstance(body["error"], str) and isinstance(body["detail"], str), body
-    assert body["error"] and body["detail"], body
+    assert_error_body(json.loads(response.content), response.status_code)
     return None
 
 
@@ -157,7 +155,7 @@ def _uniform(response: Any, status: int | tuple[int, ...]) -> dict[str, Any]:
     statuses = status if isinstance(status, tuple) else (status,)
     assert response.status_code in statuses, response.text
     body: dict[str, Any] = response.json()
-    assert set(body) == {"error", "detail"}, body
+    assert_error_body(body, response.status_code)
     return body
 
 
@@ -207,41 +205,54 @@ def test_oversize_bodies_are_a_uniform_413(
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "role", "payload"),
+    ("method", "path", "role", "payload", "unknown"),
     [
         (
             "PUT",
             "/api/conversational/directory/actors/alice",
             "admin",
             {"enabled": True, "sk_live_unknown_field": 1},
+            ["/*"],  # a secret-shaped key is never named
         ),
         (
             "POST",
             "/api/conversational/approvals",
             "channel",
             {"token": "x" * 43, "actor_id": "mallory"},
+            ["/actor_id"],
         ),
         (
             "POST",
             "/api/conversational/execution-attempts/{queued}/reconcile",
             "admin",
             {"expected_revision": 1, "provider_result": {"ok": True}},
+            ["/provider_result"],
         ),
         (
             "POST",
             "/api/conversational/proposals",
             "proposer",
             {"actor_id": "alice", "spec": {"capability": "x"}, "extra": True},
+            ["/extra"],
         ),
     ],
 )
-def test_unknown_fields_are_a_uniform_422_that_does_not_echo_them(
-    http_world: HttpWorld, method: str, path: str, role: str, payload: dict[str, Any]
+def test_unknown_fields_are_a_uniform_422_that_names_them_but_no_secret_or_value(
+    http_world: HttpWorld,
+    method: str,
+    path: str,
+    role: str,
+    payload: dict[str, Any],
+    unknown: list[str],
 ) -> None:
     body = _uniform(_send(http_world, method, path, role, json.dumps(payload).encode()), 422)
     assert body["error"] == "invalid_input"
-    for key in ("sk_live_unknown_field", "mallory", "provider_result"):
-        assert key not in body["detail"]
+    for sent in ("sk_live_unknown_field", "mallory"):  # a secret-shaped key, a value
+        assert sent not in json.dumps(body)
+    named = [e["pointer"] for e in body["errors"] if e["message"].startswith("unknown field")]
+    assert named == unknown
+    for pointer in unknown:
+        assert f"unknown field {pointer} is not permitted" in body["detail"]
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """Idempotency-Key on POST /proposals, .../presentations and .../cancel.
 
 Semantics (memory store): the same key and body get the first answer and
-status; another body, another caller or a key over 255 characters get the one
-uniform refusal; a duplicate while the first is in flight gets 409.
+status; another body or a key over 255 characters get the one uniform refusal;
+another caller's key is that caller's own (keys are namespaced per caller); a
+duplicate while the first is in flight gets 409.
 
 Lost answers (ministack, ``dynamodb`` marker): the request is applied and its
 answer is lost, either on the way to the HTTP client (the client drops it) or
@@ -184,15 +185,25 @@ def test_a_retried_cancel_appends_one_event(api: Api) -> None:
     assert api.events(proposal_id, "Canceled") == 1
 
 
-def test_another_body_another_caller_or_a_long_key_get_the_uniform_refusal(api: Api) -> None:
+def test_another_body_or_a_long_key_get_the_uniform_refusal(api: Api) -> None:
     assert api.propose("key-2").status_code == 201
     assert_refused(api.propose("key-2", content={"title": "something else"}))
-    assert_refused(api.propose("key-2", subject="another-backend"))
     assert_refused(api.propose("k" * 256))
     assert_refused(api.propose("has a space"))
     assert api.propose("k" * 255).status_code == 201
     proposal_id = api.stored("prop")[0]
     assert_refused(api.present(proposal_id, "key-2"))  # same key, another route
+    assert len(api.stored("prop")) == 2
+
+
+def test_another_callers_key_is_its_own(api: Api) -> None:
+    """Keys are namespaced per caller: the same key from another caller is a new
+    request of that caller, neither refused nor answered with the first one."""
+    first = api.propose("key-5")
+    other = api.propose("key-5", subject="another-backend")
+    assert first.status_code == other.status_code == 201, other.text
+    assert other.json()["proposal_id"] != first.json()["proposal_id"]
+    assert api.propose("key-5", subject="another-backend").json() == other.json()
     assert len(api.stored("prop")) == 2
 
 

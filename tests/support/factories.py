@@ -14,6 +14,16 @@ def digest(char: str) -> str:
     return "sha256:" + char * 64
 
 
+def schema_digest_for(capability: str) -> str:
+    """The ``schema_digest`` a spec for a build of ``capability`` names at propose:
+    a fake's own, else that of a build without a content schema (the tests'
+    ``http`` builds and plugins declare none)."""
+    from adapters.executors.fake import FAKE_CAPABILITIES, fake_schema_digest
+    from adapters.executors.registry import NO_SCHEMA_DIGEST
+
+    return fake_schema_digest(capability) if capability in FAKE_CAPABILITIES else NO_SCHEMA_DIGEST
+
+
 def spec_data(**overrides: Any) -> dict[str, Any]:
     """The wire-format example of design.md 2.1, with overrides applied."""
     data: dict[str, Any] = {

@@ -14,6 +14,7 @@ import httpx
 from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.services.approval import Provenance
+from tests.support.factories import schema_digest_for
 
 API = "/api/conversational"
 DIGEST = "sha256:" + "ab" * 32
@@ -77,7 +78,7 @@ def approve_one(
         "capability": capability,
         "executor_build": build or fake_build_digest(capability),
         "plugin_build": DIGEST,
-        "schema_digest": DIGEST,
+        "schema_digest": schema_digest_for(CAPABILITY),
         "policy_digest": DIGEST,
         "permission": "tasks.write",
         "effect": "create",

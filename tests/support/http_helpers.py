@@ -13,6 +13,7 @@ from adapters.bootstrap import Ledger
 from adapters.executors.fake import fake_build_digest
 from domain.services.approval import Provenance
 from domain.services.execution import Worker, WorkerPolicy
+from tests.support.factories import schema_digest_for
 
 FIXED_NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 FIXED_NOW_TEXT = "2026-03-01T12:00:00Z"
@@ -27,13 +28,38 @@ PROVENANCE = Provenance(
 Headers = dict[str, str]
 
 
+ERROR_KEYS = frozenset({"error", "detail"})
+FIELD_ERROR_KEYS = ERROR_KEYS | {"errors", "error_count"}
+
+
+def assert_error_body(body: Any, status: int | None = None) -> None:
+    """The uniform error body: ``error`` and ``detail``, and, on an error about the
+    request's fields (a 422 or a 400 of the parser), ``errors`` (each failing
+    field's pointer, message and location, at most 50) with ``error_count``."""
+    assert isinstance(body, dict), body
+    assert isinstance(body.get("error"), str) and body["error"], body
+    assert isinstance(body.get("detail"), str) and body["detail"], body
+    if set(body) == ERROR_KEYS:
+        return
+    assert set(body) == FIELD_ERROR_KEYS, body
+    assert status in (None, 400, 422), (status, body)
+    errors, count = body["errors"], body["error_count"]
+    assert isinstance(errors, list) and 1 <= len(errors) <= 50, body
+    assert isinstance(count, int) and count >= len(errors), body
+    assert count == len(errors) or len(errors) == 50, body
+    for item in errors:
+        assert set(item) == {"pointer", "message", "location"}, item
+        assert isinstance(item["pointer"], str) and isinstance(item["message"], str), item
+        assert item["message"] and item["location"] in {"body", "query", "path", "header"}, item
+        assert item["pointer"] == "" or item["pointer"].startswith("/"), item
+
+
 def assert_error(response: Any, status: int, code: str) -> None:
     """The response is the uniform error body with this status and code."""
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error", "detail"}, body
+    assert_error_body(body, status)
     assert body["error"] == code, body
-    assert isinstance(body["detail"], str) and body["detail"]
 
 
 def directory_puts() -> list[tuple[str, dict[str, Any]]]:
@@ -73,7 +99,7 @@ def spec(capability: str = "fake.provider_idempotency", **changes: Any) -> dict[
         "capability": capability,
         "executor_build": fake_build_digest(capability),
         "plugin_build": DIGEST,
-        "schema_digest": DIGEST,
+        "schema_digest": schema_digest_for(capability),
         "policy_digest": DIGEST,
         "permission": "tasks.write",
         "effect": "create",

@@ -27,6 +27,7 @@ import httpx
 from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.services.approval import Provenance
+from tests.support.factories import schema_digest_for
 
 CAPABILITY = "tasks.create"
 WHO = Provenance("alice", "ib-alice", "cb-kitchen", "conv-42")
@@ -99,7 +100,7 @@ def propose_and_present(api: httpx.Client, build: str, n: int) -> str:
         "capability": CAPABILITY,
         "executor_build": build,
         "plugin_build": DIGEST,
-        "schema_digest": DIGEST,
+        "schema_digest": schema_digest_for(CAPABILITY),
         "policy_digest": DIGEST,
         "permission": "tasks.write",
         "effect": "create",

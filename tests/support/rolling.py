@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from domain.attempt import ExecutionAttempt
+from tests.support.factories import schema_digest_for
 from tests.support.http_approvals import API, DIGEST, WHO, headers
 from tests.support.restart import Harness, Process, StoreUnderTest
 
@@ -122,7 +123,7 @@ def spec(build: str, n: int) -> dict[str, Any]:
         "capability": CAPABILITY,
         "executor_build": build,
         "plugin_build": DIGEST,
-        "schema_digest": DIGEST,
+        "schema_digest": schema_digest_for(CAPABILITY),
         "policy_digest": DIGEST,
         "permission": "tasks.write",
         "effect": "create",

@@ -181,7 +181,8 @@ def test_missing_value_fields_are_rejected_and_named(kind: DirectoryKind) -> Non
     with pytest.raises(InvalidInput) as caught:
         validate_values(kind, values)
 
-    assert caught.value.detail.startswith(field)
+    assert caught.value.detail.startswith(f"/{field}: ")
+    assert [p.pointer for p in caught.value.problems] == [f"/{field}"]
 
 
 @pytest.mark.parametrize("sent", ["true", 1, "yes", None])
@@ -189,7 +190,8 @@ def test_flags_must_be_real_booleans(sent: Any) -> None:
     with pytest.raises(InvalidInput) as caught:
         validate_values(DirectoryKind.ACTOR, {"enabled": sent})
 
-    assert caught.value.detail.startswith("enabled")
+    assert caught.value.detail.startswith("/enabled: ")
+    assert [p.pointer for p in caught.value.problems] == ["/enabled"]
 
 
 @pytest.mark.parametrize(
@@ -243,7 +245,8 @@ def test_invalid_idents_are_rejected_with_the_field_name(bad: Any) -> None:
     with pytest.raises(InvalidInput) as caught:
         validate_ident(bad, "actor_id")
 
-    assert caught.value.detail.startswith("actor_id")
+    assert caught.value.detail.startswith("path parameter actor_id: ")
+    assert [(p.pointer, p.location) for p in caught.value.problems] == [("/actor_id", "path")]
     assert CANARY not in caught.value.detail
 
 
@@ -252,7 +255,7 @@ def test_invalid_names_are_rejected(bad: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         validate_name(bad, "permission")
 
-    assert caught.value.detail.startswith("permission")
+    assert caught.value.detail.startswith("path parameter permission: ")
 
 
 def test_valid_name_passes() -> None:
@@ -264,7 +267,7 @@ def test_invalid_digests_are_rejected(bad: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         validate_digest(bad, "build_digest")
 
-    assert caught.value.detail.startswith("build_digest")
+    assert caught.value.detail.startswith("path parameter build_digest: ")
 
 
 def test_valid_digest_passes() -> None:

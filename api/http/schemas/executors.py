@@ -48,10 +48,21 @@ class ExecutorOut(BaseModel):
     content_schema: Annotated[
         dict[str, Any] | None,
         Field(
-            description="The JSON Schema the build declares for the spec's `content`; the key "
-            "is absent when the build declares none."
+            description="The JSON Schema (Draft 2020-12) the build declares for the spec's "
+            "`content`; the key is absent when the build declares none (then any JSON object "
+            "is valid). A proposal whose content fails it is refused with a 422 that names "
+            "every failing field by its JSON pointer."
         ),
     ] = None
+    schema_digest: Annotated[
+        str,
+        Field(
+            description="The spec's `schema_digest` for this build: `sha256:` over the RFC "
+            "8785 bytes of `content_schema` (of `{}` when the build declares none). Checked at "
+            "propose. The schema is part of the build: a changed schema is a new "
+            "`executor_build`."
+        ),
+    ]
 
 
 class ExecutorListOut(BaseModel):

@@ -18,12 +18,31 @@ class _Body(BaseModel):
 
 
 class ProposalIn(_Body):
-    """Propose an effect for an actor; with ``lineage_id``, a new version of a lineage."""
+    """Propose an effect for an actor; with ``lineage_id``, a new version of a lineage.
 
-    actor_id: Ident
-    spec: ProposalSpec
-    lineage_id: ProposalId | None = None
-    expected_version: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    A refusal about the request is a 422 whose ``errors`` name every failing
+    field by its JSON pointer (``/actor_id``, ``/spec/content/title``...)."""
+
+    actor_id: Ident = Field(
+        description="The actor who will approve: an enabled actor of the directory that holds "
+        "the spec's permission (else 422 `unknown_actor`, `actor_disabled` or "
+        "`permission_not_granted`)."
+    )
+    spec: ProposalSpec = Field(
+        description="The effect, complete (design.md 2.1). `executor_build` and "
+        "`schema_digest` come from `GET /executors`; `plugin_build` and `policy_digest` "
+        "from the proposer."
+    )
+    lineage_id: ProposalId | None = Field(
+        default=None,
+        description="Propose version n+1 of this lineage (superseding version n) instead "
+        "of a new one; the same actor only.",
+    )
+    expected_version: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None,
+        description="With `lineage_id`: the version being revised must be this one "
+        "(else 409 `stale_version`).",
+    )
 
 
 class ProposalOut(BaseModel):

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +19,9 @@ from ledger_client import AsyncClient, Client, RetryPolicy
 from ledger_client import _core as core
 from ledger_client.errors import (
     ApprovalUnavailable,
+    FieldError,
     IdempotencyKeyInUse,
+    InvalidSpec,
     LedgerConnectionError,
     NoAvailableBuild,
     NotFound,
@@ -266,7 +269,9 @@ def test_pick_build_takes_the_newest_available_build_of_the_capability() -> None
     from ledger_client.answers import ExecutorOut
 
     def build(char: str, available: bool, capability: str = "tasks.create") -> ExecutorOut:
-        return ExecutorOut(capability, sha256_digest(char), "provider_idempotency", available)
+        return ExecutorOut(
+            capability, sha256_digest(char), "provider_idempotency", available, sha256_digest("{}")
+        )
 
     listing = [
         build("z", True, "other"),
@@ -279,6 +284,47 @@ def test_pick_build_takes_the_newest_available_build_of_the_capability() -> None
         pick_build([build("new", False)], "tasks.create")
     with pytest.raises(NoAvailableBuild, match="hosts no build"):
         pick_build(listing, "notes.append")
+
+
+def test_a_spec_names_the_builds_schema_digest_unless_the_proposer_gives_its_own() -> None:
+    from ledger_client.answers import ExecutorOut
+    from ledger_client.spec import SpecDigests, make_spec
+
+    build = ExecutorOut(
+        "tasks.create", sha256_digest("b"), "provider_idempotency", True, sha256_digest("s")
+    )
+    mine = SpecDigests(sha256_digest("plugin"), sha256_digest("policy"))
+    fields: dict[str, Any] = {"permission": "tasks.write", "effect": "create", "destination": "t"}
+    spec = make_spec(build, {"title": "x"}, digests=mine, **fields)
+    assert (spec.executor_build, spec.schema_digest) == (sha256_digest("b"), sha256_digest("s"))
+    assert (spec.plugin_build, spec.policy_digest) == (mine.plugin_build, mine.policy_digest)
+    pinned = SpecDigests(mine.plugin_build, mine.policy_digest, schema_digest=sha256_digest("old"))
+    assert make_spec(build, {}, digests=pinned, **fields).schema_digest == sha256_digest("old")
+
+
+def test_a_field_refusal_carries_every_failing_field() -> None:
+    body = {
+        "error": "invalid_spec",
+        "detail": "2 fields",
+        "errors": [
+            {"pointer": "/spec/content/title", "message": "is required", "location": "body"},
+            {"pointer": "/limit", "message": "at most 100", "location": "query"},
+            {"pointer": 3, "message": "not the documented shape"},
+        ],
+        "error_count": 2,
+    }
+    handler, _ = scripted(httpx.Response(422, json=body))
+    with client(handler) as c, pytest.raises(InvalidSpec) as raised:
+        c.propose("alice", SPEC)
+    assert raised.value.errors == (
+        FieldError("/spec/content/title", "is required"),
+        FieldError("/limit", "at most 100", "query"),
+    )
+    assert raised.value.error_count == 2
+    handler, _ = scripted(refused(404, "not_found"))
+    with client(handler) as c, pytest.raises(NotFound) as missing:
+        c.get_proposal("prop_x")
+    assert (missing.value.errors, missing.value.error_count) == ((), 0)
 
 
 def test_the_base_url_may_be_the_root_or_the_api_prefix() -> None:

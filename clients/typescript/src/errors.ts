@@ -2,9 +2,27 @@
  * One error class per error code of the ledger's uniform error body
  * `{"error": <code>, "detail": <safe text>}`. Each is a `LedgerClientError`
  * with `code`, `status` and `detail`; the input refusals (422) extend
- * `InvalidInput`, as on the server. A code this client does not know yet
- * raises the base class with that code.
+ * `InvalidInput`, as on the server, and one about the request's fields also
+ * carries `errors` (every failing field by its JSON pointer) and `errorCount`.
+ * A code this client does not know yet raises the base class with that code.
  */
+
+/** One failing field of a refused request (the server's `FieldErrorOut`). */
+export interface FieldError {
+  /** A JSON pointer into the request body (`/spec/content/title`), or `/` and a parameter's name. */
+  pointer: string;
+  /** What the field needs, never what was sent. */
+  message: string;
+  /** `body`, or `query`, `path` or `header` for a parameter. */
+  location: string;
+}
+
+export interface ErrorOptions {
+  status?: number;
+  code?: string;
+  errors?: readonly FieldError[];
+  errorCount?: number;
+}
 
 export class LedgerClientError extends Error {
   static readonly code: string = "ledger_error";
@@ -12,13 +30,19 @@ export class LedgerClientError extends Error {
   /** 0: no HTTP answer came (the connection failed, or the client itself refused). */
   readonly status: number;
   readonly detail: string;
+  /** Every failing field the server listed (empty unless it is a field error). */
+  readonly errors: readonly FieldError[];
+  /** How many failing fields the server found (more than listed past its bound). */
+  readonly errorCount: number;
 
-  constructor(detail: string, options: { status?: number; code?: string } = {}) {
+  constructor(detail: string, options: ErrorOptions = {}) {
     super(detail);
     this.name = new.target.name;
     this.detail = detail;
     this.status = options.status ?? 0;
     this.code = options.code ?? (new.target as typeof LedgerClientError).code;
+    this.errors = options.errors ?? [];
+    this.errorCount = options.errorCount ?? this.errors.length;
   }
 }
 
@@ -34,6 +58,12 @@ export class InvalidInput extends LedgerClientError {
 }
 export const InvalidSpec = errorClass(InvalidInput, "InvalidSpec", "invalid_spec");
 export const UnknownPermission = errorClass(InvalidInput, "UnknownPermission", "unknown_permission");
+/** Propose: the directory has no such actor. */
+export const UnknownActor = errorClass(InvalidInput, "UnknownActor", "unknown_actor");
+/** Propose: the actor is disabled in the directory. */
+export const ActorDisabled = errorClass(InvalidInput, "ActorDisabled", "actor_disabled");
+/** Propose: the actor does not hold the spec's permission. */
+export const PermissionNotGranted = errorClass(InvalidInput, "PermissionNotGranted", "permission_not_granted");
 export class ExecutorBuildUnavailable extends InvalidInput {
   static override readonly code: string = "executor_build_unavailable";
 }
@@ -115,7 +145,8 @@ export const NoAvailableBuild = errorClass(ExecutorBuildUnavailable, "NoAvailabl
 export const WebhookVerificationError = errorClass(base, "WebhookVerificationError", "webhook_invalid");
 
 const ALL: (typeof LedgerClientError)[] = [
-  InvalidInput, InvalidSpec, UnknownPermission, ExecutorBuildUnavailable, ExecutorBuildDraining,
+  InvalidInput, InvalidSpec, UnknownPermission, UnknownActor, ActorDisabled, PermissionNotGranted,
+  ExecutorBuildUnavailable, ExecutorBuildDraining,
   NondeterministicRenderer,
   IdempotencyKeyRefused, CommitTooLarge, EventTooLarge, NotFound, ApprovalUnavailable,
   ConcurrencyConflict, LookupConflict, IdempotencyKeyInUse, ProposalClaimed, StaleVersion,
@@ -135,10 +166,31 @@ export const ERRORS_BY_CODE: ReadonlyMap<string, typeof LedgerClientError> = new
 /** The error of a non-2xx answer: the uniform body's code, else one by status. */
 export function errorFromAnswer(status: number, body: unknown): LedgerClientError {
   if (body !== null && typeof body === "object" && typeof (body as { error?: unknown }).error === "string") {
-    const { error: code, detail } = body as { error: string; detail?: unknown };
+    const { error: code, detail, errors, error_count: count } = body as {
+      error: string;
+      detail?: unknown;
+      errors?: unknown;
+      error_count?: unknown;
+    };
     const cls = ERRORS_BY_CODE.get(code) ?? LedgerClientError;
-    return new cls(typeof detail === "string" ? detail : code, { status, code });
+    const problems = fieldErrors(errors);
+    const errorCount =
+      typeof count === "number" && Number.isInteger(count) && count >= problems.length ? count : undefined;
+    return new cls(typeof detail === "string" ? detail : code, { status, code, errors: problems, errorCount });
   }
   const cls = status === 429 ? TooManyRequests : status >= 500 ? InternalError : HttpError;
   return new cls(`HTTP ${status} without the ledger's error body`, { status });
+}
+
+/** The body's `errors`, each kept only when it has the documented shape. */
+function fieldErrors(listed: unknown): FieldError[] {
+  if (!Array.isArray(listed)) return [];
+  const found: FieldError[] = [];
+  for (const item of listed as unknown[]) {
+    if (item === null || typeof item !== "object") continue;
+    const { pointer, message, location } = item as Record<string, unknown>;
+    if (typeof pointer !== "string" || typeof message !== "string") continue;
+    found.push({ pointer, message, location: typeof location === "string" ? location : "body" });
+  }
+  return found;
 }

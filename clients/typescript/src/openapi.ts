@@ -1075,10 +1075,26 @@ export interface components {
          * @description The uniform error body of every non-2xx response.
          */
         ErrorBody: {
-            /** Detail */
+            /**
+             * Detail
+             * @description Safe text for people: never a token or request content.
+             */
             detail: string;
-            /** Error */
+            /**
+             * Error
+             * @description The stable error code (`invalid_spec`, `not_found`...).
+             */
             error: string;
+            /**
+             * Error Count
+             * @description With `errors`: how many failing fields were found (more than listed when above 50).
+             */
+            error_count?: number | null;
+            /**
+             * Errors
+             * @description Only on an error about the request's fields (a 422): every failing field, at most 50 (then `error_count` says how many were found).
+             */
+            errors?: components["schemas"]["FieldErrorOut"][] | null;
         };
         /**
          * ExecutorBuildIn
@@ -1141,7 +1157,7 @@ export interface components {
             capability: string;
             /**
              * Content Schema
-             * @description The JSON Schema the build declares for the spec's `content`; the key is absent when the build declares none.
+             * @description The JSON Schema (Draft 2020-12) the build declares for the spec's `content`; the key is absent when the build declares none (then any JSON object is valid). A proposal whose content fails it is refused with a 422 that names every failing field by its JSON pointer.
              */
             content_schema?: {
                 [key: string]: unknown;
@@ -1154,12 +1170,39 @@ export interface components {
              */
             executor_build: string;
             /**
+             * Schema Digest
+             * @description The spec's `schema_digest` for this build: `sha256:` over the RFC 8785 bytes of `content_schema` (of `{}` when the build declares none). Checked at propose. The schema is part of the build: a changed schema is a new `executor_build`.
+             */
+            schema_digest: string;
+            /**
              * State
              * @description `current`: the build new proposals should name (at most one per capability); `draining`: kept only for the attempts and open presentations already bound to it (docs/operations.md).
              * @default current
              * @enum {string}
              */
             state: "current" | "draining";
+        };
+        /**
+         * FieldErrorOut
+         * @description One failing field of a request.
+         */
+        FieldErrorOut: {
+            /**
+             * Location
+             * @description `body`, or `query`, `path` or `header` for a parameter.
+             * @default body
+             */
+            location: string;
+            /**
+             * Message
+             * @description What the field needs, never what was sent; an unknown field reads `unknown field /spec/foo is not permitted`.
+             */
+            message: string;
+            /**
+             * Pointer
+             * @description Where: a JSON pointer (RFC 6901) into the request body, such as `/spec/content/title` (empty for the body as a whole); for a query, path or header parameter, `/` and its name. A key of the caller's that is not a plain name or looks like a secret is shown as `*`.
+             */
+            pointer: string;
         };
         /**
          * GrantIn
@@ -1393,14 +1436,27 @@ export interface components {
         /**
          * ProposalIn
          * @description Propose an effect for an actor; with ``lineage_id``, a new version of a lineage.
+         *
+         *     A refusal about the request is a 422 whose ``errors`` name every failing
+         *     field by its JSON pointer (``/actor_id``, ``/spec/content/title``...).
          */
         ProposalIn: {
-            /** Actor Id */
+            /**
+             * Actor Id
+             * @description The actor who will approve: an enabled actor of the directory that holds the spec's permission (else 422 `unknown_actor`, `actor_disabled` or `permission_not_granted`).
+             */
             actor_id: string;
-            /** Expected Version */
+            /**
+             * Expected Version
+             * @description With `lineage_id`: the version being revised must be this one (else 409 `stale_version`).
+             */
             expected_version?: number | null;
-            /** Lineage Id */
+            /**
+             * Lineage Id
+             * @description Propose version n+1 of this lineage (superseding version n) instead of a new one; the same actor only.
+             */
             lineage_id?: string | null;
+            /** @description The effect, complete (design.md 2.1). `executor_build` and `schema_digest` come from `GET /executors`; `plugin_build` and `policy_digest` from the proposer. */
             spec: components["schemas"]["ProposalSpec"];
         };
         /**
@@ -1430,33 +1486,65 @@ export interface components {
          * @description The normalized, complete description of exactly one external effect.
          */
         ProposalSpec: {
-            /** Capability */
+            /**
+             * Capability
+             * @description The capability that carries the effect out: a build's `capability` in `GET /executors`.
+             */
             capability: string;
-            /** Content */
+            /**
+             * Content
+             * @description The effect's payload: a JSON object of at most 16 KiB canonical, 8 levels and 1,024 values, integers only (decimals as strings). Validated against the build's content schema (`content_schema` in `GET /executors`): a 422 names every failing field by its JSON pointer.
+             */
             content: {
                 [key: string]: unknown;
             };
-            /** Destination */
+            /**
+             * Destination
+             * @description Where the effect goes (a list, a channel...); the `http` executor puts it in its URL as `{destination}`.
+             */
             destination: string;
-            /** Effect */
+            /**
+             * Effect
+             * @description What kind of change it is (`create`, `update`, `delete`...): a lowercase name.
+             */
             effect: string;
-            /** Executor Build */
+            /**
+             * Executor Build
+             * @description The exact executor build that carries the effect out: `sha256:` over the build's code identity and its canonical configuration, its content schema included (design.md 11.1). The ledger computes it at start-up; the proposer copies it from `GET /executors` (`executor_build` of a `current` build the directory allows). A changed configuration or content schema is a new build.
+             */
             executor_build: string;
             /**
              * Expires At
              * Format: date-time
+             * @description When the proposal lapses: RFC 3339 with an offset, stored in UTC with `Z`; must be in the future.
              */
             expires_at: string;
-            /** Permission */
+            /**
+             * Permission
+             * @description The core permission the effect needs (one of LEDGER_PERMISSIONS). The actor must hold it in the directory: checked at propose (422 `permission_not_granted`), at approval and again before dispatch.
+             */
             permission: string;
-            /** Plugin Build */
+            /**
+             * Plugin Build
+             * @description The build of the proposing assistant (the plugin, tool or release that wrote this proposal): `sha256:` of whatever identifies that build exactly, computed by the proposer, for example over its release artifact or its name and version. The ledger does not interpret it: it is bound into the payload and view hashes, shown in the preview and recorded, so the audit trail says which assistant build proposed what was approved.
+             */
             plugin_build: string;
-            /** Policy Digest */
+            /**
+             * Policy Digest
+             * @description Reserved: the digest of the version of the policy set the proposal was evaluated under. Nothing evaluates policies yet, so until they land any well-formed `sha256:<64 hex>` value is accepted (it is bound into the hashes like every field).
+             */
             policy_digest: string;
-            /** Schema Digest */
+            /**
+             * Schema Digest
+             * @description `sha256:` over the RFC 8785 bytes of the content schema of the named executor build (over `{}` when the build declares none). `GET /executors` publishes it as `schema_digest`; the proposer copies it from there (or computes it from `content_schema`). Checked at propose: another value is a 422 `invalid_spec` naming `/spec/schema_digest`, so a proposal is always written against the schema its build holds.
+             */
             schema_digest: string;
-            /** Sources */
+            /**
+             * Sources
+             * @description References to what the proposal came from (message ids...), at most 64.
+             */
             sources: string[];
+            /** @description The existing record the effect changes and the revision the proposal was based on; omit it for an effect that creates something new. */
             target?: components["schemas"]["Target"] | null;
         };
         /**

@@ -1,15 +1,15 @@
 /**
  * Building a proposal spec from what the server hosts (`GET /executors`).
  *
- * The server decides which executor build runs an effect; the proposer
- * decides everything else. `pickBuild` takes the newest available build of a
- * capability (the listing comes newest first per capability) and `makeSpec`
- * fills `executor_build` with it. The three other digests are the proposer's
- * own and have no default: each is a `sha256:<64 hex>` of something the
- * proposer holds (the build of the code that proposes, the schema its content
- * follows, the policy it applied; the ledger's design document says what each
- * binds), and all three are inside the payload hash, so an approval is bound
- * to exactly those values.
+ * The server decides which executor build runs an effect and which schema its
+ * content follows; the proposer decides everything else. `pickBuild` takes
+ * the newest available build of a capability (the listing comes newest first
+ * per capability) and `makeSpec` fills `executor_build` and `schema_digest`
+ * from it. The two other digests are the proposer's own and have no default:
+ * each is a `sha256:<64 hex>` of something the proposer holds (the build of
+ * the code that proposes, the policy it applied; the ledger's design document
+ * says what each binds), and all of them are inside the payload hash, so an
+ * approval is bound to exactly those values.
  */
 
 import { NoAvailableBuild } from "./errors.js";
@@ -18,16 +18,19 @@ import type { ExecutorListOut, ExecutorOut, ProposalSpec, Target } from "./types
 /** How long a spec stays approvable when no `expires_at` is given. */
 export const DEFAULT_EXPIRES_IN_MS = 24 * 3600 * 1000;
 
-/** The three digests a proposer binds into each spec, each `sha256:<64 hex>`, its
- * own to compute: the ledger puts them inside the payload hash and the preview,
- * so an approval is bound to exactly these values. */
+/** The digests a proposer binds into each spec, each `sha256:<64 hex>`, its own to
+ * compute: the ledger puts them inside the payload hash and the preview, so an
+ * approval is bound to exactly these values. */
 export interface SpecDigests {
   /** The build of the code that proposes (the assistant's own build). */
   plugin_build: string;
-  /** The schema the spec's `content` follows. */
-  schema_digest: string;
   /** The policy the proposer applied in deciding to propose. */
   policy_digest: string;
+  /** The content schema the proposer wrote its content for. Absent (the usual
+   * case): the build's, as `GET /executors` lists it. Given, it is sent as is,
+   * so a build whose schema changed since is refused (422 `invalid_spec` at
+   * `/spec/schema_digest`) instead of taking content written for another schema. */
+  schema_digest?: string;
 }
 
 /** What a spec needs besides the build and the content: every field is the proposer's. */
@@ -59,7 +62,7 @@ export function pickBuild(listing: ExecutorListOut | ExecutorOut[], capability: 
   throw new NoAvailableBuild(`capability '${capability}': ${why}`);
 }
 
-/** A spec on `build` (its capability and exact build digest). */
+/** A spec on `build`: its capability, exact build digest and schema digest. */
 export function makeSpec(
   build: ExecutorOut,
   content: Record<string, unknown>,
@@ -71,7 +74,7 @@ export function makeSpec(
     capability: build.capability,
     executor_build: build.executor_build,
     plugin_build: fields.digests.plugin_build,
-    schema_digest: fields.digests.schema_digest,
+    schema_digest: fields.digests.schema_digest ?? build.schema_digest,
     policy_digest: fields.digests.policy_digest,
     permission: fields.permission,
     effect: fields.effect,

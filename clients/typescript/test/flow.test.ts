@@ -60,7 +60,6 @@ before(async () => {
     destination: "tasks",
     digests: {
       plugin_build: await sha256Digest("the TypeScript tests' assistant, build 1"),
-      schema_digest: await sha256Digest('{"type": "object", "required": ["title"]}'),
       policy_digest: await sha256Digest("tasks.write for enrolled actors, after their approval"),
     },
   };
@@ -75,7 +74,8 @@ test("the whole flow: executors, spec, propose, present, inbox, approve, wait", 
   const spec = await assistant.buildSpec(FAKE, CONTENT, fields);
   assert.equal(spec.executor_build, newest.executor_build);
   assert.ok(newest.available);
-  assert.ok(!("content_schema" in newest), "absent, never null, when a build declares none");
+  assert.equal(spec.schema_digest, newest.schema_digest, "the build's, from the listing");
+  assert.equal(newest.content_schema?.type, "object", "every fake declares its content schema");
   const proposal = await assistant.propose(who, spec);
   assert.equal(proposal.status, "presented");
   const shown = await assistant.present(proposal, who);

@@ -6,6 +6,7 @@ import { test } from "node:test";
 import {
   ERRORS_BY_CODE,
   IdempotencyKeyInUse,
+  InvalidSpec,
   LedgerClient,
   LedgerClientError,
   LedgerConnectionError,
@@ -14,6 +15,7 @@ import {
   TooManyRequests,
   UnexpectedResponse,
   errorFromAnswer,
+  makeSpec,
   newIdempotencyKey,
   pickBuild,
   retryAfterMs,
@@ -179,9 +181,47 @@ test("every code maps to its class; unknown codes and foreign bodies still throw
 test("pickBuild takes the newest available build of the capability", () => {
   const build = (digest: string, available: boolean, capability = "tasks.create"): ExecutorOut => ({
     capability, executor_build: digest, delivery_mode: "provider_idempotency", available, state: "current",
+    schema_digest: "sha256:schema",
   });
   const listing = [build("z", true, "other"), build("new", false), build("mid", true), build("old", true)];
   assert.equal(pickBuild(listing, "tasks.create").executor_build, "mid");
   assert.throws(() => pickBuild([build("new", false)], "tasks.create"), (e: unknown) => e instanceof NoAvailableBuild && /allows none/.test(e.message));
   assert.throws(() => pickBuild(listing, "notes.append"), /hosts no build/);
+});
+
+test("a spec names the build's schema digest unless the proposer gives its own", () => {
+  const build: ExecutorOut = {
+    capability: "tasks.create", executor_build: "sha256:b", delivery_mode: "provider_idempotency",
+    available: true, state: "current", schema_digest: "sha256:s",
+  };
+  const fields = { permission: "tasks.write", effect: "create", destination: "t" };
+  const digests = { plugin_build: "sha256:plugin", policy_digest: "sha256:policy" };
+  const spec = makeSpec(build, { title: "x" }, { ...fields, digests });
+  assert.deepEqual(
+    [spec.executor_build, spec.schema_digest, spec.plugin_build, spec.policy_digest],
+    ["sha256:b", "sha256:s", "sha256:plugin", "sha256:policy"],
+  );
+  const pinned = makeSpec(build, {}, { ...fields, digests: { ...digests, schema_digest: "sha256:old" } });
+  assert.equal(pinned.schema_digest, "sha256:old");
+});
+
+test("a field refusal carries every failing field; other refusals carry none", () => {
+  const error = errorFromAnswer(422, {
+    error: "invalid_spec",
+    detail: "2 fields",
+    errors: [
+      { pointer: "/spec/content/title", message: "is required", location: "body" },
+      { pointer: "/limit", message: "at most 100", location: "query" },
+      { pointer: 3, message: "not the documented shape" },
+    ],
+    error_count: 2,
+  });
+  assert.ok(error instanceof InvalidSpec);
+  assert.deepEqual(error.errors, [
+    { pointer: "/spec/content/title", message: "is required", location: "body" },
+    { pointer: "/limit", message: "at most 100", location: "query" },
+  ]);
+  assert.equal(error.errorCount, 2);
+  const plain = errorFromAnswer(404, { error: "not_found", detail: "no" });
+  assert.deepEqual([plain.errors, plain.errorCount], [[], 0]);
 });

@@ -28,6 +28,13 @@ from domain.errors import ExecutorNoEffect, ExecutorOutcomeUncertain
 from domain.ports import ExecutionReceipt, ExecutionRequest
 
 NOTES_VARIABLE = "LEDGER_EXAMPLE_NOTES_FILE"
+# What a spec's content must look like (JSON Schema, Draft 2020-12): propose
+# refuses anything else with a 422 naming the field, so execute never sees it.
+CONTENT_SCHEMA = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 2000}},
+    "required": ["text"],
+}
 
 
 class NotesExecutor:
@@ -35,14 +42,20 @@ class NotesExecutor:
 
     capability = "notes.append"
     delivery_mode = DeliveryMode.PROVIDER_IDEMPOTENCY
+    content_schema = CONTENT_SCHEMA
 
     def __init__(self, path: Path) -> None:
         self.path = path
         # Code identity: this module's source. Configuration: the *name* of the
-        # variable that says where notes go, never a machine's path.
+        # variable that says where notes go, never a machine's path, and the
+        # content schema (a changed schema is a new build).
         self.build_digest = build_digest(
             code_identity(sys.modules[__name__]),
-            {"kind": "example-notes", "notes_file": f"env:{NOTES_VARIABLE}"},
+            {
+                "kind": "example-notes",
+                "notes_file": f"env:{NOTES_VARIABLE}",
+                "content_schema": CONTENT_SCHEMA,
+            },
         )
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:

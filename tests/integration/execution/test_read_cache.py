@@ -116,13 +116,14 @@ def test_a_revoked_grant_is_caught_at_the_approval_commit_when_the_cache_holds_t
 
 def test_a_stale_revoked_grant_in_the_cache_refuses_nothing(xworld: ExecutionWorld) -> None:
     """The other direction: the cache says revoked, the directory says granted again."""
-    revoke_elsewhere(xworld)
     proposal_id = xworld.propose()
+    revoke_elsewhere(xworld)
     with pytest.raises(ApprovalUnavailable):
         approve(xworld.ctx, token=xworld.present(proposal_id).token, provenance=xworld.who)
     assert not cached_grant(xworld).flag("granted")
     revoke_elsewhere(xworld, granted=True)  # elsewhere: this cache still says revoked
 
+    # propose's own grant check reads the revoked entry, then the directory: granted
     attempt_id = approve(
         xworld.ctx, token=xworld.present(xworld.propose()).token, provenance=xworld.who
     ).attempt_id

@@ -176,6 +176,7 @@ def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
     from adapters.memory.recorder import MemoryLedgerRecorder
     from adapters.store import LedgerStore
     from domain.directory import DirectoryKind, executor_build_record_id
+    from domain.errors import InvalidSpec
     from domain.services.approval import approve
     from domain.services.execution import CrashPoint, SimulatedCrash
     from tests.support.clocks import FixedClock
@@ -198,11 +199,16 @@ def test_the_example_plugin_carries_an_approved_attempt_to_succeeded_once(
         delivery_mode=entry.delivery_mode.value,
         available=True,
     )
-    proposal = world.propose(
-        capability=entry.capability,
-        executor_build=entry.build_digest,
-        content={"text": "Call the plumber"},
-    )
+    build = {
+        "capability": entry.capability,
+        "executor_build": entry.build_digest,
+        "schema_digest": entry.schema_digest,
+    }
+    # the plugin's content schema: a note without text never reaches execute
+    with pytest.raises(InvalidSpec) as refused:
+        world.propose(**build, content={"txt": "Call the plumber"})
+    assert [p.pointer for p in refused.value.problems] == ["/spec/content/text"]
+    proposal = world.propose(**build, content={"text": "Call the plumber"})
     attempt_id = approve(
         world.ctx, token=world.present(proposal).token, provenance=world.who
     ).attempt_id

@@ -15,6 +15,7 @@ import httpx
 from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.services.approval import Provenance
+from tests.support.factories import schema_digest_for
 
 API = "/api/conversational"
 CAPABILITY = "tasks.create"
@@ -134,7 +135,7 @@ class DeployedApi:
             "capability": CAPABILITY,
             "executor_build": build,
             "plugin_build": digest,
-            "schema_digest": digest,
+            "schema_digest": schema_digest_for(CAPABILITY),
             "policy_digest": digest,
             "permission": "tasks.write",
             "effect": "create",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
+from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest, fake_content_schema
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource
@@ -30,6 +30,7 @@ from domain.services.directory import put_record
 from domain.services.proposals import PresentationResult, present, propose
 from domain.spec import derive_attempt_id, format_utc
 from tests.support.clocks import START, FixedClock
+from tests.support.factories import schema_digest_for
 
 DIGEST = "sha256:" + "ab" * 32
 CAPABILITY = "fake.provider_idempotency"
@@ -57,6 +58,7 @@ class ForbiddenExecutor:
     def __init__(self, capability: str, mode: DeliveryMode) -> None:
         self.capability = capability
         self.build_digest = fake_build_digest(capability)
+        self.content_schema = fake_content_schema(capability)
         self.delivery_mode = mode
         self.calls = 0
 
@@ -78,7 +80,6 @@ def base_spec(**changes: Any) -> dict[str, Any]:
         "capability": CAPABILITY,
         "executor_build": BUILD,
         "plugin_build": DIGEST,
-        "schema_digest": DIGEST,
         "policy_digest": DIGEST,
         "permission": "tasks.write",
         "effect": "create",
@@ -89,6 +90,7 @@ def base_spec(**changes: Any) -> dict[str, Any]:
         "expires_at": format_utc(SPEC_EXPIRES),
     }
     spec.update(changes)
+    spec.setdefault("schema_digest", schema_digest_for(spec["capability"]))
     return spec
 
 

@@ -34,6 +34,7 @@ class SecondBuild:
         self.inner = inner
         self.capability = inner.capability
         self.build_digest = v2_digest(inner.capability)
+        self.content_schema = inner.content_schema
         self.delivery_mode = inner.delivery_mode
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:

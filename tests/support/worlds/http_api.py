@@ -70,8 +70,9 @@ class HttpWorld:
         if role == "channel":
             who = STRANGER if relation == "non_owner" else PROVENANCE
             return self.bearer("channel", subject="chat-backend", provenance=who)
-        if role == "proposer":
-            return self.bearer("proposer", subject="assistant-backend")
+        if role == "proposer":  # the records' proposer, or another backend
+            subject = "other-backend" if relation == "non_owner" else "assistant-backend"
+            return self.bearer("proposer", subject=subject)
         if role == "metrics":
             return self.bearer("metrics", subject="prometheus")
         return self.bearer("admin", subject="ops")

@@ -3,7 +3,7 @@
     from ledger_client import Client
 
     with Client("http://127.0.0.1:8000", token=proposer_token) as ledger:
-        digests = SpecDigests(plugin_build=..., schema_digest=..., policy_digest=...)
+        digests = SpecDigests(plugin_build=..., policy_digest=...)
         spec = ledger.build_spec("tasks.create", {"title": "Buy milk"}, permission="tasks.write",
                                  effect="create", destination="tasks", digests=digests)
         proposal = ledger.propose("alice", spec)

@@ -218,7 +218,10 @@ class ExecutorOut(_Model):
     executor_build: str
     delivery_mode: str
     available: bool
+    schema_digest: str
+    """What a spec on this build names as ``schema_digest`` (of ``content_schema``)."""
     content_schema: dict[str, Any] | None = None
+    """The JSON Schema the build declares for ``content``; None: any object."""
     state: str = "current"
 
 

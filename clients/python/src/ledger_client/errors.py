@@ -3,13 +3,29 @@
 Every refusal of the server is ``{"error": <code>, "detail": <safe text>}``;
 the client raises the class of that code, a subclass of
 :class:`LedgerClientError` carrying ``code``, ``status`` and ``detail``. The
-input refusals (422) derive from :class:`InvalidInput`, as on the server. A
-code this client does not know yet raises the base class with that code.
+input refusals (422) derive from :class:`InvalidInput`, as on the server; one
+about the request's fields also carries ``errors``, every failing field by its
+JSON pointer, and ``error_count``. A code this client does not know yet raises
+the base class with that code.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One failing field of a refused request (the server's ``FieldErrorOut``)."""
+
+    pointer: str
+    """A JSON pointer into the request body (``/spec/content/title``), or ``/`` and a
+    parameter's name."""
+    message: str
+    """What the field needs, never what was sent."""
+    location: str = "body"
+    """``body``, or ``query``, ``path`` or ``header`` for a parameter."""
 
 
 class LedgerClientError(Exception):
@@ -17,12 +33,24 @@ class LedgerClientError(Exception):
 
     code: str = "ledger_error"
 
-    def __init__(self, detail: str, *, status: int = 0, code: str | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        *,
+        status: int = 0,
+        code: str | None = None,
+        errors: tuple[FieldError, ...] = (),
+        error_count: int | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.status = status  # 0: the server gave no answer (or none that was an HTTP one)
         if code is not None:
             self.code = code
+        self.errors = errors
+        """Every failing field the server listed (empty unless it is a field error)."""
+        self.error_count = len(errors) if error_count is None else error_count
+        """How many failing fields the server found (more than listed past its bound)."""
 
     def __repr__(self) -> str:
         name = type(self).__name__
@@ -48,6 +76,24 @@ class UnknownPermission(InvalidInput):
     """The permission is not in the server's catalogue."""
 
     code = "unknown_permission"
+
+
+class UnknownActor(InvalidInput):
+    """Propose: the directory has no such actor."""
+
+    code = "unknown_actor"
+
+
+class ActorDisabled(InvalidInput):
+    """Propose: the actor is disabled in the directory."""
+
+    code = "actor_disabled"
+
+
+class PermissionNotGranted(InvalidInput):
+    """Propose: the actor does not hold the spec's permission."""
+
+    code = "permission_not_granted"
 
 
 class ExecutorBuildUnavailable(InvalidInput):
@@ -323,6 +369,22 @@ def error_from_answer(status: int, body: Any) -> LedgerClientError:
         detail = body.get("detail")
         text = detail if isinstance(detail, str) else code
         cls = ERRORS_BY_CODE.get(code, LedgerClientError)
-        return cls(text, status=status, code=code)
+        problems = _field_errors(body.get("errors"))
+        count = body.get("error_count")
+        counted = count if isinstance(count, int) and count >= len(problems) else None
+        return cls(text, status=status, code=code, errors=problems, error_count=counted)
     cls = _BY_STATUS.get(status, HttpError if status < 500 else InternalError)
     return cls(f"HTTP {status} without the ledger's error body", status=status)
+
+
+def _field_errors(listed: Any) -> tuple[FieldError, ...]:
+    """The body's ``errors``, each kept only when it has the documented shape."""
+    if not isinstance(listed, list):
+        return ()
+    return tuple(
+        FieldError(item["pointer"], item["message"], str(item.get("location", "body")))
+        for item in listed
+        if isinstance(item, dict)
+        and isinstance(item.get("pointer"), str)
+        and isinstance(item.get("message"), str)
+    )

@@ -27,11 +27,12 @@ class Target(_Model):
 class ProposalSpec(_Model):
     """Exactly one external effect (design.md 2.1); every field but ``target`` is required.
 
-    ``executor_build`` names the exact build that will run it (``GET /executors``).
-    ``plugin_build``, ``schema_digest`` and ``policy_digest`` are the proposer's:
-    ``sha256:<64 hex>`` digests of the proposing code's build, of the content
-    schema the content follows, and of the policy the proposer applied. All of
-    them are inside the payload hash, so an approval is bound to each one.
+    ``executor_build`` names the exact build that will run it and ``schema_digest``
+    the content schema of that build, both as ``GET /executors`` lists them.
+    ``plugin_build`` and ``policy_digest`` are the proposer's: ``sha256:<64 hex>``
+    digests of the proposing code's build and of the policy the proposer
+    applied. All of them are inside the payload hash, so an approval is bound
+    to each one.
     """
 
     SCHEMA: ClassVar[str] = "ProposalSpec"

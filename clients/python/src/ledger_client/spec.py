@@ -1,14 +1,15 @@
 """Building a proposal spec from what the server hosts (``GET /executors``).
 
-The server decides which executor build runs an effect; the proposer decides
-everything else. :func:`pick_build` takes the newest available build of a
-capability from the listing (it comes newest first per capability) and
-:func:`make_spec` fills ``executor_build`` with it. The three other digests
-are the proposer's own (:class:`SpecDigests`) and have no default here: each
-is a ``sha256:<64 hex>`` of something the proposer holds (the build of the
-code that proposes, the schema its content follows, the policy it applied;
-the project's design document says what each binds), and all three are inside
-the payload hash, so an approval is bound to exactly those values.
+The server decides which executor build runs an effect and which schema its
+content follows; the proposer decides everything else. :func:`pick_build`
+takes the newest available build of a capability from the listing (it comes
+newest first per capability) and :func:`make_spec` fills ``executor_build``
+and ``schema_digest`` from it. The two other digests are the proposer's own
+(:class:`SpecDigests`) and have no default here: each is a
+``sha256:<64 hex>`` of something the proposer holds (the build of the code
+that proposes, the policy it applied; the project's design document says
+what each binds), and all of them are inside the payload hash, so an
+approval is bound to exactly those values.
 """
 
 from __future__ import annotations
@@ -29,20 +30,24 @@ DEFAULT_EXPIRES_IN = timedelta(hours=24)
 
 @dataclass(frozen=True)
 class SpecDigests:
-    """The three digests a proposer binds into each spec, each ``sha256:<64 hex>``.
+    """The digests a proposer binds into each spec, each ``sha256:<64 hex>``.
 
-    They are the proposer's to compute; the ledger takes them as given and
-    puts them inside the payload hash and the preview, so an approval is
-    bound to exactly these values (the project's design document says what
-    each binds and who computes it).
+    ``plugin_build`` and ``policy_digest`` are the proposer's to compute; the
+    ledger takes them as given and puts them inside the payload hash and the
+    preview, so an approval is bound to exactly these values (the project's
+    design document says what each binds and who computes it).
     """
 
     plugin_build: str
     """The build of the code that proposes (the assistant's own build)."""
-    schema_digest: str
-    """The schema the spec's ``content`` follows."""
     policy_digest: str
     """The policy the proposer applied in deciding to propose."""
+    schema_digest: str | None = None
+    """The content schema the proposer wrote its content for. None (the
+    default): the build's, as ``GET /executors`` lists it. Given, it is sent
+    as is, so a build whose schema changed since is refused (422
+    ``invalid_spec`` at ``/spec/schema_digest``) instead of taking content
+    written for another schema."""
 
 
 def sha256_digest(data: bytes | str) -> str:
@@ -85,14 +90,14 @@ def make_spec(
     expires_at: datetime | str | None = None,
     now: datetime | None = None,
 ) -> ProposalSpec:
-    """A spec on ``build`` (its capability and exact build digest)."""
+    """A spec on ``build``: its capability, exact build digest and schema digest."""
     if expires_at is None:
         expires_at = (now or datetime.now(UTC)) + DEFAULT_EXPIRES_IN
     return ProposalSpec(
         capability=build.capability,
         executor_build=build.executor_build,
         plugin_build=digests.plugin_build,
-        schema_digest=digests.schema_digest,
+        schema_digest=digests.schema_digest or build.schema_digest,
         policy_digest=digests.policy_digest,
         permission=permission,
         effect=effect,

@@ -1,0 +1,78 @@
+"""Housekeeping: what keeps the store from only growing (design.md 7).
+
+One pass, run by ``ledger serve`` (and ``ledger worker``) every
+``LEDGER_RECOVERY_INTERVAL_SECONDS`` on a thread of its own, whether or not
+this process executes anything:
+
+- expired lookup items (presentation token hashes, idempotency keys, console
+  sessions) are deleted, at most ``LOOKUP_BATCH`` per pass, oldest first,
+  through the store's expiry index (DynamoDB deletes them itself: every
+  expiring item carries the TTL attribute). Reads already treat an expired
+  item as absent, so when the sweep runs changes nothing but the size;
+- delivered webhook records older than ``LEDGER_WEBHOOK_RETENTION_SECONDS``
+  are reduced to tombstones without their body
+  (``projections.webhook_retention``), at most ``TRIM_LIMIT`` per pass.
+
+A pass that did a full batch of either is followed by the next one at once
+(after ``poll_seconds``), so a backlog drains without waiting a whole interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from adapters.bootstrap import Ledger
+from projections.webhook_retention import TRIM_LIMIT, trim_delivered
+
+logger = logging.getLogger("ledger.housekeeping")
+
+LOOKUP_BATCH = 500
+
+
+@dataclass(frozen=True)
+class HousekeepingReport:
+    """What one pass removed."""
+
+    lookups: int = 0
+    trimmed: int = 0
+
+    @property
+    def full(self) -> bool:
+        """A batch was full: there may be more to do right away."""
+        return self.lookups >= LOOKUP_BATCH or self.trimmed >= TRIM_LIMIT
+
+
+def housekeeping_pass(ledger: Ledger) -> HousekeepingReport:
+    """Sweep one batch of expired lookups and trim one batch of delivered records."""
+    now = ledger.clock.now()
+    lookups = ledger.store.sweep_lookups(now, LOOKUP_BATCH)
+    trimmed = trim_delivered(ledger.views, now, ledger.settings.webhook_retention_seconds)
+    if lookups:
+        ledger.metrics.inc("ledger_housekeeping_removed_total", lookups, kind="lookup")
+    if trimmed:
+        ledger.metrics.inc("ledger_housekeeping_removed_total", trimmed, kind="webhook_body")
+    return HousekeepingReport(lookups=lookups, trimmed=trimmed)
+
+
+def housekeeping_loop(
+    ledger: Ledger, stop: threading.Event, interval: float, poll_seconds: float = 0.2
+) -> None:
+    """Passes until ``stop`` is set; a failed pass (the store unavailable) is
+    logged by its class and tried again at the next interval."""
+    while not stop.is_set():
+        wait = interval
+        try:
+            report = housekeeping_pass(ledger)
+            if report.lookups or report.trimmed:
+                logger.info(
+                    "housekeeping removed lookups=%d trimmed_webhook_records=%d",
+                    report.lookups,
+                    report.trimmed,
+                )
+            if report.full:
+                wait = poll_seconds
+        except Exception as exc:
+            logger.error("housekeeping pass failed: %s", type(exc).__name__)
+        stop.wait(wait)
