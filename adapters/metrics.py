@@ -46,7 +46,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 # name -> (kind, help, labels); the single list of what the ledger exports.
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_approvals_total": (
-        "Approval requests by result (accepted, refused, conflicted); never by refusal reason.",
+        "Approval requests by result (accepted, vote, refused, conflicted); never by reason.",
         ("result",),
     ),
     "ledger_declines_total": (

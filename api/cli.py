@@ -16,12 +16,13 @@ from api.cli_audit import audit_app
 from api.cli_backup import register as register_backup_commands
 from api.cli_channels import channels_app
 from api.cli_common import fail as _fail
-from api.cli_common import note_without_executors as _note_without_executors
+from api.cli_common import note_without_executors, warn_unknown_variables
 from api.cli_common import one_line_errors as _one_line_errors
-from api.cli_common import warn_unknown_variables
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
+from api.cli_grants import grants_app
 from api.cli_mcp import register as register_mcp_command
+from api.cli_policies import policies_app
 from api.cli_projections import projections_app
 from api.cli_webhooks import webhooks_app
 from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
@@ -68,6 +69,8 @@ app.add_typer(executors_app, name="executors")
 app.add_typer(audit_app, name="audit")
 app.add_typer(webhooks_app, name="webhooks")
 app.add_typer(channels_app, name="channels")
+app.add_typer(policies_app, name="policies")
+app.add_typer(grants_app, name="grants")
 
 
 @app.command()
@@ -97,7 +100,7 @@ def serve(
             _preflight(settings)
         _configure_logging(settings)
         ledger = _observed(build_ledger(settings))
-        _note_without_executors(ledger)
+        note_without_executors(ledger)
         runtime = build_runtime(ledger) if worker else None
         api = create_app(settings, ledger=ledger)
         checkpoints = checkpoint_loop(settings, ledger.store, ledger.clock)
@@ -227,7 +230,7 @@ def worker_command() -> None:
         _preflight(settings)
         _configure_logging(settings)
         ledger = _observed(build_ledger(settings))
-        _note_without_executors(ledger)
+        note_without_executors(ledger)
         runtime = build_runtime(ledger)
         _start_metrics_listener(ledger)
         typer.echo(

@@ -77,7 +77,7 @@ def _approved(
     )
     first = _present(ledger, proposal.proposal_id)
     if not twice:
-        return ledger.approve(first, provenance=WHO).attempt_id
+        return str(ledger.approve(first, provenance=WHO).attempt_id)
     second = _present(ledger, proposal.proposal_id)
     say(
         "presented it twice (two single-use presentations; tokens are shown once, stored as hashes)"
@@ -86,9 +86,9 @@ def _approved(
     b = ledger.approve(second, provenance=WHO)
     say(
         f"approved through both presentations -> one attempt: {a.attempt_id == b.attempt_id} "
-        f"({a.attempt_id[:16]}..., {a.status})"
+        f"({str(a.attempt_id)[:16]}..., {a.status})"
     )
-    return a.attempt_id
+    return str(a.attempt_id)
 
 
 def run_demo(console: Console | None = None, directory: Path | None = None) -> dict[str, str]:

@@ -221,7 +221,9 @@ class SteppedLedger(EmbeddedLedger):
             channel_binding_id=who.channel_binding_id,
             conversation_key=who.conversation_key,
         )
-        return self.approve(presentation.token, provenance=who).attempt_id
+        attempt_id = self.approve(presentation.token, provenance=who).attempt_id
+        assert attempt_id is not None  # a single approval always queues its attempt
+        return attempt_id
 
 
 def open_test_ledger(

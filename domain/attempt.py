@@ -129,6 +129,7 @@ class ExecutionAttempt(LedgerAggregate):
         trace_context: dict[str, str] | None = None,
         spec: dict[str, Any] | None = None,
         authorized: list[list[Any]] | None = None,
+        approval: dict[str, Any] | None = None,
     ) -> None:
         # trace_context came later: a Queued event stored before it has no such
         # field, replays with None, and keeps its hash (data() is what was stored).
@@ -136,6 +137,9 @@ class ExecutionAttempt(LedgerAggregate):
         # approval's read set, [stream id, version] pairs): what the pre-dispatch
         # recheck needs without reading the proposal and every directory stream.
         # Without them (older events) the recheck reads as it always did.
+        # ``approval`` too: how the version was approved (domain.approvals; None
+        # before approval kinds existed, a human approval).
+        self.approval = approval
         self.trace_context = trace_context
         self.spec = spec
         self.authorized: list[tuple[str, int]] | None = (

@@ -37,6 +37,9 @@ class DirectoryKind(StrEnum):
     PERMISSION_GRANT = "grant"
     EXECUTOR_BUILD = "executor-build"
     TARGET = "target"
+    POLICY_SET = "policy-set"
+    STANDING_GRANT = "standing-grant"
+    STANDING_GRANT_INDEX = "standing-grants"
 
 
 Ident = Annotated[
@@ -52,10 +55,26 @@ class _Values(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+MAX_GROUPS = 32
+
+
+def _group_set(value: Any) -> Any:
+    """Groups are a set: sorted and without repeats, so the same set is the same record."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return sorted(set(value))
+    return value
+
+
 class ActorValues(_Values):
-    """An end user who can approve; disabled actors can approve nothing."""
+    """An end user who can approve; disabled actors can approve nothing.
+
+    ``groups``: what policies see as the principal's groups (``Group::"<name>"``
+    parents and the ``groups`` attribute); none when absent."""
 
     enabled: bool
+    groups: Annotated[list[Ident], BeforeValidator(_group_set), Field(max_length=MAX_GROUPS)] = (
+        Field(default_factory=list)
+    )
 
 
 class IdentityBindingValues(_Values):
@@ -94,6 +113,40 @@ class TargetValues(_Values):
     revision: Annotated[str, BeforeValidator(plain_id), Field(min_length=1, max_length=128)]
 
 
+class PolicySetValues(_Values):
+    """The ledger's Cedar policy set: its text, digest and policies (``domain.policy``)."""
+
+    text: Annotated[str, Field(max_length=64 * 1024)]
+    digest: Annotated[str, Field(pattern=DIGEST_PATTERN)]
+    policies: list[dict[str, Any]]
+
+
+class StandingGrantValues(_Values):
+    """One standing grant ("allow always"; ``domain.standing_grants``)."""
+
+    grant_id: Ident
+    actor_id: Ident
+    capability: ChannelName
+    conditions: list[dict[str, Any]]
+    expires_at: str
+    max_uses: int
+    uses: int
+    revoked: bool
+    granted_by: dict[str, Any]
+    granted_at: str
+    destination: str | None = None
+    effect: str | None = None
+    revoked_by: dict[str, Any] | None = None
+    revoked_at: str | None = None
+
+
+class StandingGrantIndexValues(_Values):
+    """The ids of an actor's standing grants (where a proposal looks for one)."""
+
+    actor_id: Ident
+    grant_ids: list[Ident]
+
+
 VALUE_MODELS: dict[DirectoryKind, type[_Values]] = {
     DirectoryKind.ACTOR: ActorValues,
     DirectoryKind.IDENTITY_BINDING: IdentityBindingValues,
@@ -101,16 +154,22 @@ VALUE_MODELS: dict[DirectoryKind, type[_Values]] = {
     DirectoryKind.PERMISSION_GRANT: PermissionGrantValues,
     DirectoryKind.EXECUTOR_BUILD: ExecutorBuildValues,
     DirectoryKind.TARGET: TargetValues,
+    DirectoryKind.POLICY_SET: PolicySetValues,
+    DirectoryKind.STANDING_GRANT: StandingGrantValues,
+    DirectoryKind.STANDING_GRANT_INDEX: StandingGrantIndexValues,
 }
 
 
 def validate_values(kind: DirectoryKind, data: Any) -> dict[str, Any]:
-    """Validate untrusted values for a kind; returns the JSON-ready mapping."""
+    """Validate untrusted values for a kind; returns the JSON-ready mapping.
+
+    A value left at its default (an actor without groups) is left out, so a
+    record written before the field existed reads as the same values."""
     try:
         model = VALUE_MODELS[kind].model_validate(data)
     except ValidationError as exc:
         raise InvalidInput(problems=from_pydantic(exc.errors(include_input=False))) from exc
-    return model.model_dump(mode="json")
+    return model.model_dump(mode="json", exclude_defaults=True)
 
 
 def _one_value(model: type[BaseModel], value: Any, what: str, location: str) -> Any:
@@ -178,6 +237,26 @@ def target_record_id(target_id: str) -> str:
     return record_id(DirectoryKind.TARGET, target_id)
 
 
+def is_directory_record_id(stream_id: str) -> bool:
+    """Whether a stream id names a directory record (``<kind>:...``)."""
+    kind, sep, _ = stream_id.partition(":")
+    return bool(sep) and kind in _KINDS
+
+
+_KINDS = frozenset(k.value for k in DirectoryKind)
+
+POLICY_SET_RECORD_ID = record_id(DirectoryKind.POLICY_SET, "default")
+"""The one policy set of a ledger (its version is the set's version)."""
+
+
+def standing_grant_record_id(grant_id: str) -> str:
+    return record_id(DirectoryKind.STANDING_GRANT, grant_id)
+
+
+def standing_grant_index_id(actor_id: str) -> str:
+    return record_id(DirectoryKind.STANDING_GRANT_INDEX, actor_id)
+
+
 class DirectoryRecord(LedgerAggregate):
     """One directory record; its values change only by appended events."""
 
@@ -200,6 +279,22 @@ class DirectoryRecord(LedgerAggregate):
 
     @event("Changed")
     def _changed(self, values: dict[str, Any], at: str) -> None:
+        self.values = dict(values)
+        self.updated_at = at
+
+    def record_use(
+        self, values: dict[str, Any], *, grant_id: str, proposal_id: str, version: int, at: str
+    ) -> None:
+        """A standing grant approved a proposal: the record's new values (its use
+        counted) in an event of its own kind, appended in the claim's commit."""
+        self._used(
+            values=values, grant_id=grant_id, proposal_id=proposal_id, version=version, at=at
+        )
+
+    @event("Used")
+    def _used(
+        self, values: dict[str, Any], grant_id: str, proposal_id: str, version: int, at: str
+    ) -> None:
         self.values = dict(values)
         self.updated_at = at
 

@@ -303,3 +303,56 @@ class IdempotencyKeyInUse(LedgerError):
 
     code = "idempotency_key_in_use"
     default_detail = "A request with this Idempotency-Key is in progress; retry later."
+
+
+class InvalidPolicySet(InvalidInput):
+    """A policy set is not valid Cedar or breaks the ledger's rules for one
+    (every policy needs a unique ``@id``; no templates; ``@auto_approve`` on permits)."""
+
+    code = "invalid_policy_set"
+    default_detail = "The policy set is not valid."
+
+
+class PolicyDenied(LedgerError):
+    """A ``forbid`` policy holds for this proposal; the detail names the policy ids."""
+
+    code = "policy_denied"
+    default_detail = "A policy forbids this proposal."
+
+    def __init__(self, policy_ids: Sequence[str] = (), detail: str | None = None) -> None:
+        self.policy_ids = tuple(policy_ids)
+        if self.policy_ids and detail is None:
+            shown = ", ".join(self.policy_ids[:5]) + (" ..." if len(self.policy_ids) > 5 else "")
+            detail = f"Forbidden by policy {shown}."
+        super().__init__(detail)
+
+
+class PolicyDigestMismatch(LedgerError):
+    """The spec's ``policy_digest`` is not the configured policy set's digest."""
+
+    code = "policy_digest_mismatch"
+    default_detail = (
+        "The spec's policy_digest is not the current policy set's digest (GET /policies gives it)."
+    )
+
+
+class StalePolicySet(LedgerError):
+    """The caller's expected policy set version is not the current one."""
+
+    code = "stale_policy_set"
+    default_detail = "The policy set changed since the expected version."
+
+
+class StandingGrantRefused(LedgerError):
+    """A standing grant cannot be made or revoked for this caller (its provenance
+    does not hold, or the grant is not one of its actor's)."""
+
+    code = "standing_grant_refused"
+    default_detail = "This standing grant cannot be made or changed by this caller."
+
+
+class TooManyStandingGrants(LedgerError):
+    """An actor holds the most live standing grants allowed."""
+
+    code = "too_many_standing_grants"
+    default_detail = "The actor holds the most live standing grants allowed; revoke one first."

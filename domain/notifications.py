@@ -30,6 +30,8 @@ class NotificationType(StrEnum):
     ATTEMPT_EFFECT_AFTER_NO_EFFECT = "attempt.effect_after_no_effect"
     PROPOSAL_DECLINED = "proposal.declined"
     PROPOSAL_EXPIRED = "proposal.expired"
+    PROPOSAL_APPROVED = "proposal.approved"
+    PROPOSAL_VOTE_RECORDED = "proposal.vote_recorded"
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def _ended_at(proposal: Proposal, number: int) -> str | None:
     if record["status"] == ProposalStatus.SUPERSEDED.value and number + 1 in proposal.versions:
         ended: str = proposal.versions[number + 1]["created_at"]
         return ended
-    decided: str | None = record.get("decided_at")
+    decided: str | None = record.get("decided_at") or record.get("approved_at")
     return decided
 
 
@@ -79,9 +81,36 @@ def expired_at(proposal: Proposal, number: int, now: datetime) -> str | None:
 
 
 def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notification]:
-    """``proposal.declined`` and ``proposal.expired``, at most one per version."""
+    """``proposal.approved``, ``proposal.declined`` and ``proposal.expired``, at
+    most one per version (the proposal view it carries says who or what approved),
+    and ``proposal.vote_recorded`` for each quorum member's recorded vote (the view
+    lists the votes so far)."""
     found: list[Notification] = []
     for number, record in sorted(proposal.versions.items()):
+        for place, vote in enumerate(record.get("votes", []), start=1):
+            # one per recorded vote of a quorum member (the deciding one is the approval)
+            kind = NotificationType.PROPOSAL_VOTE_RECORDED
+            found.append(
+                Notification(
+                    notification_id(kind, f"{proposal.id}/vote/{place}", number),
+                    kind,
+                    proposal.id,
+                    number,
+                    vote["at"],
+                )
+            )
+        if record["status"] == ProposalStatus.CLAIMED.value:
+            kind = NotificationType.PROPOSAL_APPROVED
+            found.append(
+                Notification(
+                    notification_id(kind, proposal.id, number),
+                    kind,
+                    proposal.id,
+                    number,
+                    record.get("approved_at") or "",
+                )
+            )
+            continue
         if record["status"] == ProposalStatus.DECLINED.value:
             kind = NotificationType.PROPOSAL_DECLINED
             found.append(

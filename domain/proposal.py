@@ -34,6 +34,10 @@ from domain.timeutil import is_past
 __all__ = ["PresentationStatus", "Proposal", "ProposalStatus"]
 
 
+BALLOT_FIELDS = ("actor_id", "identity_binding_id", "channel_binding_id", "conversation_key")
+"""What a vote is bound to: its presentation's actor and bindings."""
+
+
 class Proposal(LedgerAggregate, ProposalState):
     """A proposal lineage. ``versions[n]`` and ``presentations[id]`` are plain dicts;
     the queries and rules are :class:`ProposalState`'s."""
@@ -138,12 +142,14 @@ class Proposal(LedgerAggregate, ProposalState):
         at: str,
         now: datetime | None = None,
         max_active: int | None = None,
+        actor_id: str | None = None,
     ) -> None:
         """Add a single-use presentation of the current version.
 
         With ``now``, active presentations that have expired are retired first;
         with ``max_active``, a version that already has that many live ones is
-        refused (TooManyPresentations).
+        refused (TooManyPresentations). ``actor_id``: a quorum member's own
+        presentation (None: the proposal's actor, as for a single approval).
         """
         self.check_presentable(version, now)
         if presentation_id in self.presentations:
@@ -162,7 +168,7 @@ class Proposal(LedgerAggregate, ProposalState):
             presentation_id=presentation_id,
             version=version,
             token_hash=token_hash,
-            actor_id=self.actor_id,
+            actor_id=actor_id or self.actor_id,
             identity_binding_id=identity_binding_id,
             channel_binding_id=channel_binding_id,
             conversation_key=conversation_key,
@@ -211,11 +217,13 @@ class Proposal(LedgerAggregate, ProposalState):
         now: datetime,
         at: str,
         asserted_by: str | None = None,
+        approval: dict[str, Any] | None = None,
     ) -> None:
         """Consume one presentation, claim its version and revoke every sibling.
 
         ``asserted_by``: the channel service that asserted the approval's
-        provenance in its request (None: the credential carried it)."""
+        provenance in its request (None: the credential carried it).
+        ``approval``: how it was approved (``domain.approvals``)."""
         self.check_claimable(presentation_id, now)
         self._claimed(
             version=self.presentations[presentation_id]["version"],
@@ -224,22 +232,73 @@ class Proposal(LedgerAggregate, ProposalState):
             revoked=[p for p in self.active_presentation_ids() if p != presentation_id],
             at=at,
             asserted_by=asserted_by,
+            approval=approval,
+        )
+
+    def claim_automatically(
+        self, *, version: int, attempt_id: str, approval: dict[str, Any], now: datetime, at: str
+    ) -> None:
+        """The ledger claims the current, presented version itself (a policy or a
+        standing grant approved it): no presentation is consumed, every active one
+        is revoked, in the same ``Claimed`` event a person's approval appends."""
+        if version != self.current_version:
+            raise IllegalTransition("Only the current version can be claimed.")
+        if self.effective_status(version, now) is not ProposalStatus.PRESENTED:
+            raise IllegalTransition("The proposal version is not presented.")
+        self._claimed(
+            version=version,
+            presentation_id=None,
+            attempt_id=attempt_id,
+            revoked=self.active_presentation_ids(),
+            at=at,
+            approval=approval,
         )
 
     @event("Claimed")
     def _claimed(
         self,
         version: int,
-        presentation_id: str,
+        presentation_id: str | None,  # None: claimed by the ledger (policy, grant)
         attempt_id: str,
         revoked: list[str],
         at: str,
         asserted_by: str | None = None,  # came later: older events replay with None
+        approval: dict[str, Any] | None = None,  # likewise (None: a human approval)
     ) -> None:
-        self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
+        if presentation_id is not None:
+            self.presentations[presentation_id]["status"] = PresentationStatus.CONSUMED.value
         self._revoke(revoked)
         self.versions[version]["status"] = ProposalStatus.CLAIMED.value
         self.versions[version]["attempt_id"] = attempt_id
+        self.versions[version]["approval"] = approval
+        self.versions[version]["approved_at"] = at
+
+    def record_vote(
+        self, *, presentation_id: str, now: datetime, at: str, asserted_by: str | None = None
+    ) -> None:
+        """A quorum member's vote that is not the deciding one: consume their
+        presentation and add the vote to the version (docs/policies.md, I13)."""
+        self.check_claimable(presentation_id, now)
+        self._vote_recorded(
+            version=self.presentations[presentation_id]["version"],
+            presentation_id=presentation_id,
+            at=at,
+            asserted_by=asserted_by,
+        )
+
+    @event("VoteRecorded")
+    def _vote_recorded(
+        self, version: int, presentation_id: str, at: str, asserted_by: str | None
+    ) -> None:
+        shown = self.presentations[presentation_id]
+        shown["status"] = PresentationStatus.CONSUMED.value
+        vote = {key: shown[key] for key in BALLOT_FIELDS} | {"presentation_id": presentation_id}
+        self.versions[version].setdefault("votes", []).append(vote | {"at": at})
+
+    def votes(self, version: int) -> list[dict[str, Any]]:
+        """The votes recorded for a version, oldest first (the deciding one is on
+        the claim's approval, not here)."""
+        return list(self.versions[version].get("votes", []))
 
     def decline(
         self, *, presentation_id: str, now: datetime, at: str, asserted_by: str | None = None

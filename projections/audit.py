@@ -153,4 +153,8 @@ def _directory_ids(queued: dict[str, Any]) -> list[str]:
         )
     if queued.get("target_id"):
         ids.append(target_record_id(str(queued["target_id"])))
+    # and whatever else the approval relied on (the policy set, a standing grant)
+    for pair in queued.get("authorized") or ():
+        if isinstance(pair, list | tuple) and pair and str(pair[0]) not in ids:
+            ids.append(str(pair[0]))
     return ids

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from domain.approvals import approval_or_human
 from domain.proposal import Proposal, ProposalStatus
 from domain.timeutil import is_past, parse_utc
 from projections.ports import ViewRecord, ViewStore
@@ -33,6 +34,19 @@ def sort_time(moment: datetime | str) -> str:
     return f"{round(at.timestamp() * 1_000_000):018d}"
 
 
+def approval_of(proposal: Proposal, number: int) -> dict[str, Any] | None:
+    """How version ``number`` was approved (design.md 2.7), None unless claimed."""
+    record = proposal.versions[number]
+    if record["status"] != ProposalStatus.CLAIMED.value:
+        return None
+    return approval_or_human(record.get("approval"), proposal.actor_id)
+
+
+def votes_of(proposal: Proposal, number: int) -> list[str]:
+    """The quorum members whose votes are recorded for version ``number`` (ids only)."""
+    return [vote["actor_id"] for vote in proposal.versions[number].get("votes", [])]
+
+
 def proposal_view(proposal: Proposal, now: datetime) -> dict[str, Any]:
     """The redacted proposal with statuses as of ``now`` (expiry derived)."""
     versions = [
@@ -44,6 +58,8 @@ def proposal_view(proposal: Proposal, now: datetime) -> dict[str, Any]:
             "created_at": record["created_at"],
             "expires_at": proposal.expiry_of(number),
             "attempt_id": record["attempt_id"],
+            "approval": approval_of(proposal, number),
+            "votes": votes_of(proposal, number),
         }
         for number, record in sorted(proposal.versions.items())
     ]
@@ -54,6 +70,7 @@ def proposal_view(proposal: Proposal, now: datetime) -> dict[str, Any]:
             "status": proposal.presentation_status(pid, now).value,
             "created_at": p["created_at"],
             "expires_at": p["expires_at"],
+            "actor_id": p["actor_id"],
         }
         for pid, p in sorted(proposal.presentations.items(), key=lambda kv: kv[1]["created_at"])
     ]
@@ -93,11 +110,13 @@ def inbox_record(proposal: Proposal) -> ViewRecord:
         "expires_at": expires_at,
         "presentation_ids": active,
         "attempt_id": record["attempt_id"],
+        "approval": approval_of(proposal, number),
+        "votes": votes_of(proposal, number),
     }
     if status == ProposalStatus.PRESENTED.value:
         sort_at = expires_at
     else:
-        sort_at = record.get("decided_at") or record["created_at"]
+        sort_at = record.get("decided_at") or record.get("approved_at") or record["created_at"]
     return ViewRecord(
         name=INBOX_VIEW,
         key=proposal.id,

@@ -35,11 +35,13 @@ EVENT_WORDS: dict[str, str] = {
     "PresentationsLapsed": "presentations lapsed",
     "Claimed": "approved (claimed)",
     "Declined": "declined",
+    "VoteRecorded": "a quorum member's vote recorded",
     "Canceled": "canceled",
     "Conflicted": "conflicted (the target changed)",
     # directory record
     "Registered": "registered",
     "Changed": "changed",
+    "Used": "standing grant used",
     # restore log
     "RestoreLogOpened": "restore log opened",
     "BackupRestored": "a backup was restored",

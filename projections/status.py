@@ -47,6 +47,43 @@ class AttemptResolution(BaseModel):
     resolved_at: Annotated[str, Field(description="When (UTC, RFC 3339).")]
 
 
+class AttemptApproval(BaseModel):
+    """How the proposal version was approved (design.md 2.7): ids only."""
+
+    kind: Annotated[str, Field(description="human, quorum, policy or grant.")]
+    approvers: Annotated[
+        list[str],
+        Field(
+            description="The actors who approved (human: one; quorum: every counted "
+            "voter, in vote order; policy and grant: none)."
+        ),
+    ] = Field(default_factory=list)
+    policy_id: Annotated[
+        str | None,
+        Field(
+            description="policy: the @auto_approve permit that approved it; "
+            "quorum: the policy that asked for one."
+        ),
+    ] = None
+    policy_set_version: Annotated[
+        int | None, Field(description="policy: the policy set's version at the claim.")
+    ] = None
+    policy_digest: Annotated[
+        str | None, Field(description="policy: the policy set's digest at the claim.")
+    ] = None
+    grant_id: Annotated[
+        str | None, Field(description="grant: the standing grant that approved it.")
+    ] = None
+    use: Annotated[int | None, Field(description="grant: which use of the grant this was.")] = None
+    max_uses: Annotated[int | None, Field(description="grant: its maximum number of uses.")] = None
+    group: Annotated[
+        str | None, Field(description="quorum: the group the approvers were counted in.")
+    ] = None
+    required: Annotated[
+        int | None, Field(description="quorum: how many distinct members had to approve.")
+    ] = None
+
+
 class AttemptStatusView(BaseModel):
     """The redacted status view of an attempt."""
 
@@ -77,6 +114,10 @@ class AttemptStatusView(BaseModel):
     dispatch_started_at: Annotated[
         str | None,
         Field(description="When the executor was first called: from then an effect may exist."),
+    ] = None
+    approval: Annotated[
+        AttemptApproval | None,
+        Field(description="How it was approved (absent for attempts from before approval kinds)."),
     ] = None
     result: Annotated[AttemptResult | None, Field(description="The recorded outcome.")] = None
     resolution: Annotated[
@@ -143,6 +184,7 @@ def attempt_status_view(attempt: ExecutionAttempt) -> dict[str, Any]:
             "updated_at": attempt.updated_at,
             "lease_generation": attempt.lease_generation,
             "dispatch_started_at": attempt.dispatch_started_at,
+            "approval": None if attempt.approval is None else dict(attempt.approval),
             "result": None
             if result is None
             else shown_result(result["kind"], result.get("reason_code"), result.get("receipt")),

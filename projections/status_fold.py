@@ -102,6 +102,11 @@ def _queued(fields: Fields, data: Mapping[str, Any]) -> None:
     fields["proposal_version"] = data["proposal_version"]
     fields["owner_actor_id"] = data["actor_id"]
     fields["created_at"] = fields["updated_at"] = data["at"]
+    approval = data.get("approval")
+    if approval is not None:
+        if not isinstance(approval, Mapping) or not isinstance(approval.get("kind"), str):
+            raise _Refused("its approval is not an approval")
+        fields["approval"] = dict(approval)
 
 
 def _leased(fields: Fields, data: Mapping[str, Any]) -> None:

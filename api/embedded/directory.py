@@ -7,6 +7,7 @@ revision) and returns the record as ``PUT /directory/...`` does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from adapters.bootstrap import Ledger
@@ -40,9 +41,11 @@ class DirectoryMethods:
     def _as(self, role: Role) -> Principal:
         raise NotImplementedError
 
-    def put_actor(self, actor_id: str, *, enabled: bool = True) -> ActorOut:
-        """Create, enable or disable an actor."""
-        body = parse(ActorIn, {"enabled": enabled})
+    def put_actor(
+        self, actor_id: str, *, enabled: bool = True, groups: Sequence[str] = ()
+    ) -> ActorOut:
+        """Create, enable or disable an actor; ``groups`` are what policies see."""
+        body = parse(ActorIn, {"enabled": enabled, "groups": list(groups)})
         return directory.put_actor(self.wiring, self._as(Role.ADMIN), actor_id, body)
 
     def get_actor(self, actor_id: str) -> ActorOut:

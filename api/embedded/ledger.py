@@ -27,6 +27,7 @@ from adapters.bootstrap import Ledger
 from adapters.executors.registry import RegistryEntry
 from api.embedded.directory import DirectoryMethods
 from api.embedded.engine import Engine
+from api.embedded.policies import PolicyMethods
 from api.http.schemas.attempts import (
     AttemptEventsOut,
     AttemptListOut,
@@ -64,7 +65,7 @@ DEFAULT_SUBJECT = "embedded"
 DEFAULT_WAIT_SECONDS = 30.0
 
 
-class EmbeddedLedger(DirectoryMethods):
+class EmbeddedLedger(DirectoryMethods, PolicyMethods):
     """A ledger in this process: propose, present, approve, wait, resolve...
 
     Open one with :func:`api.embedded.open_ledger`; as a context manager it
@@ -183,9 +184,11 @@ class EmbeddedLedger(DirectoryMethods):
         conversation_key: str,
         ttl_seconds: int | None = None,
         idempotency_key: str | None = None,
+        actor_id: str | None = None,
     ) -> PresentationOut:
         """A single-use presentation of one version, bound to one identity
-        binding, channel binding and conversation; its token is shown only here."""
+        binding, channel binding and conversation; its token is shown only here.
+        ``actor_id``: a quorum member's own presentation (docs/policies.md)."""
         body = parse(
             PresentationIn,
             {
@@ -194,6 +197,7 @@ class EmbeddedLedger(DirectoryMethods):
                 "channel_binding_id": channel_binding_id,
                 "conversation_key": conversation_key,
                 "ttl_seconds": ttl_seconds,
+                "actor_id": actor_id,
             },
         )
         return proposals.present(

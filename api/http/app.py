@@ -33,7 +33,9 @@ from api.http.routers import (
     directory,
     executors,
     health,
+    policies,
     proposals,
+    standing_grants,
     webhooks,
 )
 from api.service.idempotency import API_PREFIX
@@ -91,5 +93,7 @@ def create_app(
     app.include_router(attempts.router, prefix=API_PREFIX)
     app.include_router(audit.router, prefix=API_PREFIX)
     app.include_router(webhooks.router, prefix=API_PREFIX)
+    app.include_router(policies.router, prefix=API_PREFIX)
+    app.include_router(standing_grants.router, prefix=API_PREFIX)
     install_console(app)
     return app

@@ -64,6 +64,13 @@ STATUS_BY_CODE: dict[str, int] = {
     # caller
     "unauthenticated": 401,
     "forbidden": 403,
+    # policies and standing grants (docs/policies.md)
+    "invalid_policy_set": 422,
+    "policy_denied": 403,
+    "policy_digest_mismatch": 409,
+    "stale_policy_set": 409,
+    "standing_grant_refused": 403,
+    "too_many_standing_grants": 409,
 }
 """Domain error code -> HTTP status. Add a line here for every new error code."""
 

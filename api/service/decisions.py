@@ -45,12 +45,15 @@ def approve(ledger: Ledger, principal: Principal, body: ApprovalIn) -> ApprovalO
         ledger.metrics.inc("ledger_approvals_total", result="conflicted")
         _refresh_inbox_of(ledger, body.token)
         raise
-    ledger.metrics.inc("ledger_approvals_total", result="accepted")
+    accepted = "vote" if result.status == "vote_recorded" else "accepted"
+    ledger.metrics.inc("ledger_approvals_total", result=accepted)
     _refresh_inbox_of(ledger, body.token)
     return ApprovalOut(
         status=result.status,
         attempt_id=result.attempt_id,
         attempt_revision=result.attempt_revision,
+        votes=result.votes,
+        required=result.required,
     )
 
 

@@ -142,6 +142,7 @@ def present(
             conversation_key=body.conversation_key,
             ttl_seconds=body.ttl_seconds,
             idempotency=key,
+            actor_id=body.actor_id,
         )
     refresh_inbox(ledger, proposal_id)
     return PresentationOut(**result.__dict__)

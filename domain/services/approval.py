@@ -18,7 +18,9 @@ before it is returned.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
+from domain.approvals import human_approval
 from domain.attempt import ExecutionAttempt
 from domain.directory import channel_binding_record_id, identity_binding_record_id
 from domain.errors import (
@@ -27,8 +29,10 @@ from domain.errors import (
     InvalidSpec,
     ProposalConflicted,
 )
+from domain.policy import Verdict
 from domain.ports import Commit, DueWork, ReadCheck
 from domain.proposal import PresentationStatus, Proposal, ProposalStatus
+from domain.services import quorum
 from domain.services.authorization import (
     Approver,
     AuthorizationFailed,
@@ -40,7 +44,7 @@ from domain.services.context import ServiceContext
 from domain.services.proposals import token_hash, token_lookup_key
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
-from domain.spec import derive_attempt_id, derive_idempotency_key, stored_spec
+from domain.spec import ProposalSpec, derive_attempt_id, derive_idempotency_key, stored_spec
 from domain.timeutil import format_utc
 from domain.tracing import clean_trace_context
 
@@ -86,11 +90,15 @@ def check_service_channel(
 
 @dataclass(frozen=True)
 class ApprovalResult:
-    """``execution_pending`` with the attempt id and its current revision."""
+    """``execution_pending`` with the attempt id and its current revision; or, for
+    a quorum member's vote that is not the M-th, ``vote_recorded`` with the votes
+    counted so far and the number required (no attempt yet)."""
 
-    attempt_id: str
-    attempt_revision: int
+    attempt_id: str | None
+    attempt_revision: int | None
     status: str = "execution_pending"
+    votes: int | None = None
+    required: int | None = None
 
 
 def unavailable(reason: str) -> ApprovalUnavailable:
@@ -160,9 +168,10 @@ def load_bound_presentation(
     if proposal is None or presentation_id not in proposal.presentations:
         raise unavailable("missing_record")
     presentation = proposal.presentations[presentation_id]
+    # A presentation is the proposal's actor's, or a quorum member's own (made
+    # only for a version that needs a quorum): either way, exactly this caller's.
     if (
         presentation["actor_id"] != who.actor_id
-        or proposal.actor_id != who.actor_id
         or presentation["identity_binding_id"] != who.identity_binding_id
         or presentation["channel_binding_id"] != who.channel_binding_id
         or presentation["conversation_key"] != who.conversation_key
@@ -194,10 +203,13 @@ def _approve_once(
     ):
         # Duplicate, concurrent or sibling approval after the claim: converge.
         return _stored_attempt(ctx, record["attempt_id"])
-    try:
-        proposal.check_claimable(presentation_id, now)
-    except IllegalTransition:
-        raise unavailable("not_claimable") from None
+    member = presentation["actor_id"] != proposal.actor_id
+    replayed_vote = member and status is PresentationStatus.CONSUMED
+    if not replayed_vote:
+        try:
+            proposal.check_claimable(presentation_id, now)
+        except IllegalTransition:
+            raise unavailable("not_claimable") from None
 
     try:
         spec = stored_spec(record["spec"], record["payload_hash"])
@@ -205,18 +217,20 @@ def _approve_once(
         raise unavailable("stored_spec_invalid") from None
     if spec is None:
         raise unavailable("payload_hash_mismatch")
+    if member:
+        return _vote(ctx, proposal, presentation_id, who, spec, reads, service)
     try:
         auth = authorize(ctx, who, spec, now, reads)
     except AuthorizationFailed as failed:
         raise unavailable(failed.reason) from None
     except TargetDrift as drift:
-        proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(now))
-        target_check = ReadCheck(drift.target.id, drift.target.version)
-        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal], read_set=[target_check]))
-        raise ProposalConflicted() from None
+        _conflicted(ctx, proposal, version, drift)
 
+    if auth.decision.verdict is Verdict.QUORUM:
+        raise unavailable("requester_not_counted")  # members decide, not the requester
     attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
     at = format_utc(now)
+    approval = human_approval(who.actor_id)
     attempt = ExecutionAttempt(
         attempt_id=attempt_id,
         proposal_id=proposal.id,
@@ -238,6 +252,7 @@ def _approve_once(
         trace_context=clean_trace_context(ctx.tracer.current_context()),
         spec=record["spec"],
         authorized=[[c.stream_id, c.version] for c in auth.read_set],
+        approval=approval,
     )
     proposal.claim(
         presentation_id=presentation_id,
@@ -245,6 +260,7 @@ def _approve_once(
         now=now,
         at=at,
         asserted_by=service.asserted_by if service else None,
+        approval=approval,
     )
     commit(
         ctx.store,
@@ -256,6 +272,41 @@ def _approve_once(
         ),
     )
     return ApprovalResult(attempt_id=attempt_id, attempt_revision=attempt.version)
+
+
+def _vote(
+    ctx: ServiceContext,
+    proposal: Proposal,
+    presentation_id: str,
+    who: Provenance,
+    spec: ProposalSpec,
+    reads: DirectoryReads,
+    service: ChannelService | None,
+) -> ApprovalResult:
+    """A quorum member's approval (``quorum.py``): a vote, or the claim."""
+    asserted_by = service.asserted_by if service else None
+    version = proposal.presentations[presentation_id]["version"]
+    try:
+        done = quorum.vote(
+            ctx, proposal, presentation_id, who, spec, ctx.clock.now(), reads, asserted_by
+        )
+    except quorum.NotCounted as refused:
+        raise unavailable(refused.reason) from None
+    except TargetDrift as drift:
+        _conflicted(ctx, proposal, version, drift)
+    return ApprovalResult(
+        done.attempt_id, done.attempt_revision, done.status, done.votes, done.required
+    )
+
+
+def _conflicted(
+    ctx: ServiceContext, proposal: Proposal, version: int, drift: TargetDrift
+) -> NoReturn:
+    """Target drift: the version can never be claimed; say so in one commit."""
+    proposal.mark_conflicted(version=version, reason="target_drift", at=format_utc(ctx.clock.now()))
+    target_check = ReadCheck(drift.target.id, drift.target.version)
+    commit(ctx.store, ctx.cache, Commit(aggregates=[proposal], read_set=[target_check]))
+    raise ProposalConflicted()
 
 
 def _stored_attempt(ctx: ServiceContext, attempt_id: str | None) -> ApprovalResult:

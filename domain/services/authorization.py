@@ -15,16 +15,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from domain.approvals import ApprovalKind, needs_channel
 from domain.directory import (
+    POLICY_SET_RECORD_ID,
     actor_record_id,
     channel_binding_record_id,
     executor_build_record_id,
     grant_record_id,
     identity_binding_record_id,
+    standing_grant_record_id,
     target_record_id,
 )
+from domain.errors import InvalidPolicySet
+from domain.policy import NO_POLICIES, PolicyDecision, Verdict
 from domain.ports import ReadCheck
 from domain.services.context import ServiceContext
+from domain.services.policy_decisions import decide, groups_of, policy_set_snapshot
 from domain.services.read_cache import (
     DirectorySnapshot,
     read_directory,
@@ -35,10 +41,12 @@ from domain.spec import ProposalSpec
 
 
 class AuthorizationFailed(Exception):
-    """Some part of I7 does not hold; ``reason`` is a bounded, redacted code."""
+    """Some part of I7 does not hold; ``reason`` is a bounded, redacted code.
+    ``policy_ids``: for ``policy_denied``, the forbid policies that hold."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, policy_ids: tuple[str, ...] = ()) -> None:
         self.reason = reason
+        self.policy_ids = policy_ids
         super().__init__(reason)
 
 
@@ -60,13 +68,52 @@ class Approver:
     conversation_key: str
 
 
+@dataclass(frozen=True)
+class Basis:
+    """How the version is (or is to be) approved, which decides what else an
+    authorization checks: a person through a presentation (``human``, and
+    ``quorum``) needs the identity and channel bindings; a ``policy`` approval
+    needs the policy set to approve it automatically still; a ``grant``
+    approval needs the standing grant it used, not revoked."""
+
+    kind: ApprovalKind = ApprovalKind.HUMAN
+    grant_id: str | None = None
+    ballots: tuple[Approver, ...] = ()
+    """``quorum``: every counted voter, each checked like a person's approval."""
+    group: str | None = None
+    """``quorum``: the group the voters were counted in."""
+
+    @classmethod
+    def of(cls, approval: dict[str, object] | None) -> Basis:
+        """The basis of a recorded approval (None: a human one)."""
+        if approval is None:
+            return HUMAN
+        kind = ApprovalKind(str(approval["kind"]))
+        grant = approval.get("grant_id")
+        raw = approval.get("ballots")
+        ballots = tuple(Approver(*map(str, b)) for b in raw) if isinstance(raw, list) else ()
+        group = approval.get("group")
+        return cls(
+            kind,
+            str(grant) if grant is not None else None,
+            ballots,
+            str(group) if group is not None else None,
+        )
+
+
+HUMAN = Basis()
+
+
 @dataclass
 class Authorization:
-    """The directory records read, and what they say about delivery."""
+    """The directory records read, what they say about delivery, and the policy
+    set's verdict (its record is among ``records``, version 0 when absent)."""
 
     delivery_mode: str
     records: list[DirectorySnapshot] = field(default_factory=list)
     absent: list[str] = field(default_factory=list)
+    decision: PolicyDecision = NO_POLICIES
+    policy_set: DirectorySnapshot | None = None
 
     @property
     def read_set(self) -> list[ReadCheck]:
@@ -76,18 +123,55 @@ class Authorization:
         ]
 
 
-def directory_ids(who: Approver, spec: ProposalSpec) -> list[str]:
+def directory_ids(who: Approver, spec: ProposalSpec, basis: Basis = HUMAN) -> list[str]:
     """The stream ids of every directory record an authorization reads."""
-    ids = [
-        actor_record_id(who.actor_id),
-        identity_binding_record_id(who.identity_binding_id),
-        channel_binding_record_id(who.channel_binding_id),
+    ids = [actor_record_id(who.actor_id)]
+    if needs_channel(basis.kind):
+        ids += [
+            identity_binding_record_id(who.identity_binding_id),
+            channel_binding_record_id(who.channel_binding_id),
+        ]
+    ids += [
         grant_record_id(who.actor_id, spec.permission),
         executor_build_record_id(spec.capability, spec.executor_build),
+        POLICY_SET_RECORD_ID,
     ]
+    if basis.kind is ApprovalKind.GRANT and basis.grant_id is not None:
+        ids.append(standing_grant_record_id(basis.grant_id))
     if spec.target is not None:
         ids.append(target_record_id(spec.target.id))
+    for ballot in basis.ballots:
+        ids += ballot_ids(ballot)
     return ids
+
+
+def ballot_ids(voter: Approver) -> list[str]:
+    """A quorum voter's records: actor (enabled, groups), identity and channel binding."""
+    return [
+        actor_record_id(voter.actor_id),
+        identity_binding_record_id(voter.identity_binding_id),
+        channel_binding_record_id(voter.channel_binding_id),
+    ]
+
+
+def check_ballot(
+    source: DirectoryReads, voter: Approver, group: str | None, requester_id: str
+) -> list[DirectorySnapshot]:
+    """I13 for one voter: not the requesting actor, enabled, a member of the
+    group, bound through this identity and conversation; its records (for the
+    commit's read checks), or ``AuthorizationFailed``."""
+    if voter.actor_id == requester_id:
+        raise AuthorizationFailed("requester_not_counted")
+    found = [source.get(i) for i in ballot_ids(voter)]
+    actor, identity, channel = found
+    if actor is None or identity is None or channel is None:
+        raise AuthorizationFailed("directory_record_missing")
+    if not actor.flag("enabled"):
+        raise AuthorizationFailed("voter_disabled")
+    if group is None or group not in groups_of(actor):
+        raise AuthorizationFailed("voter_not_member")
+    _check_bindings(voter, identity, channel)
+    return [actor, identity, channel]
 
 
 class DirectoryReads:
@@ -159,8 +243,12 @@ def authorize(
     spec: ProposalSpec,
     now: datetime,
     reads: DirectoryReads | None = None,
+    basis: Basis = HUMAN,
 ) -> Authorization:
-    """Check actor, bindings, permission, executor build and target; raise on failure.
+    """Check actor, bindings (for a person's approval), permission, executor
+    build, the policy set (I15: nothing it forbids; for a ``policy`` approval,
+    still approved by it), the standing grant of a ``grant`` approval (I14: not
+    revoked) and target; raise on failure.
 
     Without ``reads`` every record is read fresh from its stream."""
     if spec.expires_at <= now:
@@ -168,7 +256,7 @@ def authorize(
     if spec.permission not in ctx.permissions:
         raise AuthorizationFailed("permission_not_in_catalogue")
     source = reads or DirectoryReads(ctx, fresh=True)
-    source.prefetch(directory_ids(who, spec))
+    source.prefetch(directory_ids(who, spec, basis))
     records: list[DirectorySnapshot] = []
 
     def need(stream_id: str) -> DirectorySnapshot:
@@ -179,20 +267,15 @@ def authorize(
         return found
 
     actor = need(actor_record_id(who.actor_id))
-    identity = need(identity_binding_record_id(who.identity_binding_id))
-    channel = need(channel_binding_record_id(who.channel_binding_id))
+    if needs_channel(basis.kind):
+        identity = need(identity_binding_record_id(who.identity_binding_id))
+        channel = need(channel_binding_record_id(who.channel_binding_id))
     grant = need(grant_record_id(who.actor_id, spec.permission))
     build = need(executor_build_record_id(spec.capability, spec.executor_build))
     if not actor.flag("enabled"):
         raise AuthorizationFailed("actor_disabled")
-    if not identity.flag("active") or identity.text("actor_id") != who.actor_id:
-        raise AuthorizationFailed("identity_binding")
-    if (
-        not channel.flag("active")
-        or channel.text("conversation_key") != who.conversation_key
-        or channel.text("channel") != identity.text("channel")
-    ):
-        raise AuthorizationFailed("channel_binding")
+    if needs_channel(basis.kind):
+        _check_bindings(who, identity, channel)
     if not grant.flag("granted"):
         raise AuthorizationFailed("permission_not_granted")
     if not build.flag("available"):
@@ -205,6 +288,15 @@ def authorize(
     )
     if executor is not None and executor.delivery_mode.value != build.text("delivery_mode"):
         raise AuthorizationFailed("delivery_mode_mismatch")
+    policy_set = policy_set_snapshot(source)
+    records.append(policy_set)
+    decision = _policy_verdict(policy_set, who, actor, spec, now, basis)
+    if basis.kind is ApprovalKind.QUORUM and basis.ballots:
+        group = decision.quorum.group if decision.quorum is not None else basis.group
+        for ballot in basis.ballots:
+            records += check_ballot(source, ballot, group, who.actor_id)
+    if basis.kind is ApprovalKind.GRANT:
+        _check_standing_grant(need(standing_grant_record_id(basis.grant_id or "")), who)
     absent: list[str] = []
     if spec.target is not None:
         target_id = target_record_id(spec.target.id)
@@ -217,4 +309,51 @@ def authorize(
             if target.text("revision") != spec.target.base_revision:
                 raise TargetDrift(target)
             records.append(target)
-    return Authorization(delivery_mode=build.text("delivery_mode"), records=records, absent=absent)
+    return Authorization(
+        delivery_mode=build.text("delivery_mode"),
+        records=records,
+        absent=absent,
+        decision=decision,
+        policy_set=policy_set,
+    )
+
+
+def _check_bindings(who: Approver, identity: DirectorySnapshot, channel: DirectorySnapshot) -> None:
+    if not identity.flag("active") or identity.text("actor_id") != who.actor_id:
+        raise AuthorizationFailed("identity_binding")
+    if (
+        not channel.flag("active")
+        or channel.text("conversation_key") != who.conversation_key
+        or channel.text("channel") != identity.text("channel")
+    ):
+        raise AuthorizationFailed("channel_binding")
+
+
+def _policy_verdict(
+    policy_set: DirectorySnapshot,
+    who: Approver,
+    actor: DirectorySnapshot,
+    spec: ProposalSpec,
+    now: datetime,
+    basis: Basis,
+) -> PolicyDecision:
+    """I15: nothing forbids it now; a ``policy`` approval still stands."""
+    try:
+        decision = decide(policy_set, who.actor_id, groups_of(actor), spec, now)
+    except InvalidPolicySet:
+        raise AuthorizationFailed("policy_set_invalid") from None
+    if decision.verdict is Verdict.DENIED:
+        raise AuthorizationFailed("policy_denied", decision.policy_ids)
+    if basis.kind is ApprovalKind.POLICY and decision.verdict is not Verdict.AUTO_APPROVE:
+        raise AuthorizationFailed("policy_approval_withdrawn")
+    return decision
+
+
+def _check_standing_grant(record: DirectorySnapshot, who: Approver) -> None:
+    """I14 after the claim: the grant that approved it is the actor's and not
+    revoked (its use was counted in the claim's commit; expiry and the count
+    bound uses, not the attempts they already made)."""
+    if record.text("actor_id") != who.actor_id:
+        raise AuthorizationFailed("standing_grant_missing")
+    if record.flag("revoked"):
+        raise AuthorizationFailed("standing_grant_revoked")

@@ -9,6 +9,7 @@ the same commit (read back strongly consistent, never via an index).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from domain.directory import (
     DirectoryRecord,
     executor_build_record_id,
+    is_directory_record_id,
 )
 from domain.errors import (
     ConcurrencyConflict,
@@ -34,10 +36,13 @@ from domain.errors import (
 from domain.ports import Commit, Lookup
 from domain.problems import FieldProblem
 from domain.proposal import Proposal, ProposalStatus
+from domain.services.automatic import screen
 from domain.services.context import ServiceContext
 from domain.services.idempotency import IdempotencyKey
 from domain.services.presentation_bindings import check_presentation_bindings
+from domain.services.proposal_commit import Stored, screened, store_version
 from domain.services.propose_checks import SPEC_POINTER, check_actor_may_propose, content_problems
+from domain.services.quorum import check_member_presentation
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
 from domain.spec import ProposalSpec, parse_spec, validated_payload_hash, view_hash
@@ -66,6 +71,8 @@ class ProposalResult:
     view_hash: str
     preview: str
     status: str
+    attempt_id: str | None = None
+    approval: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -163,8 +170,16 @@ def _replayed_proposal(ctx: ServiceContext, idem: IdempotencyKey) -> ProposalRes
         raise NotFound()
     record = proposal.versions[version]
     preview = ctx.renderer.render(parse_spec(record["spec"]))
+    claimed = stored["status"] == ProposalStatus.CLAIMED.value
     return ProposalResult(
-        proposal.id, version, record["payload_hash"], record["view_hash"], preview, stored["status"]
+        proposal.id,
+        version,
+        record["payload_hash"],
+        record["view_hash"],
+        preview,
+        stored["status"],
+        attempt_id=record["attempt_id"] if claimed else None,
+        approval=record.get("approval") if claimed else None,
     )
 
 
@@ -186,24 +201,29 @@ def _propose(
     at = format_utc(now)
 
     if lineage_id is None:
-        proposal = Proposal(
-            proposal_id=ctx.tokens.new_id("prop"),
-            actor_id=actor_id,
-            spec=stored_spec,
-            payload_hash=ph,
-            view_hash=vh,
-            renderer_build=ctx.renderer.build,
-            at=at,
-            proposer=proposer,
-        )
-        commit(
-            ctx.store,
-            ctx.cache,
-            Commit(aggregates=[proposal], lookups=_remember(idem, now, proposal.id, 1)),
-        )
-        return ProposalResult(proposal.id, 1, ph, vh, preview, ProposalStatus.PRESENTED.value)
+        proposal_id = ctx.tokens.new_id("prop")
 
-    def revise_once() -> ProposalResult:
+        def create_once(automatic: bool) -> ProposalResult:
+            screening = screen(ctx, actor_id, spec, now, automatic=automatic)
+            proposal = Proposal(
+                proposal_id=proposal_id,
+                actor_id=actor_id,
+                spec=stored_spec,
+                payload_hash=ph,
+                view_hash=vh,
+                renderer_build=ctx.renderer.build,
+                at=at,
+                proposer=proposer,
+            )
+            stored = store_version(
+                ctx, proposal, 1, screening, spec, now, _remember(idem, now, proposal_id, 1)
+            )
+            return _result(proposal, 1, preview, stored)
+
+        return screened(create_once, proposal_id)
+
+    def revise_once(automatic: bool) -> ProposalResult:
+        screening = screen(ctx, actor_id, spec, now, automatic=automatic)
         existing = ctx.store.get(Proposal, lineage_id)
         if existing is None:
             raise NotFound()
@@ -217,37 +237,45 @@ def _propose(
             expected_version=expected_version,
             at=at,
         )
+        remembered = _remember(idem, now, existing.id, version)
         try:
-            commit(
-                ctx.store,
-                ctx.cache,
-                Commit(aggregates=[existing], lookups=_remember(idem, now, existing.id, version)),
-            )
-        except ConcurrencyConflict:
-            if expected_version is not None:
+            stored = store_version(ctx, existing, version, screening, spec, now, remembered)
+        except ConcurrencyConflict as conflict:
+            # A directory record the decision read moved (the policy set, a grant):
+            # decide again. Anything else: the lineage moved past the expected version.
+            if expected_version is not None and not is_directory_record_id(conflict.stream_id):
                 raise StaleVersion() from None
             raise
-        return ProposalResult(existing.id, version, ph, vh, preview, ProposalStatus.PRESENTED.value)
+        return _result(existing, version, preview, stored)
 
-    def contended() -> ProposalResult:
-        raise ConcurrencyConflict(lineage_id)
+    return screened(revise_once, lineage_id)
 
-    return retry_on_conflict(revise_once, exhausted=contended)
+
+def _result(proposal: Proposal, version: int, preview: str, stored: Stored) -> ProposalResult:
+    record = proposal.versions[version]
+    return ProposalResult(
+        proposal.id,
+        version,
+        record["payload_hash"],
+        record["view_hash"],
+        preview,
+        stored.status,
+        attempt_id=stored.attempt_id,
+        approval=stored.approval,
+    )
 
 
 def _remember(
     idem: IdempotencyKey | None, now: datetime, proposal_id: str, version: int
-) -> list[Lookup]:
-    if idem is None:
-        return []
-    return [
-        idem.record(
-            now,
-            proposal_id=proposal_id,
-            version=str(version),
-            status=ProposalStatus.PRESENTED.value,
-        )
-    ]
+) -> Callable[[str], list[Lookup]]:
+    """The idempotency key's record, once the answer's status is known."""
+
+    def record(status: str) -> list[Lookup]:
+        if idem is None:
+            return []
+        return [idem.record(now, proposal_id=proposal_id, version=str(version), status=status)]
+
+    return record
 
 
 def present(
@@ -260,11 +288,14 @@ def present(
     conversation_key: str,
     ttl_seconds: int | None = None,
     idempotency: IdempotencyKey | None = None,
+    actor_id: str | None = None,
 ) -> PresentationResult:
     """Create a single-use presentation bound to one actor, binding and view.
 
-    The bindings must be the proposal's actor's, on one channel and for the
-    conversation named (``check_presentation_bindings``), else InvalidInput.
+    ``actor_id``: a quorum member's own presentation (``quorum.py``); by default
+    the proposal's actor's. The bindings must be that actor's, on one channel
+    and for the conversation named (``check_presentation_bindings``), else
+    InvalidInput.
 
     With an idempotency key the token is derived from it (``derive_token``), so
     a retry after a lost answer gets the same presentation and the same token."""
@@ -303,10 +334,12 @@ def present(
         expires = now + timedelta(seconds=ttl)
         if proposal is None:
             raise NotFound()
+        if actor_id is not None:
+            check_member_presentation(ctx, proposal, version, actor_id, now)
         # before anything is counted: a control no one can approve takes no slot
         check_presentation_bindings(
             ctx,
-            actor_id=proposal.actor_id,
+            actor_id=actor_id or proposal.actor_id,
             identity_binding_id=identity_binding_id,
             channel_binding_id=channel_binding_id,
             conversation_key=conversation_key,
@@ -322,6 +355,7 @@ def present(
             at=format_utc(now),
             now=now,
             max_active=ctx.max_active_presentations,
+            actor_id=actor_id,
         )
         lookup = Lookup(
             key=token_lookup_key(hashed),

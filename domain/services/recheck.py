@@ -19,6 +19,7 @@ from domain.services.authorization import (
     Approver,
     Authorization,
     AuthorizationFailed,
+    Basis,
     DirectoryReads,
     TargetDrift,
     authorize,
@@ -83,7 +84,11 @@ def recheck(
         attempt.conversation_key,
     )
     reads = DirectoryReads(ctx, fresh=fresh, pins=pins)
-    authorization = authorize(ctx, who, spec, now, reads)
+    # The same approval kind as at the claim: a person's approval needs its
+    # bindings still; a policy's, the policy set's automatic approval; a
+    # standing grant's, the grant unrevoked. A policy that now forbids it fails
+    # it safe (``policy_denied``, I15) whatever approved it.
+    authorization = authorize(ctx, who, spec, now, reads, Basis.of(attempt.approval))
     if authorization.delivery_mode != attempt.delivery_mode.value:
         raise AuthorizationFailed("delivery_mode_mismatch")
     executor = (

@@ -32,6 +32,7 @@ def test_ministack_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None
             ("bench_protocol.py", ()),
             ("bench_rebuild.py", ()),
             ("bench_digest.py", ()),
+            ("bench_quorum.py", ()),
             ("bench_throughput.py", ("--ministack-only",)),
         )
     }
@@ -63,6 +64,10 @@ def test_ministack_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None
     out = outputs["bench_digest.py"]
     assert "Digest over 2,000 streams" in out and "head index on" in out
     assert (tmp_path / "bench_digest.quick.md").exists()
+    out = outputs["bench_quorum.py"]
+    assert (
+        "| two-person | vote 1 | vote_recorded |" in out and "| vote 2 | execution_pending |" in out
+    )
 
 
 def test_waiter_benchmark_runs_and_prints_its_tables(tmp_path: Path) -> None:

@@ -6,6 +6,9 @@ python -m tests.chaos --store dynamodb --schedules 20   # on a local ministack
 python -m tests.chaos --schedules 300 --plant old-lookup-rule   # must find violations
 python -m tests.chaos --schedules 300 --plant resend-no-write-proof   # likewise
 python -m tests.chaos --schedules 2000 --plant no-watch   # likewise
+python -m tests.chaos --schedules 300 --plant grant-over-max          # likewise (I14)
+python -m tests.chaos --schedules 300 --plant ignore-forbid           # likewise (I15)
+python -m tests.chaos --schedules 300 --plant double-vote             # likewise (I13)
 """
 
 from __future__ import annotations
@@ -38,11 +41,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     parser.add_argument(
         "--plant",
-        choices=("old-lookup-rule", "resend-no-write-proof", "no-watch"),
+        choices=(
+            "old-lookup-rule",
+            "resend-no-write-proof",
+            "no-watch",
+            "grant-over-max",
+            "ignore-forbid",
+            "double-vote",
+        ),
         help="re-introduce a known bug (the run must then find violations): "
         "old-lookup-rule trusts a lookup's 'not applied' at lease expiry; "
         "resend-no-write-proof takes a re-send's refusal for a proof of no effect; "
-        "no-watch never looks again after a lookup's 'not applied' or a no_effect",
+        "no-watch never looks again after a lookup's 'not applied' or a no_effect; "
+        "grant-over-max lets a claim take a spent standing grant's use; "
+        "ignore-forbid lets approvals and rechecks ignore forbid policies; "
+        "double-vote lets one quorum member's second vote count again",
     )
     args = parser.parse_args(argv)
     if args.plant == "old-lookup-rule":
@@ -57,6 +70,18 @@ def main(argv: list[str] | None = None) -> int:
         from tests.chaos.late import plant_no_watch
 
         plant_no_watch()
+    elif args.plant == "grant-over-max":
+        from tests.chaos.policies import plant_grant_over_max
+
+        plant_grant_over_max()
+    elif args.plant == "double-vote":
+        from tests.chaos.policies import plant_double_vote
+
+        plant_double_vote()
+    elif args.plant == "ignore-forbid":
+        from tests.chaos.policies import plant_ignore_forbid
+
+        plant_ignore_forbid()
 
     if args.store == "dynamodb":
         return _dynamodb(args)
@@ -145,6 +170,8 @@ def _report_many(
         "landing:",
         "credential:",
         "resend:",
+        "policy:",
+        "claimed:",
         "final:",
         "refused:",
     ):

@@ -29,6 +29,7 @@ from tests.chaos.world import (
     DIRECTORY,
     GOOD,
     LEASE,
+    MEMBERS,
     POLICY,
     SIMULATE,
     STRANGERS,
@@ -97,6 +98,10 @@ class Actions:
                 "land",
                 self.do_land,  # type: ignore[attr-defined]
             ),
+            (2, "policy", self.do_policy),  # type: ignore[attr-defined]
+            (3, "vote", self.do_vote),
+            (2, "grant", self.do_grant),  # type: ignore[attr-defined]
+            (1, "revoke", self.do_revoke),  # type: ignore[attr-defined]
         ]
         total = sum(weight for weight, _, _ in table)
         roll = self.rng.randrange(total)
@@ -113,13 +118,14 @@ class Actions:
             "executor_build": fake_build_digest(capability),
             "plugin_build": DIGEST,
             "schema_digest": schema_digest_for(capability),
-            "policy_digest": DIGEST,
+            "policy_digest": self.policy_digest(),  # type: ignore[attr-defined]
             "permission": "tasks.write",
-            "effect": "create",
+            "effect": "delete" if self.rng.random() < 0.1 else "create",
             "destination": "tasks",
             "content": {
                 "title": f"item {self.rng.randrange(1000)}",
                 "simulate": self.rng.choice(SIMULATE),
+                "size": self.rng.choice((1, 2, 3, 3, 4, 4, 5, 6)),
             },
             "sources": ["message:1"],
             "expires_at": format_utc(
@@ -142,7 +148,12 @@ class Actions:
             lineage_id=lineage,
             expected_version=expected,
         )
-        return f"{result.proposal_id} v{result.version} {capability} {spec['content']['simulate']}"
+        if result.approval is not None:
+            self.count(f"claimed:{result.approval['kind']}")
+        return (
+            f"{result.proposal_id} v{result.version} {capability} {spec['content']['simulate']}"
+            f" {result.status}"
+        )
 
     def target_revision(self) -> str:
         record = self.store.get(DirectoryRecord, target_record_id("task:42"))
@@ -158,10 +169,26 @@ class Actions:
                 found.append(proposal_id)
         return found
 
+    def quorum_sized(self, proposal_id: str) -> bool:
+        """Whether the current version is one the simulation's quorum policy is about."""
+        found = self.store.get(Proposal, proposal_id)
+        if found is None:
+            return False
+        size = found.versions[found.current_version]["spec"]["content"].get("size")
+        return size in (3, 4)
+
     def do_present(self) -> str | None:
         if not self.proposals:
             return "nothing to present"
         candidates = self.open_proposals()
+        roll = self.rng.random()
+        # a quorum member's own presentation now and then (refused unless a policy
+        # asks this version for a quorum), mostly of a proposal a quorum policy
+        # may hold for; else the proposal's actor's
+        sized = [p for p in candidates if self.quorum_sized(p)]
+        member = self.rng.choice(MEMBERS) if roll < (0.5 if sized else 0.1) else None
+        if member is not None and sized:
+            candidates = sized
         if not candidates or self.rng.random() < 0.15:
             candidates = self.proposals
         proposal_id = self.rng.choice(candidates)
@@ -170,7 +197,7 @@ class Actions:
         version = (
             found.current_version if self.rng.random() < 0.9 else max(1, found.current_version - 1)
         )
-        binding = GOOD if self.rng.random() < 0.85 else STRANGERS[0]
+        binding = member or (GOOD if roll < 0.87 else STRANGERS[0])
         shown = present(
             self.ctx,
             proposal_id=proposal_id,
@@ -179,19 +206,23 @@ class Actions:
             channel_binding_id=binding.channel_binding_id,
             conversation_key=binding.conversation_key,
             ttl_seconds=self.rng.choice((60, 600, 1800, 1800)),
+            actor_id=member.actor_id if member else None,
         )
         self.presentations.append(shown.token)
-        # A presentation binds the proposal's actor to the ids it was shown through.
+        # A presentation binds its actor (the proposal's, or the member's) to the
+        # ids it was shown through.
         self.presented[shown.token] = (
             proposal_id,
             Provenance(
-                found.actor_id,
+                member.actor_id if member else found.actor_id,
                 binding.identity_binding_id,
                 binding.channel_binding_id,
                 binding.conversation_key,
             ),
         )
-        return f"{shown.presentation_id} for {proposal_id} v{version}"
+        return f"{shown.presentation_id} for {proposal_id} v{version}" + (
+            f" to {member.actor_id}" if member else ""
+        )
 
     def do_approve(self) -> str | None:
         roll = self.rng.random()
@@ -207,10 +238,51 @@ class Actions:
             token = self.rng.choice(pool)
             proposal_id, binding = self.presented[token]
         who = binding if self.rng.random() < 0.85 else self.rng.choice(STRANGERS)
+        return self.approve_token(token, proposal_id, binding, who)
+
+    def do_vote(self) -> str | None:
+        """A quorum member is shown a proposal a quorum policy may hold for and
+        answers at once (another member's provenance now and then)."""
+        sized = [p for p in self.open_proposals() if self.quorum_sized(p)]
+        if not sized:
+            return "nothing for a quorum"
+        proposal_id = self.rng.choice(sized)
+        found = self.store.get(Proposal, proposal_id)
+        assert found is not None
+        member = self.rng.choice(MEMBERS)
+        shown = present(
+            self.ctx,
+            proposal_id=proposal_id,
+            version=found.current_version,
+            identity_binding_id=member.identity_binding_id,
+            channel_binding_id=member.channel_binding_id,
+            conversation_key=member.conversation_key,
+            actor_id=member.actor_id,
+        )
+        self.presentations.append(shown.token)
+        self.presented[shown.token] = (proposal_id, member)
+        who = member if self.rng.random() < 0.9 else self.rng.choice(MEMBERS)
+        return self.approve_token(shown.token, proposal_id, member, who)
+
+    def approve_token(
+        self, token: str, proposal_id: str, binding: Provenance, who: Provenance
+    ) -> str | None:
+        """Approve ``token`` as ``who`` and judge the answer (``binding``: whom the
+        presentation is for)."""
         result = approve(self.ctx, token=token, provenance=who)
         expect(bool(proposal_id), "an unknown token was approved")
         expect(who == binding, "an approval succeeded through another caller's provenance")
-        attempt = self.store.get(ExecutionAttempt, result.attempt_id)
+        if token not in self.used_tokens:
+            self.used_tokens.append(token)
+        if result.status == "vote_recorded":
+            expect(result.attempt_id is None, "a vote answered with an attempt")
+            expect(
+                0 < (result.votes or 0) < (result.required or 0),
+                f"a vote answered {result.votes} of {result.required}",
+            )
+            self.count("claimed:vote_recorded")
+            return f"vote {result.votes}/{result.required}"
+        attempt = self.store.get(ExecutionAttempt, str(result.attempt_id))
         expect(
             attempt is not None and attempt.proposal_id == proposal_id,
             "approval answered with an attempt of another proposal",
@@ -221,9 +293,9 @@ class Actions:
             == derive_attempt_id(proposal_id, attempt.proposal_version, attempt.payload_hash),
             "approval answered with a non-derived attempt id (I1)",
         )
-        if token not in self.used_tokens:
-            self.used_tokens.append(token)
-        return f"{result.attempt_id[:16]} rev {result.attempt_revision}"
+        if attempt.approval is not None and attempt.approval["kind"] == "quorum":
+            self.count("claimed:quorum")
+        return f"{str(result.attempt_id)[:16]} rev {result.attempt_revision}"
 
     def do_deliver(self) -> str | None:
         if not self.deliveries:

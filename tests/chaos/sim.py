@@ -41,13 +41,14 @@ from adapters.executors.fake import (
 )
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
+from domain.approvals import ApprovalKind, kind_of
 from domain.attempt import ExecutionAttempt
 from domain.directory import DeliveryMode
 from domain.errors import LedgerError, StoreUnavailable
 from domain.ports import Lookup
 from domain.proposal import Proposal
 from domain.services.approval import Provenance
-from domain.services.authorization import authorize
+from domain.services.authorization import Basis, authorize
 from domain.services.context import ServiceContext
 from domain.services.deadline import InlineCalls
 from domain.services.directory import put_record
@@ -60,6 +61,7 @@ from tests.chaos.actions import Actions
 from tests.chaos.interleave import Actor, Baton
 from tests.chaos.late import LateEffects
 from tests.chaos.oracle import Oracle
+from tests.chaos.policies import PolicyActions
 from tests.chaos.world import (
     ALLOWED,
     DIRECTORY,
@@ -78,7 +80,7 @@ from tests.support.stream_checks import TERMINAL, Violation, expect
 
 
 @dataclass
-class Simulation(Actions, LateEffects):
+class Simulation(Actions, LateEffects, PolicyActions):
     """One schedule: ``run()`` returns its trace; a Violation names the broken invariant."""
 
     seed: int
@@ -159,6 +161,7 @@ class Simulation(Actions, LateEffects):
         self.reporting: set[str] = set()  # keys whose landed call is still answering
         self.credential_rotated = False  # the provider refuses every request (401)
         self.counts: dict[str, int] = {}
+        self.grant_ids: list[str] = []
 
     # -- randomness --------------------------------------------------------
 
@@ -260,11 +263,16 @@ class Simulation(Actions, LateEffects):
             attempt.channel_binding_id,
             attempt.conversation_key,
         )
+        self.check_not_forbidden(attempt, when)
+        if when == "approval" and kind_of(attempt.approval) is ApprovalKind.QUORUM:
+            self.check_quorum(attempt)
         # Decided at the event's own time: the clock may move before the write lands.
         decided = attempt.dispatch_started_at if when == "dispatch" else attempt.created_at
         assert decided is not None
         try:
-            authorize(self.check_ctx, who, spec, parse_utc(decided))
+            authorize(
+                self.check_ctx, who, spec, parse_utc(decided), basis=Basis.of(attempt.approval)
+            )
         except Exception as exc:
             raise Violation(
                 f"{attempt.id}: {when} committed while unauthorized "
@@ -369,6 +377,7 @@ class Simulation(Actions, LateEffects):
             self.oracle.check_views(attempts)
         expect(self.effects.max_effects_per_key() <= 1, "an idempotency key has two effects")
         self.check_no_late_effect_lost()
+        self.check_grants()
 
     def run(self) -> list[str]:
         self.setup()

@@ -181,6 +181,53 @@ def test_the_oracle_catches_an_attempt_failed_for_where_it_ran(
     assert run_schedule(seed, "memory").ok
 
 
+def test_the_oracle_catches_a_standing_grant_used_beyond_its_maximum(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28's planted bug for I14: a claim that takes a spent grant's use (the
+    count not looked at) records a use past the maximum; the oracle's fold of the
+    grant's stream finds it. The same seed passes with the count in place."""
+    from domain.services import automatic
+    from domain.standing_grants import GrantState, state_of
+
+    def ignores_count(grant: Any, now: Any) -> GrantState:
+        found = state_of(grant, now)
+        return GrantState.ACTIVE if found is GrantState.SPENT else found
+
+    monkeypatch.setattr(automatic, "state_of", ignores_count)
+    seed = first_seed_caught("used beyond its maximum")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok
+
+
+def test_the_oracle_catches_a_double_counted_vote(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28's planted bug for I13: a member's second vote (through a second
+    presentation) is no longer recognized as theirs, so one member fills two of
+    the quorum's places; the oracle's check of every quorum claim finds it. The
+    same seed passes with the check in place."""
+    from domain.services import quorum
+
+    monkeypatch.setattr(quorum, "already_voted", lambda votes, actor_id: False)
+    seed = first_seed_caught("a member counted twice")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok
+
+
+def test_the_oracle_catches_an_attempt_for_a_forbidden_proposal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28's planted bug for I15: approval and the recheck no longer look at
+    forbid policies, so a proposal forbidden after it was proposed is claimed or
+    dispatched; the oracle, evaluating the policy set itself, finds it."""
+    from domain.policy import NO_POLICIES
+    from domain.services import authorization
+
+    monkeypatch.setattr(authorization, "_policy_verdict", lambda *args, **kwargs: NO_POLICIES)
+    seed = first_seed_caught("forbids it (I15)")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok
+
+
 def test_the_oracle_catches_an_unwatched_no_effect(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 25.3's planted bug: with the watch removed (a lookup's "not applied" and
     an admin's no_effect are final), an effect the provider applies after the client

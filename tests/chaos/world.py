@@ -43,6 +43,12 @@ POLICY = WorkerPolicy(
 # reaps items whose TTL is in the real past, which would change a replay.
 START = datetime(2100, 1, 1, 12, 0, tzinfo=UTC)
 GOOD = Provenance("alice", "ib1", "cb1", "conv-1")
+# Members of "finance", who vote on a proposal a @quorum policy holds for (I13).
+MEMBERS = (
+    Provenance("m1", "ib-m1", "cb-m1", "conv-m1"),
+    Provenance("m2", "ib-m2", "cb-m2", "conv-m2"),
+    Provenance("m3", "ib-m3", "cb-m3", "conv-m3"),
+)
 STRANGERS = (
     Provenance("bob", "ib-bob", "cb1", "conv-1"),
     Provenance("alice", "ib1", "cb2", "conv-2"),
@@ -110,6 +116,13 @@ DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any], tuple[dict[str, Any],
         {"revision": "r7"},
         ({"revision": "r8"}, {"revision": "r9"}),
     ),
+    # a member who can be disabled or leave the group between votes
+    (
+        DirectoryKind.ACTOR,
+        actor_record_id("m1"),
+        {"enabled": True, "groups": ["finance"]},
+        ({"enabled": False, "groups": ["finance"]}, {"enabled": True, "groups": ["sales"]}),
+    ),
 )
 STATIC_DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any]], ...] = (
     (DirectoryKind.ACTOR, actor_record_id("bob"), {"enabled": True}),
@@ -124,6 +137,26 @@ STATIC_DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any]], ...] = (
         {"conversation_key": "conv-2", "channel": "slack", "active": True},
     ),
     (DirectoryKind.PERMISSION_GRANT, grant_record_id("bob", "tasks.write"), {"granted": True}),
+    *(
+        (DirectoryKind.ACTOR, actor_record_id(m.actor_id), {"enabled": True, "groups": ["finance"]})
+        for m in MEMBERS[1:]
+    ),
+    *(
+        (
+            DirectoryKind.IDENTITY_BINDING,
+            identity_binding_record_id(m.identity_binding_id),
+            {"actor_id": m.actor_id, "channel": "slack", "external_id": m.actor_id, "active": True},
+        )
+        for m in MEMBERS
+    ),
+    *(
+        (
+            DirectoryKind.CHANNEL_BINDING,
+            channel_binding_record_id(m.channel_binding_id),
+            {"conversation_key": m.conversation_key, "channel": "slack", "active": True},
+        )
+        for m in MEMBERS
+    ),
 )
 
 # What each action may legitimately answer; anything else is a bug.
@@ -136,6 +169,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "proposal_claimed",
             "concurrency_conflict",
             "store_unavailable",
+            "policy_denied",
+            "policy_digest_mismatch",
         }
     ),
     "present": frozenset(
@@ -145,9 +180,22 @@ ALLOWED: dict[str, frozenset[str]] = {
             "concurrency_conflict",
             "too_many_presentations",
             "store_unavailable",
+            "invalid_input",  # a member's presentation of a version that needs no quorum
         }
     ),
     "approve": frozenset({"approval_unavailable", "proposal_conflicted", "store_unavailable"}),
+    "vote": frozenset(
+        {
+            "approval_unavailable",
+            "proposal_conflicted",
+            "store_unavailable",
+            "invalid_input",
+            "illegal_transition",
+            "stale_version",
+            "concurrency_conflict",
+            "too_many_presentations",
+        }
+    ),
     "deliver": frozenset({"store_unavailable"}),
     "recover": frozenset({"store_unavailable"}),
     "reconcile": frozenset(
@@ -159,6 +207,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "clock": frozenset(),
     "credentials": frozenset(),
     "land": frozenset({"store_unavailable"}),
+    "policy": frozenset({"concurrency_conflict", "store_unavailable"}),
+    "grant": frozenset({"concurrency_conflict", "store_unavailable", "too_many_standing_grants"}),
+    "revoke": frozenset({"concurrency_conflict", "store_unavailable"}),
 }
 WORKER_ACTIONS = ("deliver", "recover")
 

@@ -32,8 +32,8 @@ ROUTES = [
         "actor",
         "/actors/alice",
         {"enabled": True},
-        {"enabled": False},
-        {"id": "alice", "kind": "actor", "enabled": True},
+        {"enabled": False, "groups": ["ops", "finance"]},
+        {"id": "alice", "kind": "actor", "enabled": True, "groups": []},
         ("/actors/-alice", "/actors/" + "a" * 129, "/actors/al%20ice", "/actors/al%3Bice"),
     ),
     Route(

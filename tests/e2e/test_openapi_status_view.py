@@ -52,6 +52,7 @@ def test_the_published_status_view_keeps_its_names_types_and_required_fields(
         "updated_at": {"type": "string"},
         "lease_generation": {"type": "integer"},
         "dispatch_started_at": NULLABLE_STRING,
+        "approval": {"anyOf": [{"$ref": "#/components/schemas/AttemptApproval"}, {"type": "null"}]},
         "result": {"anyOf": [{"$ref": "#/components/schemas/AttemptResult"}, {"type": "null"}]},
         "resolution": {
             "anyOf": [{"$ref": "#/components/schemas/AttemptResolution"}, {"type": "null"}]

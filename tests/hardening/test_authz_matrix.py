@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -45,8 +46,12 @@ class Rule:
     hidden: frozenset[str] = frozenset()  # allowed roles whose non-owner answer == missing
     blind: frozenset[str] = frozenset()  # allowed roles that always get the missing answer
     same_as_missing: bool = False  # such refusals must be byte-identical to the missing one
+    overrides: tuple[tuple[str, str, int], ...] = ()  # (role, relation, status) exceptions
 
     def expected(self, role: str, relation: str) -> int:
+        for who, rel, status in self.overrides:
+            if (who, rel) == (role, relation):
+                return status
         if "*" in self.roles:
             return self.answers[relation]
         if role == "anonymous":
@@ -163,6 +168,38 @@ def _redeliver(w: HttpWorld, rel: str) -> Request:
     target = delivery_id("matrix", "msg_missing") if rel == "missing" else ident
     return f"{API}/webhook-deliveries/{target}/redeliver", None, None
 
+
+def _grant_ids(w: HttpWorld) -> dict[str, str]:
+    """A standing grant of alice (the owner's, the channel's actor), made once."""
+    made: dict[str, str] | None = getattr(w, "matrix_grants", None)
+    if made is None:
+        from domain.services import grants
+
+        expires = (w.ledger.clock.now() + timedelta(days=30)).isoformat()
+        bounds = {"capability": FAKE, "max_uses": 1, "expires_at": expires}
+        admin = grants.Grantor("admin", "matrix")
+        ctx = w.ledger.context
+        grant_id = grants.grant(ctx, actor_id="alice", bounds=bounds, grantor=admin)["grant_id"]
+        made = {"owner": grant_id, "non_owner": grant_id, "missing": "sgr_" + "0" * 32}
+        w.matrix_grants = made  # type: ignore[attr-defined]
+    return made
+
+
+def _standing_grant(suffix: str = "") -> Build:
+    def build(w: HttpWorld, rel: str) -> Request:
+        body = {} if suffix else None
+        return f"{API}/standing-grants/{_grant_ids(w)[rel]}{suffix}", body, None
+
+    return build
+
+
+def _new_grant(w: HttpWorld, rel: str) -> Request:
+    expires = (w.ledger.clock.now() + timedelta(days=7)).isoformat()
+    body = {"actor_id": "alice", "capability": FAKE, "max_uses": 1, "expires_at": expires}
+    return f"{API}/standing-grants", body, None
+
+
+GRANT_ROLES = frozenset({"admin", "channel"})
 
 RULES: dict[tuple[str, str], Rule] = {
     ("GET", "/openapi.json"): Rule(EVERYONE, lambda w, r: ("/openapi.json", None, None), OK_200),
@@ -314,6 +351,40 @@ RULES: dict[tuple[str, str], Rule] = {
     ),
     ("GET", "/api/conversational/audit/digest"): Rule(
         ADMIN, lambda w, rel: (f"{API}/audit/digest", None, None), OK_200
+    ),
+    # proposers read the digest their specs name (not the text); admins apply
+    ("GET", "/api/conversational/policies"): Rule(
+        frozenset({"admin", "proposer"}), lambda w, rel: (f"{API}/policies", None, None), OK_200
+    ),
+    ("PUT", "/api/conversational/policies"): Rule(
+        ADMIN, lambda w, rel: (f"{API}/policies", {"text": ""}, None), OK_200
+    ),
+    # an admin for any actor; a channel for its own actor (another actor's grant is
+    # the missing answer, and another actor's list is empty)
+    ("POST", "/api/conversational/standing-grants"): Rule(
+        GRANT_ROLES,
+        _new_grant,
+        {"owner": 201, "non_owner": 201, "missing": 201},
+        overrides=(("channel", "non_owner", 403),),  # another actor's channel: refused
+    ),
+    ("GET", "/api/conversational/standing-grants"): Rule(
+        GRANT_ROLES,
+        lambda w, rel: (f"{API}/standing-grants", None, {"actor_id": "alice"}),
+        OK_200,
+    ),
+    ("GET", "/api/conversational/standing-grants/{grant_id}"): Rule(
+        GRANT_ROLES,
+        _standing_grant(),
+        FOUND,
+        hidden=frozenset({"channel"}),
+        same_as_missing=True,
+    ),
+    ("POST", "/api/conversational/standing-grants/{grant_id}/revoke"): Rule(
+        GRANT_ROLES,
+        _standing_grant("/revoke"),
+        FOUND,
+        hidden=frozenset({"channel"}),
+        same_as_missing=True,
     ),
     ("GET", "/api/conversational/executors"): Rule(
         frozenset({"proposer", "admin"}), lambda w, rel: (f"{API}/executors", None, None), OK_200

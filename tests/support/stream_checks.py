@@ -18,8 +18,9 @@ from domain.spec import derive_attempt_id, derive_idempotency_key, parse_utc
 from projections.audit import event_type
 
 TERMINAL = ("succeeded", "failed_safe", "manually_resolved", "effect_after_no_effect")
-# Why a worker may fail an attempt before dispatch: the directory, the stored
-# spec and its hashes, or the pre-dispatch budget (I7, I11). Never where it ran.
+# Why a worker may fail an attempt before dispatch: the directory (the policy set
+# and standing grants included), the stored spec and its hashes, or the
+# pre-dispatch budget (I7, I11, I14, I15). Never where it ran.
 WORKER_REFUSALS = frozenset(
     {
         "spec_expired",
@@ -37,6 +38,16 @@ WORKER_REFUSALS = frozenset(
         "hash_mismatch",
         "proposal_not_claimed",
         "predispatch_lease_limit",
+        # the policy set and standing grants (I15, I14)
+        "policy_denied",
+        "policy_approval_withdrawn",
+        "policy_set_invalid",
+        "standing_grant_missing",
+        "standing_grant_revoked",
+        # a quorum's counted voters, each checked again (I13)
+        "voter_disabled",
+        "voter_not_member",
+        "requester_not_counted",
     }
 )
 WATCH_VERDICTS = frozenset(

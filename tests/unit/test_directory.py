@@ -48,6 +48,20 @@ VALID: dict[DirectoryKind, dict[str, Any]] = {
         "available": True,
     },
     DirectoryKind.TARGET: {"revision": "r7"},
+    DirectoryKind.POLICY_SET: {"text": "", "digest": "sha256:" + "0" * 64, "policies": []},
+    DirectoryKind.STANDING_GRANT: {
+        "grant_id": "sgr_1",
+        "actor_id": "alice",
+        "capability": "tasks.create",
+        "conditions": [],
+        "expires_at": "2100-01-01T00:00:00Z",
+        "max_uses": 3,
+        "uses": 0,
+        "revoked": False,
+        "granted_by": {"kind": "admin", "subject": "ops"},
+        "granted_at": "2099-01-01T00:00:00Z",
+    },
+    DirectoryKind.STANDING_GRANT_INDEX: {"actor_id": "alice", "grant_ids": ["sgr_1"]},
 }
 
 

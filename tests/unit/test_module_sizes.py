@@ -53,6 +53,8 @@ def test_each_command_group_has_its_own_module() -> None:
     from api.cli_channels import channels_app
     from api.cli_dynamodb import dynamodb_app
     from api.cli_executors import executors_app
+    from api.cli_grants import grants_app
+    from api.cli_policies import policies_app
     from api.cli_projections import projections_app
     from api.cli_webhooks import webhooks_app
 
@@ -61,6 +63,8 @@ def test_each_command_group_has_its_own_module() -> None:
         "channels": channels_app,
         "dynamodb": dynamodb_app,
         "executors": executors_app,
+        "grants": grants_app,
+        "policies": policies_app,
         "projections": projections_app,
         "webhooks": webhooks_app,
     }

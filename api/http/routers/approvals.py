@@ -17,7 +17,7 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED)
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model_exclude_none=True)
 def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: LedgerDep) -> ApprovalOut:
     """Claim the proposal and queue its one attempt. Never executes anything.
 
@@ -26,5 +26,10 @@ def approve_presentation(body: ApprovalIn, caller: ChannelCaller, ledger: Ledger
     the body, accepted only for bindings on that channel and recorded as
     asserted by the service. Every failure other than target drift is the same
     404 ``approval_unavailable``.
+
+    For a proposal a policy asks a quorum for, each member approves through
+    their own presentation: a vote that is not the M-th answers
+    `vote_recorded` with `votes` (counted so far) and `required`; the M-th
+    claims and answers `execution_pending` with the attempt, as above.
     """
     return decisions.approve(ledger, caller, body)

@@ -37,7 +37,7 @@ CancelCaller = Annotated[Caller, Depends(require_roles(*proposals.CANCELERS))]
 InboxCaller = Annotated[Caller, Depends(require_roles(*proposals.INBOX_READERS))]
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model_exclude_none=True)
 def create_proposal(
     body: ProposalIn,
     caller: ProposerCaller,
@@ -46,7 +46,12 @@ def create_proposal(
 ) -> ProposalOut:
     """Store a proposal version (superseding the previous one of its lineage).
 
-    With ``Idempotency-Key``, a retry of the same request gets the first answer."""
+    A `forbid` policy that holds refuses it (403 `policy_denied`, naming the
+    policy); while a policy set is configured the spec's `policy_digest` must be
+    its digest (409 `policy_digest_mismatch`). When an `@auto_approve` policy or
+    a standing grant approves it, it is claimed at once: `status` `claimed`, with
+    `attempt_id` and `approval`. With ``Idempotency-Key``, a retry of the same
+    request gets the first answer."""
     return proposals.propose(ledger, caller, body, idempotency_key=idempotency_key_header)
 
 

@@ -25,9 +25,11 @@ class _Body(BaseModel):
 
 
 class ActorIn(_Body):
-    """Enable or disable an actor."""
+    """Enable or disable an actor; ``groups`` are what policies see of it
+    (``principal in Group::"<name>"``, ``principal.groups``)."""
 
     enabled: bool
+    groups: Annotated[list[Ident], Field(max_length=32)] = Field(default_factory=list)
 
 
 class IdentityBindingIn(_Body):
@@ -98,6 +100,7 @@ class ActorOut(RecordOut):
     """An actor record."""
 
     enabled: bool
+    groups: list[str] = Field(default_factory=list)
 
 
 class IdentityBindingOut(RecordOut):

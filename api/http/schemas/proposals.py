@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from domain.directory import Ident, ShortText
 from domain.spec import ProposalSpec
+from projections.status import AttemptApproval
 
 ProposalId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^prop_[0-9a-f]{32}$")]
 
@@ -45,7 +46,8 @@ class ProposalIn(_Body):
 
 
 class ProposalOut(BaseModel):
-    """The stored version, its hashes and the rendered preview."""
+    """The stored version, its hashes and the rendered preview. ``claimed`` when a
+    policy or a standing grant approved it at once: then with its attempt and how."""
 
     proposal_id: str
     version: int
@@ -53,6 +55,8 @@ class ProposalOut(BaseModel):
     view_hash: str
     preview: str
     status: str
+    attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 class PresentationIn(_Body):
@@ -63,6 +67,11 @@ class PresentationIn(_Body):
     channel_binding_id: Ident
     conversation_key: ShortText
     ttl_seconds: Annotated[int, Field(ge=60, le=86400)] | None = None
+    actor_id: Ident | None = Field(
+        default=None,
+        description="A quorum member's own presentation (the identity binding's actor); "
+        "only for a version a policy asks a quorum for. By default the proposal's actor.",
+    )
 
 
 class PresentationOut(BaseModel):
@@ -107,11 +116,15 @@ class ApprovalIn(_Body):
 
 
 class ApprovalOut(BaseModel):
-    """Approval never executes: the attempt is queued for the worker."""
+    """Approval never executes: the attempt is queued for the worker. A quorum
+    member's vote that is not the M-th answers ``vote_recorded`` with the votes
+    counted so far and the number required, and no attempt yet."""
 
-    status: str
-    attempt_id: str
-    attempt_revision: int
+    status: str = Field(description="execution_pending, or vote_recorded.")
+    attempt_id: str | None = None
+    attempt_revision: int | None = None
+    votes: int | None = Field(default=None, description="A quorum: valid votes counted so far.")
+    required: int | None = Field(default=None, description="A quorum: the votes it needs.")
 
 
 class DeclineIn(_Body):
@@ -148,6 +161,12 @@ class ProposalVersionOut(BaseModel):
     created_at: str
     expires_at: str
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
+    votes: list[str] = Field(
+        default_factory=list,
+        description="A quorum: the members whose votes are recorded so far, oldest first "
+        "(the deciding vote is on the approval).",
+    )
 
 
 class PresentationSummaryOut(BaseModel):
@@ -158,6 +177,10 @@ class PresentationSummaryOut(BaseModel):
     status: str
     created_at: str
     expires_at: str
+    actor_id: str | None = Field(
+        default=None,
+        description="Who it is for: a quorum member's own, or the proposal's actor.",
+    )
 
 
 class ProposalViewOut(BaseModel):
@@ -187,6 +210,12 @@ class InboxItemOut(BaseModel):
     expires_at: str
     presentation_ids: list[str]
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
+    votes: list[str] = Field(
+        default_factory=list,
+        description="A quorum: the members whose votes are recorded so far, oldest first "
+        "(the deciding vote is on the approval).",
+    )
 
 
 class InboxOut(BaseModel):

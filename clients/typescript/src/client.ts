@@ -25,11 +25,15 @@ import {
   type GrantOut,
   type IdentityBindingOut,
   type InboxOut,
+  type PolicySetOut,
   type PresentationIn,
   type PresentationOut,
   type ProposalOut,
   type ProposalSpec,
   type ProposalViewOut,
+  type StandingGrantIn,
+  type StandingGrantListOut,
+  type StandingGrantOut,
   type TargetOut,
   settled,
 } from "./types.js";
@@ -83,6 +87,8 @@ export interface PresentOptions extends KeyOption {
   /** Default: the proposal answer's version. */
   version?: number;
   ttl_seconds?: number;
+  /** A quorum member's own presentation (only for a version a policy asks a quorum for). */
+  actor_id?: string;
 }
 
 interface Verdict {
@@ -141,7 +147,9 @@ function versionOf(proposal: ProposalRef, version: number | undefined, what: str
 }
 
 function attemptId(attempt: AttemptRef): string {
-  return typeof attempt === "string" ? attempt : attempt.attempt_id;
+  if (typeof attempt === "string") return attempt;
+  if (!attempt.attempt_id) throw new TypeError("a vote_recorded answer has no attempt yet (the quorum is not met)");
+  return attempt.attempt_id;
 }
 
 /** A client of one ledger server, acting with one bearer token. */
@@ -263,6 +271,7 @@ export class LedgerClient {
       conversation_key: to.conversation_key,
     };
     if (options.ttl_seconds !== undefined) body.ttl_seconds = options.ttl_seconds;
+    if (options.actor_id !== undefined) body.actor_id = options.actor_id;
     return this.call({
       method: "POST",
       path: `/proposals/${seg(proposalId(proposal))}/presentations`,
@@ -289,7 +298,8 @@ export class LedgerClient {
   // -- channel ------------------------------------------------------------------------
 
   /** Claim the proposal and queue its one attempt (never executes anything). A repeat
-   * answers the stored attempt. */
+   * answers the stored attempt. A quorum member's vote that is not the M-th answers
+   * `vote_recorded` with `votes` and `required`, and no attempt yet. */
   approve(token: string, options: { provenance?: Provenance } = {}): Promise<ApprovalOut> {
     // A channel service asserts who approved, for a binding of its own channel; a
     // per-conversation channel token carries its own provenance.
@@ -357,8 +367,10 @@ export class LedgerClient {
 
   // -- directory (admin) --------------------------------------------------------------
 
-  putActor(actorId: string, enabled = true): Promise<ActorOut> {
-    return this.call({ method: "PUT", path: `/directory/actors/${seg(actorId)}`, body: { enabled } });
+  /** Create, enable or disable an actor; `groups` are what policies see of it. */
+  putActor(actorId: string, enabled = true, groups?: string[]): Promise<ActorOut> {
+    const body = groups === undefined ? { enabled } : { enabled, groups };
+    return this.call({ method: "PUT", path: `/directory/actors/${seg(actorId)}`, body });
   }
 
   putIdentityBinding(
@@ -405,5 +417,43 @@ export class LedgerClient {
 
   putTarget(targetId: string, revision: string): Promise<TargetOut> {
     return this.call({ method: "PUT", path: `/directory/targets/${seg(targetId)}`, body: { revision } });
+  }
+
+  // -- policies and standing grants (docs/policies.md) --------------------------------
+
+  /** The policy set: its version, the digest a spec's `policy_digest` names (null
+   * without policies), its policies and, for an admin, its text. */
+  policies(): Promise<PolicySetOut> {
+    return this.call({ method: "GET", path: "/policies" });
+  }
+
+  /** Replace the Cedar policy set (admin; empty text removes every policy), only while
+   * it is at `expectedVersion` when given (0: none yet). */
+  applyPolicies(text: string, options: { expectedVersion?: number } = {}): Promise<PolicySetOut> {
+    const body = options.expectedVersion === undefined ? { text } : { text, expected_version: options.expectedVersion };
+    return this.call({ method: "PUT", path: "/policies", body });
+  }
+
+  /** A standing grant ("allow always"): an admin names `actor_id`, a channel grants for
+   * its own actor (a channel service gives `provenance`). Never resent after a lost
+   * answer (a second request would make a second grant: list the grants instead). */
+  grant(body: StandingGrantIn): Promise<StandingGrantOut> {
+    return this.call({ method: "POST", path: "/standing-grants", body, resendSafe: false });
+  }
+
+  /** An actor's standing grants with their uses and state, oldest first. */
+  standingGrants(actorId: string): Promise<StandingGrantListOut> {
+    return this.call({ method: "GET", path: "/standing-grants", query: { actor_id: actorId } });
+  }
+
+  /** One standing grant (another actor's is the same 404 as a missing one). */
+  standingGrant(grantId: string): Promise<StandingGrantOut> {
+    return this.call({ method: "GET", path: `/standing-grants/${seg(grantId)}` });
+  }
+
+  /** Revoke a standing grant: it approves nothing more (revoking twice is a no-op). */
+  revokeGrant(grantId: string, options: { provenance?: Provenance } = {}): Promise<StandingGrantOut> {
+    const body = options.provenance ? { provenance: options.provenance } : {};
+    return this.call({ method: "POST", path: `/standing-grants/${seg(grantId)}/revoke`, body });
   }
 }

@@ -87,7 +87,17 @@ export class CommitTooLarge extends LedgerClientError {
 }
 export const EventTooLarge = errorClass(CommitTooLarge, "EventTooLarge", "event_too_large");
 
+/** The Cedar policy set does not parse or breaks a rule of the ledger's. */
+export const InvalidPolicySet = errorClass(InvalidInput, "InvalidPolicySet", "invalid_policy_set");
+
 const base = LedgerClientError;
+/** A `forbid` policy holds for this proposal; the detail names the policy ids. */
+export const PolicyDenied = errorClass(base, "PolicyDenied", "policy_denied");
+/** The spec's `policy_digest` is not the current set's: read `policies()` again. */
+export const PolicyDigestMismatch = errorClass(base, "PolicyDigestMismatch", "policy_digest_mismatch");
+export const StalePolicySet = errorClass(base, "StalePolicySet", "stale_policy_set");
+export const StandingGrantRefused = errorClass(base, "StandingGrantRefused", "standing_grant_refused");
+export const TooManyStandingGrants = errorClass(base, "TooManyStandingGrants", "too_many_standing_grants");
 export const NotFound = errorClass(base, "NotFound", "not_found");
 export const ApprovalUnavailable = errorClass(base, "ApprovalUnavailable", "approval_unavailable");
 export const ConcurrencyConflict = errorClass(base, "ConcurrencyConflict", "concurrency_conflict");
@@ -144,7 +154,8 @@ const ALL: (typeof LedgerClientError)[] = [
   TooManyPresentations, ExecutorNoEffect, ExecutorOutcomeUncertain, ExecutorReceiptUnusable,
   StoreUnavailable, DigestInvalid, Unauthenticated, Forbidden, MethodNotAllowed, PayloadTooLarge,
   UnsupportedMediaType, HttpError, InternalError, TooManyRequests, LedgerConnectionError,
-  UnexpectedResponse, NoAvailableBuild, WebhookVerificationError,
+  UnexpectedResponse, NoAvailableBuild, WebhookVerificationError, InvalidPolicySet, PolicyDenied,
+  PolicyDigestMismatch, StalePolicySet, StandingGrantRefused, TooManyStandingGrants,
 ];
 
 /** Every error class by its code (the server's codes and the client's own). */

@@ -22,6 +22,11 @@ export interface paths {
          *     the body, accepted only for bindings on that channel and recorded as
          *     asserted by the service. Every failure other than target drift is the same
          *     404 ``approval_unavailable``.
+         *
+         *     For a proposal a policy asks a quorum for, each member approves through
+         *     their own presentation: a vote that is not the M-th answers
+         *     `vote_recorded` with `votes` (counted so far) and `required`; the M-th
+         *     claims and answers `execution_pending` with the attempt, as above.
          */
         post: operations["approve_presentation_api_conversational_approvals_post"];
         delete?: never;
@@ -353,6 +358,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/conversational/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Policies
+         * @description The policy set: version (0: none), digest (what every spec's `policy_digest`
+         *     must be while a set is configured; null without one), its policies' ids and
+         *     effects, and for an admin its Cedar text.
+         */
+        get: operations["get_policies_api_conversational_policies_get"];
+        /**
+         * Put Policies
+         * @description Validate and apply a policy set (422 `invalid_policy_set` naming what is
+         *     wrong). Each change is one audited event of `policy-set:default`; the same
+         *     text appends nothing. With `expected_version`, 409 `stale_policy_set` when
+         *     the set moved since.
+         */
+        put: operations["put_policies_api_conversational_policies_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/conversational/proposals": {
         parameters: {
             query?: never;
@@ -372,7 +406,12 @@ export interface paths {
          * Create Proposal
          * @description Store a proposal version (superseding the previous one of its lineage).
          *
-         *     With ``Idempotency-Key``, a retry of the same request gets the first answer.
+         *     A `forbid` policy that holds refuses it (403 `policy_denied`, naming the
+         *     policy); while a policy set is configured the spec's `policy_digest` must be
+         *     its digest (409 `policy_digest_mismatch`). When an `@auto_approve` policy or
+         *     a standing grant approves it, it is claimed at once: `status` `claimed`, with
+         *     `attempt_id` and `approval`. With ``Idempotency-Key``, a retry of the same
+         *     request gets the first answer.
          */
         post: operations["create_proposal_api_conversational_proposals_post"];
         delete?: never;
@@ -439,6 +478,74 @@ export interface paths {
          *     this response (and, with ``Idempotency-Key``, again in the answer to a retry).
          */
         post: operations["create_presentation_api_conversational_proposals__proposal_id__presentations_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversational/standing-grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Grants
+         * @description An actor's standing grants with their uses and state; a channel sees only
+         *     its own actor's (for any other the list is empty).
+         */
+        get: operations["list_grants_api_conversational_standing_grants_get"];
+        put?: never;
+        /**
+         * Create Grant
+         * @description Grant a standing approval for one capability: its proposals within the
+         *     bounds (destination, effect, conditions on content fields) are approved by
+         *     the grant, up to `max_uses` times, until `expires_at` or a revocation.
+         */
+        post: operations["create_grant_api_conversational_standing_grants_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversational/standing-grants/{grant_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Grant
+         * @description One standing grant; another actor's is the same 404 as a missing one.
+         */
+        get: operations["get_grant_api_conversational_standing_grants__grant_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/conversational/standing-grants/{grant_id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke Grant
+         * @description Revoke a standing grant: it approves nothing from now on, and an attempt it
+         *     approved that was not dispatched yet fails safe. Revoking twice changes nothing.
+         */
+        post: operations["revoke_grant_api_conversational_standing_grants__grant_id__revoke_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -557,11 +664,14 @@ export interface components {
     schemas: {
         /**
          * ActorIn
-         * @description Enable or disable an actor.
+         * @description Enable or disable an actor; ``groups`` are what policies see of it
+         *     (``principal in Group::"<name>"``, ``principal.groups``).
          */
         ActorIn: {
             /** Enabled */
             enabled: boolean;
+            /** Groups */
+            groups?: string[];
         };
         /**
          * ActorOut
@@ -570,6 +680,8 @@ export interface components {
         ActorOut: {
             /** Enabled */
             enabled: boolean;
+            /** Groups */
+            groups?: string[];
             /**
              * Id
              * @description The record's id within its kind (the path ids, ':'-joined).
@@ -598,15 +710,86 @@ export interface components {
         };
         /**
          * ApprovalOut
-         * @description Approval never executes: the attempt is queued for the worker.
+         * @description Approval never executes: the attempt is queued for the worker. A quorum
+         *     member's vote that is not the M-th answers ``vote_recorded`` with the votes
+         *     counted so far and the number required, and no attempt yet.
          */
         ApprovalOut: {
             /** Attempt Id */
-            attempt_id: string;
+            attempt_id?: string | null;
             /** Attempt Revision */
-            attempt_revision: number;
-            /** Status */
+            attempt_revision?: number | null;
+            /**
+             * Required
+             * @description A quorum: the votes it needs.
+             */
+            required?: number | null;
+            /**
+             * Status
+             * @description execution_pending, or vote_recorded.
+             */
             status: string;
+            /**
+             * Votes
+             * @description A quorum: valid votes counted so far.
+             */
+            votes?: number | null;
+        };
+        /**
+         * AttemptApproval
+         * @description How the proposal version was approved (design.md 2.7): ids only.
+         */
+        AttemptApproval: {
+            /**
+             * Approvers
+             * @description The actors who approved (human: one; quorum: every counted voter, in vote order; policy and grant: none).
+             */
+            approvers?: string[];
+            /**
+             * Grant Id
+             * @description grant: the standing grant that approved it.
+             */
+            grant_id?: string | null;
+            /**
+             * Group
+             * @description quorum: the group the approvers were counted in.
+             */
+            group?: string | null;
+            /**
+             * Kind
+             * @description human, quorum, policy or grant.
+             */
+            kind: string;
+            /**
+             * Max Uses
+             * @description grant: its maximum number of uses.
+             */
+            max_uses?: number | null;
+            /**
+             * Policy Digest
+             * @description policy: the policy set's digest at the claim.
+             */
+            policy_digest?: string | null;
+            /**
+             * Policy Id
+             * @description policy: the @auto_approve permit that approved it; quorum: the policy that asked for one.
+             */
+            policy_id?: string | null;
+            /**
+             * Policy Set Version
+             * @description policy: the policy set's version at the claim.
+             */
+            policy_set_version?: number | null;
+            /**
+             * Required
+             * @description quorum: how many distinct members had to approve.
+             */
+            required?: number | null;
+            /**
+             * Use
+             * @description grant: which use of the grant this was.
+             */
+            use?: number | null;
         };
         /**
          * AttemptListOut
@@ -623,6 +806,8 @@ export interface components {
          * @description The redacted status view of an attempt.
          */
         AttemptOut: {
+            /** @description How it was approved (absent for attempts from before approval kinds). */
+            approval?: components["schemas"]["AttemptApproval"] | null;
             /**
              * Attempt Id
              * @description The attempt's deterministic id (att_...).
@@ -784,6 +969,24 @@ export interface components {
             revision: number;
             /** Updated At */
             updated_at: string;
+        };
+        /**
+         * ConditionIn
+         * @description ``content[field] <op> value``.
+         */
+        ConditionIn: {
+            /** Field */
+            field: string;
+            /**
+             * Op
+             * @description eq, ne, lt, lte, gt, gte or in.
+             */
+            op: string;
+            /**
+             * Value
+             * @description A string, integer or boolean; a list of them for `in`.
+             */
+            value: unknown;
         };
         /**
          * DeclineIn
@@ -1084,6 +1287,7 @@ export interface components {
         InboxItemOut: {
             /** Actor Id */
             actor_id: string;
+            approval?: components["schemas"]["AttemptApproval"] | null;
             /** Attempt Id */
             attempt_id?: string | null;
             /** Created At */
@@ -1102,6 +1306,11 @@ export interface components {
             version: number;
             /** View Hash */
             view_hash: string;
+            /**
+             * Votes
+             * @description A quorum: the members whose votes are recorded so far, oldest first (the deciding vote is on the approval).
+             */
+            votes?: string[];
         };
         /**
          * InboxOut
@@ -1114,10 +1323,72 @@ export interface components {
             next_cursor?: string | null;
         };
         /**
+         * PolicyOut
+         * @description One policy of the set: its ``@id``, effect and whether it approves by itself.
+         */
+        PolicyOut: {
+            /** Auto Approve */
+            auto_approve: boolean;
+            /** Effect */
+            effect: string;
+            /**
+             * Group
+             * @description @group("name"): of which group.
+             */
+            group?: string | null;
+            /** Id */
+            id: string;
+            /**
+             * Quorum
+             * @description @quorum("M"): how many distinct members must approve.
+             */
+            quorum?: number | null;
+        };
+        /**
+         * PolicySetIn
+         * @description A new policy set (Cedar text; empty removes every policy).
+         */
+        PolicySetIn: {
+            /**
+             * Expected Version
+             * @description Apply only if the set is still at this version (0: none yet); 409 stale_policy_set otherwise.
+             */
+            expected_version?: number | null;
+            /**
+             * Text
+             * @description Cedar policies, each with a unique @id("..."); @auto_approve on a permit approves what it permits without a person.
+             */
+            text: string;
+        };
+        /**
+         * PolicySetOut
+         * @description The policy set: its version (0: none), digest (what a spec's policy_digest
+         *     must be; null without policies), policies and, for admins, its text.
+         */
+        PolicySetOut: {
+            /** Changed */
+            changed?: boolean | null;
+            /** Digest */
+            digest: string | null;
+            /** Policies */
+            policies: components["schemas"]["PolicyOut"][];
+            /** Text */
+            text?: string | null;
+            /** Updated At */
+            updated_at?: string | null;
+            /** Version */
+            version: number;
+        };
+        /**
          * PresentationIn
          * @description Create a single-use presentation bound to one actor, binding and conversation.
          */
         PresentationIn: {
+            /**
+             * Actor Id
+             * @description A quorum member's own presentation (the identity binding's actor); only for a version a policy asks a quorum for. By default the proposal's actor.
+             */
+            actor_id?: string | null;
             /** Channel Binding Id */
             channel_binding_id: string;
             /** Conversation Key */
@@ -1146,6 +1417,11 @@ export interface components {
          * @description A presentation's id, status and expiry; never its token.
          */
         PresentationSummaryOut: {
+            /**
+             * Actor Id
+             * @description Who it is for: a quorum member's own, or the proposal's actor.
+             */
+            actor_id?: string | null;
             /** Created At */
             created_at: string;
             /** Expires At */
@@ -1185,9 +1461,13 @@ export interface components {
         };
         /**
          * ProposalOut
-         * @description The stored version, its hashes and the rendered preview.
+         * @description The stored version, its hashes and the rendered preview. ``claimed`` when a
+         *     policy or a standing grant approved it at once: then with its attempt and how.
          */
         ProposalOut: {
+            approval?: components["schemas"]["AttemptApproval"] | null;
+            /** Attempt Id */
+            attempt_id?: string | null;
             /** Payload Hash */
             payload_hash: string;
             /** Preview */
@@ -1278,6 +1558,7 @@ export interface components {
          * @description One version: its status as of now (``expired`` derived), hashes and attempt.
          */
         ProposalVersionOut: {
+            approval?: components["schemas"]["AttemptApproval"] | null;
             /** Attempt Id */
             attempt_id?: string | null;
             /** Created At */
@@ -1292,6 +1573,11 @@ export interface components {
             version: number;
             /** View Hash */
             view_hash: string;
+            /**
+             * Votes
+             * @description A quorum: the members whose votes are recorded so far, oldest first (the deciding vote is on the approval).
+             */
+            votes?: string[];
         };
         /**
          * ProposalViewOut
@@ -1366,6 +1652,90 @@ export interface components {
              * @enum {string}
              */
             resolution: "effect_applied" | "no_effect";
+        };
+        /**
+         * RevokeGrantIn
+         * @description Revoke a standing grant; a channel service asserts the actor's provenance.
+         */
+        RevokeGrantIn: {
+            provenance?: components["schemas"]["ProvenanceIn"] | null;
+        };
+        /**
+         * StandingGrantIn
+         * @description A standing approval ("allow always") for one capability, within bounds.
+         *
+         *     An admin names ``actor_id``; a channel grants for its own actor (a channel
+         *     service asserts the actor's ``provenance``, as for an approval).
+         */
+        StandingGrantIn: {
+            /** Actor Id */
+            actor_id?: string | null;
+            /** Capability */
+            capability: string;
+            /** Conditions */
+            conditions?: components["schemas"]["ConditionIn"][];
+            /** Destination */
+            destination?: string | null;
+            /** Effect */
+            effect?: string | null;
+            /**
+             * Expires At
+             * @description When it stops approving (UTC, at most 366 days ahead).
+             */
+            expires_at: string;
+            /** Max Uses */
+            max_uses: number;
+            provenance?: components["schemas"]["ProvenanceIn"] | null;
+        };
+        /**
+         * StandingGrantListOut
+         * @description An actor's standing grants, oldest first.
+         */
+        StandingGrantListOut: {
+            /** Items */
+            items: components["schemas"]["StandingGrantOut"][];
+        };
+        /**
+         * StandingGrantOut
+         * @description A standing grant: its bounds, uses and state (active, spent, expired, revoked).
+         */
+        StandingGrantOut: {
+            /** Actor Id */
+            actor_id: string;
+            /** Capability */
+            capability: string;
+            /** Conditions */
+            conditions: {
+                [key: string]: unknown;
+            }[];
+            /** Destination */
+            destination?: string | null;
+            /** Effect */
+            effect?: string | null;
+            /** Expires At */
+            expires_at: string;
+            /** Grant Id */
+            grant_id: string;
+            /** Granted At */
+            granted_at: string;
+            /** Granted By */
+            granted_by: {
+                [key: string]: unknown;
+            };
+            /** Max Uses */
+            max_uses: number;
+            /** Revoked */
+            revoked: boolean;
+            /** Revoked At */
+            revoked_at?: string | null;
+            /** Revoked By */
+            revoked_by?: {
+                [key: string]: unknown;
+            } | null;
+            /** State */
+            state: string;
+            /** Uses */
+            uses: number;
         };
         /**
          * Target
@@ -3336,6 +3706,176 @@ export interface operations {
             };
         };
     };
+    get_policies_api_conversational_policies_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicySetOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_policies_api_conversational_policies_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PolicySetIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PolicySetOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_inbox_api_conversational_proposals_get: {
         parameters: {
             query: {
@@ -3752,6 +4292,388 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PresentationOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_grants_api_conversational_standing_grants_get: {
+        parameters: {
+            query: {
+                actor_id: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantListOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_grant_api_conversational_standing_grants_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StandingGrantIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_grant_api_conversational_standing_grants__grant_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantOut"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke_grant_api_conversational_standing_grants__grant_id__revoke_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                grant_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevokeGrantIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StandingGrantOut"];
                 };
             };
             /** @description Bad Request */

@@ -33,6 +33,14 @@ export type ChannelBindingOut = Schemas["ChannelBindingOut"];
 export type GrantOut = Schemas["GrantOut"];
 export type ExecutorBuildOut = Schemas["ExecutorBuildOut"];
 export type TargetOut = Schemas["TargetOut"];
+/** How a proposal version was approved: human, quorum, policy or grant (ids only). */
+export type AttemptApproval = Schemas["AttemptApproval"];
+export type PolicySetIn = Schemas["PolicySetIn"];
+export type PolicySetOut = Schemas["PolicySetOut"];
+export type ConditionIn = Schemas["ConditionIn"];
+export type StandingGrantIn = Schemas["StandingGrantIn"];
+export type StandingGrantOut = Schemas["StandingGrantOut"];
+export type StandingGrantListOut = Schemas["StandingGrantListOut"];
 
 /** Where a wait ends: a terminal status, or `outcome_unknown` (waiting for a human). */
 export const SETTLED_STATUSES: ReadonlySet<string> = new Set([

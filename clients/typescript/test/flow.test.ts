@@ -13,6 +13,8 @@ import {
   LedgerClient,
   LedgerClientError,
   NotFound,
+  PolicyDenied,
+  PolicyDigestMismatch,
   StoreUnavailable,
   Unauthenticated,
   UnknownPermission,
@@ -170,5 +172,46 @@ test("503 and 429 with Retry-After are waited out, and the retries are bounded",
     await assert.rejects(bounded.executors(), StoreUnavailable);
   } finally {
     await proxy.close();
+  }
+});
+
+test("policies and standing grants: a set that approves and forbids, a grant used and revoked", async () => {
+  const assistant = new LedgerClient(server.url, { token: proposerToken });
+  const { who } = await enrol();
+  const before = await admin.policies();
+  const text = [
+    `@id("ts-small") @auto_approve permit (principal == Actor::"${who.actor_id}", action, resource)`,
+    "when { context.content has minutes && context.content.minutes <= 30 };",
+    `@id("ts-no-deletions") forbid (principal == Actor::"${who.actor_id}", action, resource)`,
+    'when { context.effect == "delete" };',
+  ].join("\n");
+  const applied = await admin.applyPolicies(text, { expectedVersion: before.version });
+  try {
+    assert.deepEqual(applied.policies.map((p) => [p.id, p.effect, p.auto_approve]), [
+      ["ts-small", "permit", true],
+      ["ts-no-deletions", "forbid", false],
+    ]);
+    const seen = await assistant.policies();
+    assert.equal(seen.digest, applied.digest);
+    assert.equal(seen.text ?? null, null); // a proposer sees the digest, not the text
+    await assert.rejects(assistant.propose(who, await assistant.buildSpec(FAKE, CONTENT, fields)), PolicyDigestMismatch);
+    const under = { ...fields, digests: { ...fields.digests, policy_digest: seen.digest! } };
+    const task = (effect: string, minutes: number) => assistant.buildSpec(FAKE, { title: "Water", minutes }, { ...under, effect });
+    const small = await assistant.propose(who, await task("create", 10));
+    assert.equal(small.status, "claimed");
+    assert.equal(small.approval?.kind, "policy");
+    assert.equal(small.approval?.policy_id, "ts-small");
+    assert.equal((await admin.wait(small.attempt_id!, { timeoutMs: 30_000 })).approval?.kind, "policy");
+    await assert.rejects(assistant.propose(who, await task("delete", 1)), (e: unknown) => e instanceof PolicyDenied && /ts-no-deletions/.test(e.detail));
+    const expires = new Date(Date.now() + 86_400_000).toISOString().replace(/\.\d+Z$/, "Z");
+    const made = await admin.grant({ actor_id: who.actor_id, capability: FAKE, max_uses: 1, expires_at: expires, conditions: [{ field: "minutes", op: "lte", value: 120 }] });
+    const granted = await assistant.propose(who, await task("create", 60));
+    assert.deepEqual([granted.approval?.kind, granted.approval?.grant_id, granted.approval?.use], ["grant", made.grant_id, 1]);
+    assert.equal((await assistant.propose(who, await task("create", 60))).status, "presented");
+    assert.deepEqual((await admin.standingGrants(who.actor_id)).items.map((g) => [g.grant_id, g.state]), [[made.grant_id, "spent"]]);
+    assert.equal((await admin.revokeGrant(made.grant_id)).state, "revoked");
+    assert.equal((await admin.standingGrant(made.grant_id)).revoked, true);
+  } finally {
+    await admin.applyPolicies(""); // the server is shared: leave no policy behind
   }
 });

@@ -126,7 +126,7 @@ def test_a_lifecycle_meets_the_read_targets_side_by_side_with_the_previous_reads
         f" -> {after_worker.consistent} (cold worker {cold_worker.consistent})"
     )
     assert after_worker.consistent == 1  # the attempt stream
-    assert before_worker.consistent == 8  # attempt, proposal, six directory records
+    assert before_worker.consistent == 9  # attempt, proposal, seven directory records
     if dynamodb:
         assert after.requests <= 10 < before.requests
         assert cold_worker.consistent <= 2
@@ -142,7 +142,7 @@ def test_a_lifecycle_meets_the_read_targets_side_by_side_with_the_previous_reads
 def test_a_cold_approval_reads_the_directory_records_in_two_batches(
     xworld: ExecutionWorld,
 ) -> None:
-    """A process that has cached nothing: on DynamoDB the six directory records
+    """A process that has cached nothing: on DynamoDB the directory records
     are their head-index entries and then those versions, two ``BatchGetItem``s
     instead of a ``Query`` each (one SELECT on SQLite); the claim commit checks
     each at that version."""
@@ -168,14 +168,17 @@ def test_a_cold_approval_reads_the_directory_records_in_two_batches(
         f"{dict(after.ops)}"
     )
     queued = xworld.attempt(attempt_id)
-    assert queued.authorized and len(queued.authorized) == 6
+    assert queued.authorized and len(queued.authorized) == 7  # six records, the policy set (absent)
     assert xworld.worker().process(attempt_id) is Outcome.SUCCEEDED
     if dynamodb:
         # the token lookup, the proposal stream, heads + versions, the claim
-        assert dict(before.ops) == {"GetItem": 1, "Query": 7, "TransactWriteItems": 1}
+        # (and the policy set's stream, absent here)
+        assert dict(before.ops) == {"GetItem": 1, "Query": 8, "TransactWriteItems": 1}
+        # the policy set has no head entry while none was applied: a Query says it is
+        # absent (once per process: the absence is cached, and checked by the claim)
         assert dict(after.ops) == {
             "GetItem": 1,
-            "Query": 1,
+            "Query": 2,
             "BatchGetItem": 2,
             "TransactWriteItems": 1,
         }

@@ -10,6 +10,7 @@ from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest, fake_c
 from adapters.executors.registry import StaticExecutorRegistry
 from adapters.store import LedgerStore
 from adapters.system import SecretsTokenSource
+from domain.approvals import ApprovalKind, kind_of, needs_channel
 from domain.attempt import ExecutionAttempt
 from domain.directory import (
     DeliveryMode,
@@ -183,7 +184,9 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str], now: 
     """I1-I3 read from the raw store for the given proposals."""
     for proposal_id in proposal_ids:
         proposal = store.get(Proposal, proposal_id)
-        assert proposal is not None
+        if proposal is None:
+            assert not store.read_stream(proposal_id)
+            continue  # refused before anything was stored (a policy forbade it)
         for number, record in proposal.versions.items():
             attempt_id = derive_attempt_id(proposal_id, number, record["payload_hash"])
             stored = store.read_stream(attempt_id)
@@ -192,6 +195,7 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str], now: 
                 for pid, p in proposal.presentations.items()
                 if p["version"] == number and p["status"] == PresentationStatus.CONSUMED.value
             ]
+            votes = len(record.get("votes", []))
             if record["status"] == ProposalStatus.CLAIMED.value:
                 # I1/I3: exactly one attempt, queued first, for the claimed version
                 assert record["attempt_id"] == attempt_id
@@ -202,14 +206,20 @@ def check_approval_invariants(store: LedgerStore, proposal_ids: list[str], now: 
                 assert attempt is not None
                 assert attempt.proposal_id == proposal_id
                 assert attempt.proposal_version == number
-                # I2: exactly one consumed presentation, no active sibling left
-                assert len(consumed) == 1
+                # I2: exactly one consumed presentation, no active sibling left; a
+                # version the ledger claimed itself (a policy, a standing grant)
+                # consumed none
+                kind = kind_of(record.get("approval"))
+                by_person = needs_channel(kind) or kind is ApprovalKind.QUORUM
+                assert len(consumed) == votes + (1 if by_person else 0), (kind, consumed)
                 assert not proposal.active_presentation_ids(number)
+                assert kind_of(attempt.approval) is kind
             elif record["status"] == ProposalStatus.DECLINED.value:
                 # a decline consumes exactly one presentation, revokes the rest, queues nothing
                 assert not stored, "attempt for a declined proposal version"
-                assert len(consumed) == 1
+                assert len(consumed) == votes + 1
                 assert not proposal.active_presentation_ids(number)
             else:
                 assert not stored, "attempt for an unclaimed proposal version"
-                assert not consumed, "consumed presentation without a claim or decline"
+                # only a quorum member's recorded vote consumes one before a decision
+                assert len(consumed) == votes, "consumed presentation without a decision"

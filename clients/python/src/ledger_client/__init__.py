@@ -25,13 +25,15 @@ from ledger_client.answers import (
     ExecutorListOut,
     ExecutorOut,
     InboxOut,
+    PolicySetOut,
     PresentationOut,
     ProposalOut,
     ProposalViewOut,
+    StandingGrantOut,
 )
 from ledger_client.client import Client
 from ledger_client.errors import LedgerClientError
-from ledger_client.requests import ProposalSpec, Provenance, Target
+from ledger_client.requests import ConditionIn, ProposalSpec, Provenance, Target
 from ledger_client.retry import RetryPolicy
 from ledger_client.spec import SpecDigests, pick_build, sha256_digest
 from ledger_client.webhooks import WebhookVerifier
@@ -41,11 +43,13 @@ __all__ = [
     "AsyncClient",
     "AttemptOut",
     "Client",
+    "ConditionIn",
     "DeclineOut",
     "ExecutorListOut",
     "ExecutorOut",
     "InboxOut",
     "LedgerClientError",
+    "PolicySetOut",
     "PresentationOut",
     "ProposalOut",
     "ProposalSpec",
@@ -53,6 +57,7 @@ __all__ = [
     "Provenance",
     "RetryPolicy",
     "SpecDigests",
+    "StandingGrantOut",
     "Target",
     "WebhookVerifier",
     "__version__",

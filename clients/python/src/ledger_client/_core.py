@@ -8,8 +8,9 @@ keys, retries and answers lives here once.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -195,7 +196,11 @@ def version_of(
 
 
 def attempt_ref(attempt: str | a.ApprovalOut | a.AttemptOut) -> str:
-    return attempt if isinstance(attempt, str) else attempt.attempt_id
+    if isinstance(attempt, str):
+        return attempt
+    if attempt.attempt_id is None:
+        raise TypeError("a vote_recorded answer has no attempt yet (the quorum is not met)")
+    return attempt.attempt_id
 
 
 def bindings(
@@ -236,6 +241,7 @@ def present(
     conversation_key: str,
     ttl_seconds: int | None,
     key: str | None,
+    actor_id: str | None = None,
 ) -> Call[a.PresentationOut]:
     body = r.PresentationIn(
         version=version_of(proposal, version, "present"),
@@ -243,6 +249,7 @@ def present(
         channel_binding_id=channel_binding_id,
         conversation_key=conversation_key,
         ttl_seconds=ttl_seconds,
+        actor_id=actor_id,
     )
     path = f"/proposals/{segment(proposal_ref(proposal))}/presentations"
     return post(path, a.PresentationOut, body, key=key)
@@ -297,3 +304,45 @@ def resolve(
 
 def directory(kind: str, *ids: str) -> str:
     return "/directory/" + kind + "".join("/" + segment(i) for i in ids)
+
+
+def apply_policies(text: str, expected_version: int | None) -> Call[a.PolicySetOut]:
+    return put("/policies", a.PolicySetOut, r.PolicySetIn(text, expected_version))
+
+
+def grant(
+    actor_id: str | None,
+    provenance: r.Provenance | None,
+    capability: str,
+    max_uses: int,
+    expires_at: datetime | str,
+    bounds: tuple[str | None, str | None, Iterable[r.ConditionIn | Mapping[str, Any]]],
+) -> Call[a.StandingGrantOut]:
+    """POST /standing-grants; never sent again after a lost answer (a second
+    request would make a second grant: list the actor's grants instead)."""
+    destination, effect, conditions = bounds
+    body = r.StandingGrantIn(
+        capability=capability,
+        expires_at=expires_at if isinstance(expires_at, str) else utc_text(expires_at),
+        max_uses=max_uses,
+        actor_id=actor_id,
+        provenance=r.ProvenanceIn.of(provenance) if provenance is not None else None,
+        destination=destination,
+        effect=effect,
+        conditions=[c if isinstance(c, r.ConditionIn) else r.ConditionIn(**c) for c in conditions]
+        or None,
+    )
+    return post("/standing-grants", a.StandingGrantOut, body, resend_safe=False)
+
+
+def revoke_grant(grant_id: str, provenance: r.Provenance | None) -> Call[a.StandingGrantOut]:
+    # Revoking twice changes nothing: a retry answers the revoked grant.
+    body = r.RevokeGrantIn(r.ProvenanceIn.of(provenance) if provenance is not None else None)
+    return post(f"/standing-grants/{segment(grant_id)}/revoke", a.StandingGrantOut, body)
+
+
+def utc_text(moment: datetime) -> str:
+    """An aware datetime as the server's UTC text (``...Z``)."""
+    if moment.tzinfo is None:
+        raise TypeError("give an aware datetime (with a timezone)")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -15,6 +15,24 @@ from ledger_client._base import Model as _Model
 
 
 @dataclass(frozen=True)
+class AttemptApproval(_Model):
+    """How a proposal version was approved: ``human``, ``quorum``, ``policy`` or
+    ``grant``, with ids only (the approvers, the policy or the standing grant)."""
+
+    SCHEMA: ClassVar[str] = "AttemptApproval"
+    kind: str
+    approvers: list[str] = field(default_factory=list)
+    policy_id: str | None = None
+    policy_set_version: int | None = None
+    policy_digest: str | None = None
+    grant_id: str | None = None
+    use: int | None = None
+    max_uses: int | None = None
+    group: str | None = None
+    required: int | None = None
+
+
+@dataclass(frozen=True)
 class ProposalOut(_Model):
     """The stored version, its hashes and the rendered preview."""
 
@@ -25,6 +43,8 @@ class ProposalOut(_Model):
     view_hash: str
     preview: str
     status: str
+    attempt_id: str | None = None
+    approval: AttemptApproval | None = None
 
 
 @dataclass(frozen=True)
@@ -39,12 +59,17 @@ class PresentationOut(_Model):
 
 @dataclass(frozen=True)
 class ApprovalOut(_Model):
-    """Approval never executes: the attempt is queued for the worker."""
+    """Approval never executes: the attempt is queued for the worker
+    (``execution_pending``). A quorum member's vote that is not the M-th is
+    ``vote_recorded``, with the ``votes`` counted so far and the ``required``
+    number, and no attempt yet."""
 
     SCHEMA: ClassVar[str] = "ApprovalOut"
     status: str
-    attempt_id: str
-    attempt_revision: int
+    attempt_id: str | None = None
+    attempt_revision: int | None = None
+    votes: int | None = None
+    required: int | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +95,8 @@ class ProposalVersionOut(_Model):
     created_at: str
     expires_at: str
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
+    votes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -82,6 +109,7 @@ class PresentationSummaryOut(_Model):
     status: str
     created_at: str
     expires_at: str
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +141,8 @@ class InboxItemOut(_Model):
     expires_at: str
     presentation_ids: list[str]
     attempt_id: str | None = None
+    approval: AttemptApproval | None = None
+    votes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -162,6 +192,7 @@ class AttemptOut(_Model):
     dispatch_started_at: str | None = None
     result: AttemptResult | None = None
     resolution: AttemptResolution | None = None
+    approval: AttemptApproval | None = None
 
     @property
     def settled(self) -> bool:
@@ -215,6 +246,7 @@ class ActorOut(_Model):
     revision: int
     updated_at: str
     enabled: bool
+    groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -285,3 +317,62 @@ class TargetOut(_Model):
     revision: int
     updated_at: str
     target_revision: str
+
+
+# -- policies and standing grants ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyOut(_Model):
+    """One policy of the set: its ``@id``, effect and whether it approves by itself."""
+
+    SCHEMA: ClassVar[str] = "PolicyOut"
+    id: str
+    effect: str
+    auto_approve: bool
+    quorum: int | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class PolicySetOut(_Model):
+    """The policy set: its version (0: none), the digest a spec's ``policy_digest``
+    must name (``None`` without policies), its policies and, for admins, its text."""
+
+    SCHEMA: ClassVar[str] = "PolicySetOut"
+    version: int
+    digest: str | None
+    policies: list[PolicyOut]
+    text: str | None = None
+    updated_at: str | None = None
+    changed: bool | None = None
+
+
+@dataclass(frozen=True)
+class StandingGrantOut(_Model):
+    """A standing grant: its bounds, uses and state (active, spent, expired, revoked)."""
+
+    SCHEMA: ClassVar[str] = "StandingGrantOut"
+    grant_id: str
+    actor_id: str
+    capability: str
+    conditions: list[dict[str, Any]]
+    expires_at: str
+    max_uses: int
+    uses: int
+    state: str
+    revoked: bool
+    granted_by: dict[str, Any]
+    granted_at: str
+    destination: str | None = None
+    effect: str | None = None
+    revoked_by: dict[str, Any] | None = None
+    revoked_at: str | None = None
+
+
+@dataclass(frozen=True)
+class StandingGrantListOut(_Model):
+    """An actor's standing grants, oldest first."""
+
+    SCHEMA: ClassVar[str] = "StandingGrantListOut"
+    items: list[StandingGrantOut]

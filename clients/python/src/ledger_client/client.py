@@ -133,11 +133,13 @@ class Client(core.Base):
         version: int | None = None,
         ttl_seconds: int | None = None,
         idempotency_key: str | None = None,
+        actor_id: str | None = None,
     ) -> a.PresentationOut:
         """A single-use presentation for ``to`` (or the three bindings given one by
-        one); its token is in this answer only."""
+        one); its token is in this answer only. ``actor_id``: a quorum member's
+        own presentation (only for a version a policy asks a quorum for)."""
         bindings = core.bindings(to, identity_binding_id, channel_binding_id, conversation_key)
-        call = core.present(proposal, version, *bindings, ttl_seconds, idempotency_key)
+        call = core.present(proposal, version, *bindings, ttl_seconds, idempotency_key, actor_id)
         return self.call(call)
 
     def get_proposal(self, proposal_id: str) -> a.ProposalViewOut:
@@ -232,10 +234,12 @@ class Client(core.Base):
 
     # -- directory (admin) -------------------------------------------------------------
 
-    def put_actor(self, actor_id: str, *, enabled: bool = True) -> a.ActorOut:
-        """Create, enable or disable an actor."""
+    def put_actor(
+        self, actor_id: str, *, enabled: bool = True, groups: list[str] | None = None
+    ) -> a.ActorOut:
+        """Create, enable or disable an actor; ``groups`` are what policies see of it."""
         path = core.directory("actors", actor_id)
-        return self.call(core.put(path, a.ActorOut, r.ActorIn(enabled=enabled)))
+        return self.call(core.put(path, a.ActorOut, r.ActorIn(enabled=enabled, groups=groups)))
 
     def put_identity_binding(
         self, binding_id: str, *, actor_id: str, channel: str, external_id: str, active: bool = True
@@ -270,3 +274,48 @@ class Client(core.Base):
         """Set a target's current revision."""
         path = core.directory("targets", target_id)
         return self.call(core.put(path, a.TargetOut, r.TargetIn(revision=revision)))
+
+    # -- policies and standing grants (docs/policies.md) -------------------------------
+
+    def policies(self) -> a.PolicySetOut:
+        """The policy set: its version, the digest a spec's ``policy_digest`` names
+        (``None`` without policies), its policies and, for an admin, its text."""
+        return self.call(core.get("/policies", a.PolicySetOut))
+
+    def apply_policies(self, text: str, *, expected_version: int | None = None) -> a.PolicySetOut:
+        """Replace the Cedar policy set (admin; empty text removes every policy),
+        only while it is at ``expected_version`` when given (0: none yet)."""
+        return self.call(core.apply_policies(text, expected_version))
+
+    def grant(
+        self,
+        actor_id: str | None = None,
+        *,
+        capability: str,
+        max_uses: int,
+        expires_at: datetime | str,
+        destination: str | None = None,
+        effect: str | None = None,
+        conditions: Iterable[r.ConditionIn | Mapping[str, Any]] = (),
+        provenance: r.Provenance | None = None,
+    ) -> a.StandingGrantOut:
+        """A standing grant ("allow always"): an admin names ``actor_id``, a channel
+        grants for its own actor (a channel service gives ``provenance``)."""
+        bounds = (destination, effect, conditions)
+        call = core.grant(actor_id, provenance, capability, max_uses, expires_at, bounds)
+        return self.call(call)
+
+    def standing_grants(self, actor_id: str) -> a.StandingGrantListOut:
+        """An actor's standing grants with their uses and state, oldest first."""
+        return self.call(core.get("/standing-grants", a.StandingGrantListOut, actor_id=actor_id))
+
+    def standing_grant(self, grant_id: str) -> a.StandingGrantOut:
+        """One standing grant (another actor's is the same 404 as a missing one)."""
+        path = f"/standing-grants/{core.segment(grant_id)}"
+        return self.call(core.get(path, a.StandingGrantOut))
+
+    def revoke_grant(
+        self, grant_id: str, *, provenance: r.Provenance | None = None
+    ) -> a.StandingGrantOut:
+        """Revoke a standing grant: it approves nothing more (revoking twice is a no-op)."""
+        return self.call(core.revoke_grant(grant_id, provenance))

@@ -121,6 +121,42 @@ class IdempotencyKeyRefused(InvalidInput):
     code = "idempotency_key_refused"
 
 
+class InvalidPolicySet(InvalidInput):
+    """The Cedar policy set does not parse or breaks a rule of the ledger's."""
+
+    code = "invalid_policy_set"
+
+
+class PolicyDenied(LedgerClientError):
+    """A ``forbid`` policy holds for this proposal; the detail names the policy ids."""
+
+    code = "policy_denied"
+
+
+class PolicyDigestMismatch(LedgerClientError):
+    """The spec's ``policy_digest`` is not the current set's: read ``policies()`` again."""
+
+    code = "policy_digest_mismatch"
+
+
+class StalePolicySet(LedgerClientError):
+    """The policy set changed since the expected version."""
+
+    code = "stale_policy_set"
+
+
+class StandingGrantRefused(LedgerClientError):
+    """This standing grant cannot be made or changed by this caller."""
+
+    code = "standing_grant_refused"
+
+
+class TooManyStandingGrants(LedgerClientError):
+    """The actor holds the most live standing grants allowed; revoke one first."""
+
+    code = "too_many_standing_grants"
+
+
 class CommitTooLarge(LedgerClientError):
     """The change is larger than one atomic write allows."""
 

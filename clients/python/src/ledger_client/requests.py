@@ -103,6 +103,7 @@ class PresentationIn(_Model):
     channel_binding_id: str
     conversation_key: str
     ttl_seconds: int | None = None
+    actor_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,10 +153,11 @@ class ResolveIn(_Model):
 
 @dataclass(frozen=True)
 class ActorIn(_Model):
-    """Enable or disable an actor."""
+    """Enable or disable an actor; ``groups`` are what policies see of it."""
 
     SCHEMA: ClassVar[str] = "ActorIn"
     enabled: bool
+    groups: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -202,3 +204,50 @@ class TargetIn(_Model):
 
     SCHEMA: ClassVar[str] = "TargetIn"
     revision: str
+
+
+# -- policies and standing grants ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicySetIn(_Model):
+    """A new policy set (Cedar text; empty removes every policy), applied only while
+    the set is at ``expected_version`` when one is given (0: none yet)."""
+
+    SCHEMA: ClassVar[str] = "PolicySetIn"
+    text: str
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True)
+class ConditionIn(_Model):
+    """``content[field] <op> value``: op is eq, ne, lt, lte, gt, gte or in."""
+
+    SCHEMA: ClassVar[str] = "ConditionIn"
+    field: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class StandingGrantIn(_Model):
+    """A standing approval ("allow always") for one capability, within bounds; an
+    admin names ``actor_id``, a channel service asserts the actor's ``provenance``."""
+
+    SCHEMA: ClassVar[str] = "StandingGrantIn"
+    capability: str
+    expires_at: str
+    max_uses: int
+    actor_id: str | None = None
+    provenance: ProvenanceIn | None = None
+    destination: str | None = None
+    effect: str | None = None
+    conditions: list[ConditionIn] | None = None
+
+
+@dataclass(frozen=True)
+class RevokeGrantIn(_Model):
+    """Revoke a standing grant; a channel service asserts the actor's provenance."""
+
+    SCHEMA: ClassVar[str] = "RevokeGrantIn"
+    provenance: ProvenanceIn | None = None

@@ -1,0 +1,208 @@
+"""A quorum member's approval: a vote, or the M-th one that claims (design.md
+5.2, I13; docs/policies.md).
+
+Called by ``approve`` for a presentation made to a member (not to the
+proposal's actor). The policy set is evaluated for the requesting actor as at
+any approval; it must still ask for a quorum. Then:
+
+- a voter who already voted for this version is not counted again: the
+  answer is the count as it stands, nothing is appended;
+- the voter must be valid now (``check_ballot``: not the requesting actor,
+  enabled, a member of the group, bound through this identity and
+  conversation);
+- the votes recorded before are counted again, each voter re-checked the same
+  way (a voter disabled or removed from the group since is not counted);
+- fewer than M with this one: ``VoteRecorded`` is appended (the presentation
+  consumed), checked only by the proposal's version: one write;
+- the M-th: the version is claimed exactly like a single approval, the claim
+  recording every counted voter, in ONE commit whose read checks cover the
+  requesting side's records and every counted voter's three records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from domain.approvals import ApprovalKind
+from domain.attempt import ExecutionAttempt
+from domain.directory import actor_record_id
+from domain.errors import InvalidInput, InvalidPolicySet
+from domain.policy import Verdict
+from domain.ports import Commit, DueWork, ReadCheck
+from domain.proposal import BALLOT_FIELDS, Proposal
+from domain.quorum import distinct_votes, quorum_approval
+from domain.services.authorization import (
+    Approver,
+    AuthorizationFailed,
+    Basis,
+    DirectoryReads,
+    authorize,
+    check_ballot,
+)
+from domain.services.context import ServiceContext
+from domain.services.policy_decisions import decide, groups_of, policy_set_snapshot
+from domain.services.read_cache import DirectorySnapshot, commit
+from domain.spec import ProposalSpec, derive_attempt_id, derive_idempotency_key, stored_spec
+from domain.timeutil import format_utc
+from domain.tracing import clean_trace_context
+
+
+@dataclass(frozen=True)
+class Vote:
+    """What one quorum approval did: ``vote_recorded`` with the count, or
+    ``execution_pending`` with the attempt (the M-th vote claimed)."""
+
+    status: str
+    votes: int
+    required: int
+    attempt_id: str | None = None
+    attempt_revision: int | None = None
+
+
+class NotCounted(Exception):
+    """The vote cannot count (``reason``: bounded, for logs only)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def vote(
+    ctx: ServiceContext,
+    proposal: Proposal,
+    presentation_id: str,
+    who: Approver,
+    spec: ProposalSpec,
+    now: datetime,
+    reads: DirectoryReads,
+    asserted_by: str | None,
+) -> Vote:
+    """Record this member's vote, or claim the version with it (module docstring)."""
+    version = proposal.presentations[presentation_id]["version"]
+    record = proposal.versions[version]
+    requester = Approver(proposal.actor_id, "", "", "")
+    try:
+        auth = authorize(ctx, requester, spec, now, reads, Basis(ApprovalKind.QUORUM))
+    except AuthorizationFailed as failed:
+        raise NotCounted(failed.reason) from None
+    rule = auth.decision.quorum
+    if auth.decision.verdict is not Verdict.QUORUM or rule is None:
+        raise NotCounted("quorum_not_required")
+    earlier = distinct_votes(proposal.votes(version))
+    if already_voted(earlier, who.actor_id):
+        # A second presentation of the same voter, or a replay: never counted twice.
+        return Vote(
+            "vote_recorded", _valid_count(reads, earlier, rule.group, requester), rule.required
+        )
+    try:
+        mine = check_ballot(reads, who, rule.group, requester.actor_id)
+    except AuthorizationFailed as failed:
+        raise NotCounted(failed.reason) from None
+    counted: list[Approver] = []
+    records: list[DirectorySnapshot] = []
+    for earlier_vote in earlier:
+        ballot = Approver(*(str(earlier_vote[k]) for k in BALLOT_FIELDS))
+        try:
+            records += check_ballot(reads, ballot, rule.group, requester.actor_id)
+        except AuthorizationFailed:
+            continue  # disabled, removed from the group or unbound since: not counted
+        counted.append(ballot)
+        if len(counted) == rule.required - 1:
+            break
+    at = format_utc(now)
+    if len(counted) + 1 < rule.required:
+        proposal.record_vote(
+            presentation_id=presentation_id, now=now, at=at, asserted_by=asserted_by
+        )
+        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal]))
+        return Vote("vote_recorded", len(counted) + 1, rule.required)
+    ballots = [*counted, who]
+    approval = quorum_approval(rule, [asdict(b) for b in ballots])
+    read_set = auth.read_set + [ReadCheck(r.id, r.version) for r in [*records, *mine]]
+    attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
+    attempt = ExecutionAttempt(
+        attempt_id=attempt_id,
+        proposal_id=proposal.id,
+        proposal_version=version,
+        payload_hash=record["payload_hash"],
+        view_hash=record["view_hash"],
+        idempotency_key=derive_idempotency_key(proposal.id, version, record["payload_hash"]),
+        capability=spec.capability,
+        executor_build=spec.executor_build,
+        delivery_mode=auth.delivery_mode,
+        actor_id=proposal.actor_id,
+        identity_binding_id="",
+        channel_binding_id="",
+        conversation_key="",
+        permission=spec.permission,
+        target_id=spec.target.id if spec.target else None,
+        target_revision=spec.target.base_revision if spec.target else None,
+        at=at,
+        trace_context=clean_trace_context(ctx.tracer.current_context()),
+        spec=record["spec"],
+        authorized=[[c.stream_id, c.version] for c in read_set],
+        approval=approval,
+    )
+    proposal.claim(
+        presentation_id=presentation_id,
+        attempt_id=attempt_id,
+        now=now,
+        at=at,
+        asserted_by=asserted_by,
+        approval=approval,
+    )
+    commit(
+        ctx.store,
+        ctx.cache,
+        Commit(aggregates=[proposal, attempt], read_set=read_set, due=[DueWork(attempt_id, now)]),
+    )
+    return Vote("execution_pending", rule.required, rule.required, attempt_id, attempt.version)
+
+
+def already_voted(votes: Sequence[Mapping[str, Any]], actor_id: str) -> bool:
+    """Whether this member's vote is already recorded for the version."""
+    return any(vote["actor_id"] == actor_id for vote in votes)
+
+
+def _valid_count(
+    reads: DirectoryReads, votes: list[Mapping[str, Any]], group: str, requester: Approver
+) -> int:
+    count = 0
+    for earlier in votes:
+        ballot = Approver(*(str(earlier[k]) for k in BALLOT_FIELDS))
+        try:
+            check_ballot(reads, ballot, group, requester.actor_id)
+        except AuthorizationFailed:
+            continue
+        count += 1
+    return count
+
+
+def check_member_presentation(
+    ctx: ServiceContext, proposal: Proposal, version: int, actor_id: str, now: datetime
+) -> None:
+    """A presentation may go to another actor than the proposal's only as a quorum
+    member's own: the version must need a quorum now, and the member is never the
+    requesting actor (``InvalidInput`` otherwise; membership is checked at the vote)."""
+    if actor_id == proposal.actor_id:
+        return
+    record = proposal.versions.get(version)
+    spec = stored_spec(record["spec"], record["payload_hash"]) if record else None
+    if spec is None:
+        raise InvalidInput.at("/version", "no such version of this proposal")
+    reads = DirectoryReads(ctx, fresh=True)
+    actor = reads.get(actor_record_id(proposal.actor_id))
+    groups = groups_of(actor) if actor is not None else ()
+    try:
+        decision = decide(policy_set_snapshot(reads), proposal.actor_id, groups, spec, now)
+    except InvalidPolicySet:
+        decision = None
+    if decision is None or decision.verdict is not Verdict.QUORUM:
+        raise InvalidInput.at(
+            "/actor_id",
+            "a version is presented to another actor than its own only when a policy "
+            "asks for a quorum (docs/policies.md)",
+        )
