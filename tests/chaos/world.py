@@ -171,6 +171,9 @@ ALLOWED: dict[str, frozenset[str]] = {
             "store_unavailable",
             "policy_denied",
             "policy_digest_mismatch",
+            # the directory as propose checks it: alice disabled, or not granted
+            "actor_disabled",
+            "permission_not_granted",
         }
     ),
     "present": frozenset(

@@ -124,6 +124,7 @@ class ChaosExecutor:
         self.build_digest = inner.build_digest
         self.delivery_mode = inner.delivery_mode
         self.settle_seconds = settle_seconds
+        self.content_schema = inner.content_schema  # the build's: proposals are checked on it
 
     def execute(self, request: ExecutionRequest) -> ExecutionReceipt:
         sim = self.sim
