@@ -609,6 +609,27 @@ export interface components {
             status: string;
         };
         /**
+         * AttemptAcknowledgement
+         * @description An admin's acknowledgement of a ``failed_safe`` attempt: seen, nothing more to do.
+         */
+        AttemptAcknowledgement: {
+            /**
+             * Acknowledged By
+             * @description The admin who acknowledged it.
+             */
+            acknowledged_by: string;
+            /**
+             * At
+             * @description When (UTC, RFC 3339).
+             */
+            at: string;
+            /**
+             * Note
+             * @description The admin's bounded note.
+             */
+            note: string;
+        };
+        /**
          * AttemptListOut
          * @description One page of attempts and the cursor of the next (None at the end).
          */
@@ -623,6 +644,8 @@ export interface components {
          * @description The redacted status view of an attempt.
          */
         AttemptOut: {
+            /** @description A failed_safe attempt an admin acknowledged (off the attention list). */
+            acknowledgement?: components["schemas"]["AttemptAcknowledgement"] | null;
             /**
              * Attempt Id
              * @description The attempt's deterministic id (att_...).
