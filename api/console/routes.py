@@ -82,15 +82,6 @@ def _age(text: str | None, now: datetime) -> str:
     return f"{seconds // 86400}d"
 
 
-def _rows(
-    ledger: LedgerDep, session: Session, status: AttemptStatus | AttentionReason, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    page = attempts.list_attempts(ledger, session.principal, status, limit=PAGE_SIZE, cursor=cursor)
-    now = ledger.clock.now()
-    rows = [{**item.model_dump(), "age": _age(item.updated_at, now)} for item in page.items]
-    return rows, page.next_cursor
-
-
 def aged(rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
     """Rows with the age of their last change."""
     return [{**row, "age": _age(row.get("updated_at"), now)} for row in rows]
@@ -128,34 +119,6 @@ def attention(
         sections.append({"status": reason, "rows": aged(rows, now), "more": more})
     return _page(
         request, "attention.html", {"session": session, "sections": sections, "active": "attention"}
-    )
-
-
-@router.get("/attempts", response_class=HTMLResponse)
-def attempts_by_status(
-    request: Request,
-    session: SessionDep,
-    ledger: LedgerDep,
-    status: AttemptStatus = AttemptStatus.QUEUED,
-    cursor: Annotated[str | None, Query(max_length=400)] = None,
-) -> Response:
-    rows, next_cursor = _rows(ledger, session, status, cursor)
-    more = (
-        f"/console/attempts?{urlencode({'status': status.value, 'cursor': next_cursor})}"
-        if next_cursor
-        else None
-    )
-    return _page(
-        request,
-        "attempts.html",
-        {
-            "session": session,
-            "rows": rows,
-            "status": status.value,
-            "more": more,
-            "statuses": [s.value for s in AttemptStatus],
-            "active": "attempts",
-        },
     )
 
 
@@ -279,9 +242,11 @@ def install_console(app: Any) -> None:
     app.add_exception_handler(SignInRequired, to_signin)
     app.include_router(router)
     from api.console.actions import router as actions_router
+    from api.console.search import router as search_router
     from api.console.signin import router as signin_router
     from api.console.webhooks import router as webhooks_router
 
+    app.include_router(search_router)
     app.include_router(signin_router)
     app.include_router(actions_router)
     app.include_router(webhooks_router)

@@ -193,3 +193,36 @@ def test_reveal_shows_the_approved_preview_and_is_recorded_first(
     assert bad is None and [(r["by"], r["attempt_id"]) for r in revealed] == [("ops", attempt_id)]
     # the page itself, reloaded, hides it again
     assert "Call the plumber" not in browser.get(f"/console/attempts/{attempt_id}").text
+
+
+def test_find_filters_and_id_prefixes_and_says_what_is_wrong(
+    browser: TestClient,
+    client: TestClient,
+    settings: Settings,
+    ledger: Ledger,
+    bearer: Callable[..., Headers],
+) -> None:
+    unknown = attempt_in(
+        client, bearer, ledger, "fake.operator_only", "timeout_after_effect", "outcome_unknown"
+    )
+    failed = attempt_in(
+        client, bearer, ledger, "fake.provider_idempotency", "no_write_error", "failed_safe"
+    )
+    admin_session(browser, settings)
+    everything = browser.get("/console/attempts").text
+    assert everything.index(failed) < everything.index(unknown)  # newest first
+    only = browser.get("/console/attempts", params={"capability": "fake.operator_only"}).text
+    assert unknown in only and failed not in only
+    by_id = browser.get("/console/attempts", params={"id": failed[:12]}).text
+    assert failed in by_id and unknown not in by_id
+    by_status = browser.get("/console/attempts?status=failed_safe").text
+    assert failed in by_status and unknown not in by_status
+    for params, words in (
+        ({"since": "yesterday"}, "since: a UTC time such as"),
+        ({"id": "att_"}, "at least 6 characters"),
+        ({"status": "lost"}, "status: one of"),
+        ({"actor_id": "<script>"}, "actor: letters, digits"),
+    ):
+        answer = browser.get("/console/attempts", params=params)
+        assert answer.status_code == 400 and words in answer.text, params
+        assert "Traceback" not in answer.text
