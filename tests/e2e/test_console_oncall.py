@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -226,3 +227,35 @@ def test_find_filters_and_id_prefixes_and_says_what_is_wrong(
         answer = browser.get("/console/attempts", params=params)
         assert answer.status_code == 400 and words in answer.text, params
         assert "Traceback" not in answer.text
+
+
+def test_a_rebuild_of_the_find_index_lists_attempts_projected_before_it(
+    ledger: Ledger, client: TestClient, bearer: Callable[..., Headers]
+) -> None:
+    from adapters.rebuild import rebuild
+    from api.service import find
+    from api.service.principal import Principal, Role
+    from projections.find import FIND_VIEW
+
+    attempt_id = attempt_in(
+        client, bearer, ledger, "fake.operator_only", "timeout_after_effect", "outcome_unknown"
+    )
+    admin = Principal(subject="ops", role=Role.ADMIN)
+    stale = ledger.views.get_view(FIND_VIEW, f"{attempt_id}#attention")
+    assert stale is not None
+    # as a store written before the index existed: the attention row is not there
+    ledger.views.replace_views(
+        [replace_record(stale, list_pk=None, list_sk=None, version=stale.version)], force=True
+    )
+    assert find.attention(ledger, admin, "outcome_unknown", 20, None)[0] == []
+    report = rebuild(ledger, "find")
+    assert report.written >= 1 and f"{attempt_id}#attention" in report.changed
+    listed, _ = find.attention(ledger, admin, "outcome_unknown", 20, None)
+    assert [row["attempt_id"] for row in listed] == [attempt_id]
+    assert rebuild(ledger, "find").written == 0  # nothing differs any more
+
+
+def replace_record(record: Any, **changes: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(record, **changes)
