@@ -29,6 +29,7 @@ from typing import Any
 
 from domain.attempt import AttemptStatus
 from domain.ports import EventStore
+from domain.redaction import redact
 from domain.timeutil import parse_utc
 from projections.ports import ViewRecord
 from projections.status import public_view
@@ -72,13 +73,15 @@ def attention_of(data: Mapping[str, Any]) -> str | None:
 
 
 def facts_of(queued: Mapping[str, Any]) -> dict[str, Any]:
-    """What the attempt was, from its Queued event's data."""
+    """What the attempt was, from its Queued event's data, every secret-shaped
+    value redacted (a destination may be a URL with a credential in it)."""
     facts = {name: queued.get(name) for name in FACTS}
     spec = queued.get("spec")
     if isinstance(spec, Mapping):
         facts["destination"] = spec.get("destination")
         facts["effect"] = spec.get("effect")
-    return facts
+    redacted: dict[str, Any] = redact(facts)
+    return redacted
 
 
 def find_rows(status: ViewRecord, facts: Mapping[str, Any]) -> list[ViewRecord]:

@@ -41,17 +41,17 @@ class Projector:
     name: str = STATUS_SUBSCRIBER
 
     def project_attempt(self, attempt_id: str) -> bool:
-        """Re-fold one attempt stream into its view and find rows (one atomic
-        write); True when the view moved."""
+        """Re-fold one attempt stream into its view and its find rows; True
+        when the view moved."""
         rows = read_rows(self.store, attempt_id)
         if not rows:
             return False
-        # A replayed hint finds its rows stored: one read instead of a refused write
-        # (whose identical resend a store may acknowledge as written).
-        stored = self.views.get_view(STATUS_VIEW, attempt_id)
-        if stored is not None and stored.version >= rows[0].version:
-            return False
-        return self.views.put_views(rows, ()) > 0
+        # The status row's own guarded put says whether the view moved; the find
+        # rows follow it every time, so a crash between the two heals on the
+        # hint's retry (and the log's subscriber writes both with its position).
+        moved = self.views.put_view(rows[0])
+        self.views.put_views(rows[1:], ())
+        return moved
 
     def project_proposal(self, proposal_id: str) -> bool:
         """Re-fold one proposal stream into its inbox row; True when the row moved."""

@@ -22,6 +22,7 @@ from domain.attempt import AttemptStatus, ExecutionAttempt
 from domain.errors import NotFound
 from domain.oversight import PreviewReveals, reveals_id
 from domain.proposal import Proposal
+from domain.redaction import redact
 from domain.services import oversight, resolution
 from projections.labels import EVENT_WORDS
 
@@ -119,16 +120,21 @@ def describe(ledger: Ledger, principal: Principal, attempt_id: str) -> dict[str,
     receipt = (attempt.result or {}).get("receipt")
     reveals = ledger.store.get(PreviewReveals, reveals_id(attempt.id))
     status = attempt.status.value
+    shown: dict[str, Any] = redact(
+        {
+            "capability": attempt.capability,
+            "effect": spec.get("effect"),
+            "destination": spec.get("destination"),
+            "target_id": attempt.target_id,
+            "target_revision": attempt.target_revision,
+            "proposer": proposer,
+            "approvers": approvers,
+        }
+    )
     return {
-        "capability": attempt.capability,
-        "effect": spec.get("effect"),
-        "destination": spec.get("destination"),
-        "target_id": attempt.target_id,
-        "target_revision": attempt.target_revision,
+        **shown,
         "actor_id": attempt.actor_id,
         "permission": attempt.permission,
-        "proposer": proposer,
-        "approvers": approvers,
         "channel_binding_id": attempt.channel_binding_id,
         "identity_binding_id": attempt.identity_binding_id,
         "executor_build": attempt.executor_build,
