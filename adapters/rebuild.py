@@ -38,11 +38,12 @@ from domain.attempt import ExecutionAttempt
 from domain.base import bytes_hash
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit, DueWork, ReadCheck
+from projections.find import facts_of, find_rows
 from projections.ports import ViewRecord
 from projections.status import STATUS_VIEW
 from projections.status_fold import EVENT_TYPES, fold_status, read_status
 
-VIEWS = ("status", "due_work")
+VIEWS = ("status", "due_work", "find")
 DUE_PER_COMMIT = 50
 """Due entries (each with its read check) per commit: 100 items, DynamoDB's bound."""
 
@@ -101,8 +102,10 @@ def rebuild(
     report = RebuildReport(view)
     live_due = _all_due(ledger) if view == "due_work" else {}
     for streams in ledger.backend.attempt_streams(batch or ledger.backend.rebuild_batch):
-        if view == "status":
+        if view in ("status", "find"):
             rows = _status_rows(ledger, streams)
+            if view == "find":
+                rows = _find_rows(ledger, streams, rows)
             differing = _status_batch(ledger, rows, write=write, force=force, report=report)
             folded = len(rows)
         else:
@@ -141,6 +144,21 @@ def _status_rows(
     return rows
 
 
+def _find_rows(
+    ledger: Ledger,
+    streams: Sequence[tuple[str, Sequence[StoredEvent]]],
+    status_rows: list[ViewRecord],
+) -> list[ViewRecord]:
+    """The find index rows of the folded attempts (``projections.find``), their
+    facts from each stream's first event."""
+    first = {stream_id: events[0] for stream_id, events in streams if events}
+    rows: list[ViewRecord] = []
+    for status in status_rows:
+        queued: Any = ledger.store.mapper.to_domain_event(first[status.key])
+        rows += find_rows(status, facts_of(queued.data()))
+    return rows
+
+
 def fold_stored_status(stream_id: str, events: Sequence[StoredEvent]) -> ViewRecord | None:
     """The status row from canonical stored events, without building events or
     the aggregate; None when a row is not canonical, not the next version, or
@@ -174,7 +192,8 @@ def _status_batch(
         identical: set[str] = identical_views(rebuilt)
         differing = [r for r in rebuilt if r.key not in identical]
     else:
-        live = ledger.views.get_views(STATUS_VIEW, [r.key for r in rebuilt])
+        name = rebuilt[0].name if rebuilt else STATUS_VIEW
+        live = ledger.views.get_views(name, [r.key for r in rebuilt])
         differing = [r for r in rebuilt if not _same(live.get(r.key), r)]
     if write and differing:
         report.written += ledger.views.replace_views(differing, force=force)

@@ -17,7 +17,7 @@ projections_app = typer.Typer(help="Rebuild and check the views.", no_args_is_he
 @projections_app.command("rebuild")
 def projections_rebuild(
     view: Annotated[
-        str | None, typer.Option("--view", help="status or due_work (default: both).")
+        str | None, typer.Option("--view", help="status, due_work or find (default: all three).")
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="Compare with the live views only; write nothing.")

@@ -176,6 +176,7 @@ class ExecutionAttempt(LedgerAggregate):
         self.dispatch_count = 0
         self.result: dict[str, Any] | None = None
         self.resolution: dict[str, Any] | None = None
+        self.acknowledgement: dict[str, Any] | None = None
         self.observations = 0
         # The watch of a "no effect" settlement (I12): its plan (seconds after
         # ``watch_from``) and how many looks were taken.
@@ -675,6 +676,19 @@ class ExecutionAttempt(LedgerAggregate):
             at=format_utc(now),
             watch=plan,
         )
+
+    def acknowledge(self, *, acknowledged_by: str, note: str, now: datetime) -> None:
+        """An admin saw a ``failed_safe`` attempt (provably no effect) and needs
+        nothing more of it: recorded, and it leaves the attention list. The
+        status stays ``failed_safe``; the watch of a "no effect" (I12) goes on."""
+        if self.status is not AttemptStatus.FAILED_SAFE:
+            raise IllegalTransition("Only a failed_safe attempt can be acknowledged.")
+        self._acknowledged(acknowledged_by=acknowledged_by, note=note, at=format_utc(now))
+
+    @event("Acknowledged")
+    def _acknowledged(self, acknowledged_by: str, note: str, at: str) -> None:
+        self.acknowledgement = {"acknowledged_by": acknowledged_by, "note": note, "at": at}
+        self.updated_at = at
 
     # ``watch`` arrived later, as on ResultRecorded.
     @event("ManuallyResolved")

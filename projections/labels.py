@@ -28,6 +28,7 @@ EVENT_WORDS: dict[str, str] = {
     "PossiblyDispatched": "possibly dispatched (found unsettled by a restore)",
     "EffectAfterNoEffect": "effect seen after no effect",
     "ManuallyResolved": "manually resolved",
+    "Acknowledged": "acknowledged by an admin",
     # proposal
     "Proposed": "proposed",
     "Revised": "new version proposed",
@@ -64,7 +65,7 @@ watch that found nothing) are observations and leave the state as it was (so
 does an event of a type not listed)."""
 
 RESULT_EVENT = "ResultRecorded"
-OBSERVATION_EVENTS = frozenset({"LateResultObserved", "LookedAgain"})
+OBSERVATION_EVENTS = frozenset({"LateResultObserved", "LookedAgain", "Acknowledged"})
 """Events drawn beside the state path, not on it: they change no state."""
 REASONED_EVENTS = frozenset({"ResultRecorded", "Requeued"})
 """Events whose label names their reason (a bounded, redacted code)."""

@@ -6,7 +6,8 @@ tagged with the stream version. A redelivered or reordered hint can never
 regress a view (the store refuses older versions), and a gap heals itself
 because the whole stream is read.
 
-Attempt streams feed the status view, folded from the events' data by the one
+Attempt streams feed the status view and its find index
+(``projections.find``), folded from the events' data by the one
 fold every status row comes from (``projections.status_fold``, which the
 rebuild uses too); proposal streams feed the inbox (``projections.inbox``).
 
@@ -23,10 +24,10 @@ from dataclasses import dataclass
 from domain.ports import EventStore
 from domain.proposal import Proposal
 from domain.spec import ATTEMPT_ID_PREFIX
+from projections.find import read_rows
 from projections.inbox import PROPOSAL_PREFIX, inbox_record
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord
 from projections.status import STATUS_VIEW
-from projections.status_fold import read_status
 
 STATUS_SUBSCRIBER = "status"
 
@@ -40,11 +41,17 @@ class Projector:
     name: str = STATUS_SUBSCRIBER
 
     def project_attempt(self, attempt_id: str) -> bool:
-        """Re-fold one attempt stream into its view; True when the view moved."""
-        record = read_status(self.store, attempt_id)
-        if record is None:
+        """Re-fold one attempt stream into its view and its find rows; True
+        when the view moved."""
+        rows = read_rows(self.store, attempt_id)
+        if not rows:
             return False
-        return self.views.put_view(record)
+        # The status row's own guarded put says whether the view moved; the find
+        # rows follow it every time, so a crash between the two heals on the
+        # hint's retry (and the log's subscriber writes both with its position).
+        moved = self.views.put_view(rows[0])
+        self.views.put_views(rows[1:], ())
+        return moved
 
     def project_proposal(self, proposal_id: str) -> bool:
         """Re-fold one proposal stream into its inbox row; True when the row moved."""
@@ -61,11 +68,11 @@ class Projector:
         view = self.views.get_view(STATUS_VIEW, attempt_id)
         if view is not None:
             return view
-        record = read_status(self.store, attempt_id)
-        if record is None:
+        rows = read_rows(self.store, attempt_id)
+        if not rows:
             return None
-        self.views.put_view(record)
-        return self.views.get_view(STATUS_VIEW, attempt_id) or record
+        self.views.put_views(rows, ())
+        return self.views.get_view(STATUS_VIEW, attempt_id) or rows[0]
 
     def project_streams(self, stream_ids: Iterable[str]) -> int:
         """Project every attempt and proposal stream named (once each); returns
@@ -84,9 +91,7 @@ class Projector:
         records: list[ViewRecord] = []
         for stream_id in dict.fromkeys(batch.stream_ids):
             if stream_id.startswith(ATTEMPT_ID_PREFIX):
-                record = read_status(self.store, stream_id)
-                if record is not None:
-                    records.append(record)
+                records += read_rows(self.store, stream_id)
             elif stream_id.startswith(PROPOSAL_PREFIX):
                 proposal = self.store.get(Proposal, stream_id)
                 if proposal is not None:

@@ -84,6 +84,14 @@ class AttemptApproval(BaseModel):
     ] = None
 
 
+class AttemptAcknowledgement(BaseModel):
+    """An admin's acknowledgement of a ``failed_safe`` attempt: seen, nothing more to do."""
+
+    acknowledged_by: Annotated[str, Field(description="The admin who acknowledged it.")]
+    note: Annotated[str, Field(description="The admin's bounded note.")]
+    at: Annotated[str, Field(description="When (UTC, RFC 3339).")]
+
+
 class AttemptStatusView(BaseModel):
     """The redacted status view of an attempt."""
 
@@ -122,6 +130,10 @@ class AttemptStatusView(BaseModel):
     result: Annotated[AttemptResult | None, Field(description="The recorded outcome.")] = None
     resolution: Annotated[
         AttemptResolution | None, Field(description="An admin's resolution, once resolved.")
+    ] = None
+    acknowledgement: Annotated[
+        AttemptAcknowledgement | None,
+        Field(description="A failed_safe attempt an admin acknowledged (off the attention list)."),
     ] = None
 
 
@@ -196,6 +208,9 @@ def attempt_status_view(attempt: ExecutionAttempt) -> dict[str, Any]:
                 resolution["resolved_by"],
                 resolution["resolved_at"],
             ),
+            "acknowledgement": None
+            if attempt.acknowledgement is None
+            else dict(attempt.acknowledgement),
         }
     )
 

@@ -163,6 +163,15 @@ def _manually_resolved(fields: Fields, data: Mapping[str, Any]) -> None:
     fields["updated_at"] = data["at"]
 
 
+def _acknowledged(fields: Fields, data: Mapping[str, Any]) -> None:
+    fields["acknowledgement"] = {
+        "acknowledged_by": data["acknowledged_by"],
+        "note": data["note"],
+        "at": data["at"],
+    }
+    fields["updated_at"] = data["at"]
+
+
 def _change(apply: Callable[[Fields, Mapping[str, Any]], None], *required: str) -> Change:
     return Change(frozenset(required), apply)
 
@@ -207,6 +216,7 @@ CHANGES: dict[str, Change] = {
     "ManuallyResolved": _change(
         _manually_resolved, "outcome", "reason", "resolved_by", "receipt", "at"
     ),
+    "Acknowledged": _change(_acknowledged, "acknowledged_by", "note", "at"),
 }
 """Event name -> how it changes the view (every event of ``ExecutionAttempt``)."""
 

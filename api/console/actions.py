@@ -1,5 +1,6 @@
-"""Console admin forms on one attempt: resolve and reconcile, each with the
-session's CSRF token and the revision the admin saw (a stale form is a 409 in words)."""
+"""Console admin forms on one attempt: resolve, reconcile and acknowledge, each
+with the session's CSRF token and the revision the admin saw (a stale form is a
+409 in words), and the reveal of the approved preview (recorded first)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from api.console.session import Session, same_secret
 from api.http.deps import LedgerDep
 from api.http.errors import status_for
 from api.http.schemas.attempts import ReconcileIn, ResolveIn
-from api.service import attempts
+from api.service import attempts, oncall
 from api.service.validation import parse
 from domain.attempt import Resolution
 from domain.errors import LedgerError, NotOutcomeUnknown, StaleRevision
 
 router = APIRouter(prefix="/console", include_in_schema=False)
+CSRF_WORDS = "The form's security token did not match. Reload the page and try again."
 
 
 def _stale_words(ledger: LedgerDep, attempt_id: str, seen: int) -> str:
@@ -98,6 +100,49 @@ def reconcile_form(
     )
 
 
+@router.post("/attempts/{attempt_id}/acknowledge", response_class=HTMLResponse)
+def acknowledge_form(
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
+    attempt_id: str,
+    expected_revision: Annotated[int, Form(ge=1)],
+    note: Annotated[str, Form(max_length=500)] = "",
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Acknowledge a failed_safe attempt (recorded; it leaves the attention list)."""
+    return _admin_action(
+        request,
+        session,
+        ledger,
+        attempt_id,
+        expected_revision,
+        csrf,
+        "acknowledged",
+        lambda: oncall.acknowledge(ledger, session.principal, attempt_id, expected_revision, note),
+    )
+
+
+@router.post("/attempts/{attempt_id}/reveal", response_class=HTMLResponse)
+def reveal_form(
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
+    attempt_id: str,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Show the approved preview, once the reveal (who, when, which attempt) is in the log."""
+    if not same_secret(csrf, session.csrf):
+        return _attempt_page(request, session, ledger, attempt_id, status=403, problem=CSRF_WORDS)
+    try:
+        preview = oncall.reveal(ledger, session.principal, attempt_id)
+    except LedgerError as exc:
+        return _attempt_page(
+            request, session, ledger, attempt_id, status=status_for(exc), problem=exc.detail
+        )
+    return _attempt_page(request, session, ledger, attempt_id, preview=preview)
+
+
 def _admin_action(
     request: Request,
     session: Session,
@@ -117,7 +162,7 @@ def _admin_action(
             ledger,
             attempt_id,
             status=403,
-            problem="The form's security token did not match. Reload the page and try again.",
+            problem=CSRF_WORDS,
         )
     try:
         action()

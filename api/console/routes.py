@@ -6,8 +6,10 @@ Every page needs an admin session (see :mod:`api.console.session`); without
 one, a page answers 303 to the sign-in form, so a non-admin reaches nothing.
 Every form carries the session's CSRF token; the resolve and reconcile forms
 also carry the revision the admin saw, so a stale form is refused (409) and
-the page says why in words. No page shows a token, spec content or an
-idempotency key: only what the redacted views and audits already show.
+the page says why in words. No page shows a token or spec content; the
+attempt page shows what the attempt was and, since only admins reach it, its
+idempotency key; the approved preview (content included) only behind a
+"Reveal" that is recorded in the log first (``api.console.oncall``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from fastapi.templating import Jinja2Templates
 from api.console.session import SESSION_COOKIE, Session, SessionStore
 from api.console.svg import timeline_svg
 from api.http.deps import LedgerDep
-from api.service import attempts, audit, proposals
+from api.service import attempts, audit, find, oncall, proposals
 from api.service.principal import Role
 from domain.attempt import AttemptStatus, Resolution
 from domain.proposal import ProposalStatus
@@ -34,7 +36,6 @@ from projections.attention import AttentionReason
 
 PAGE_SIZE = 20
 MAX_ID_CHARS = 80
-ATTENTION = (AttemptStatus.OUTCOME_UNKNOWN, AttemptStatus.FAILED_SAFE)
 # the directory's actor id (domain.directory.Ident), checked here so a bad one is a page
 ACTOR_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@\-]{0,127}")
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -81,23 +82,9 @@ def _age(text: str | None, now: datetime) -> str:
     return f"{seconds // 86400}d"
 
 
-def _rows(
-    ledger: LedgerDep, session: Session, status: AttemptStatus | AttentionReason, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    page = attempts.list_attempts(ledger, session.principal, status, limit=PAGE_SIZE, cursor=cursor)
-    now = ledger.clock.now()
-    rows = [{**item.model_dump(), "age": _age(item.updated_at, now)} for item in page.items]
-    return rows, page.next_cursor
-
-
-def _waiting_rows(
-    ledger: LedgerDep, session: Session, cursor: str | None
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Queued attempts no worker with their build has taken for the threshold."""
-    rows, next_cursor = _rows(ledger, session, AttentionReason.WAITING_FOR_BUILD, cursor)
-    for row in rows:
-        row["attention"] = AttentionReason.WAITING_FOR_BUILD.value
-    return rows, next_cursor
+def aged(rows: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """Rows with the age of their last change."""
+    return [{**row, "age": _age(row.get("updated_at"), now)} for row in rows]
 
 
 # -- pages ---------------------------------------------------------------------
@@ -108,53 +95,30 @@ def attention(
     request: Request,
     session: SessionDep,
     ledger: LedgerDep,
-    unknown_cursor: Annotated[str | None, Query(max_length=400)] = None,
-    failed_cursor: Annotated[str | None, Query(max_length=400)] = None,
-    waiting_cursor: Annotated[str | None, Query(max_length=400)] = None,
+    outcome_unknown_cursor: Annotated[str | None, Query(max_length=400)] = None,
+    effect_after_no_effect_cursor: Annotated[str | None, Query(max_length=400)] = None,
+    failed_safe_cursor: Annotated[str | None, Query(max_length=400)] = None,
+    waiting_for_build_cursor: Annotated[str | None, Query(max_length=400)] = None,
 ) -> Response:
-    """What needs a human: outcome_unknown and failed_safe, oldest first, with age;
+    """What needs a human, oldest first, with what each attempt was and its age:
+    outcome_unknown, effect_after_no_effect, failed_safe not yet acknowledged,
     and the queued attempts waiting for a worker with their build."""
+    cursors = {
+        AttemptStatus.OUTCOME_UNKNOWN.value: outcome_unknown_cursor,
+        AttemptStatus.EFFECT_AFTER_NO_EFFECT.value: effect_after_no_effect_cursor,
+        AttemptStatus.FAILED_SAFE.value: failed_safe_cursor,
+        AttentionReason.WAITING_FOR_BUILD.value: waiting_for_build_cursor,
+    }
+    now = ledger.clock.now()
     sections = []
-    for status, cursor, param in (
-        (ATTENTION[0], unknown_cursor, "unknown_cursor"),
-        (ATTENTION[1], failed_cursor, "failed_cursor"),
-    ):
-        rows, next_cursor = _rows(ledger, session, status, cursor)
-        more = f"/console?{urlencode({param: next_cursor})}" if next_cursor else None
-        sections.append({"status": status.value, "rows": rows, "more": more})
-    rows, next_cursor = _waiting_rows(ledger, session, waiting_cursor)
-    more = f"/console?{urlencode({'waiting_cursor': next_cursor})}" if next_cursor else None
-    sections.append({"status": AttentionReason.WAITING_FOR_BUILD.value, "rows": rows, "more": more})
+    for reason, cursor in cursors.items():
+        rows, next_cursor = find.attention(ledger, session.principal, reason, PAGE_SIZE, cursor)
+        if reason == AttentionReason.WAITING_FOR_BUILD.value:
+            rows = [{**row, "attention": reason} for row in rows]
+        more = f"/console?{urlencode({reason + '_cursor': next_cursor})}" if next_cursor else None
+        sections.append({"status": reason, "rows": aged(rows, now), "more": more})
     return _page(
         request, "attention.html", {"session": session, "sections": sections, "active": "attention"}
-    )
-
-
-@router.get("/attempts", response_class=HTMLResponse)
-def attempts_by_status(
-    request: Request,
-    session: SessionDep,
-    ledger: LedgerDep,
-    status: AttemptStatus = AttemptStatus.QUEUED,
-    cursor: Annotated[str | None, Query(max_length=400)] = None,
-) -> Response:
-    rows, next_cursor = _rows(ledger, session, status, cursor)
-    more = (
-        f"/console/attempts?{urlencode({'status': status.value, 'cursor': next_cursor})}"
-        if next_cursor
-        else None
-    )
-    return _page(
-        request,
-        "attempts.html",
-        {
-            "session": session,
-            "rows": rows,
-            "status": status.value,
-            "more": more,
-            "statuses": [s.value for s in AttemptStatus],
-            "active": "attempts",
-        },
     )
 
 
@@ -212,12 +176,14 @@ def _attempt_page(
     problem: str | None = None,
     status: int = 200,
     notice: str | None = None,
+    preview: tuple[str, bool] | None = None,
 ) -> Response:
     view = attempts.status_view(ledger, attempt_id) if len(attempt_id) <= MAX_ID_CHARS else None
     if view is None:
         return _page(request, "missing.html", {"session": session, "active": None}, 404)
     shown = attempts.visible(session.principal, view)
     report = audit.attempt_report(ledger, session.principal, attempt_id)
+    facts = oncall.describe(ledger, session.principal, attempt_id)
     return _page(
         request,
         "attempt.html",
@@ -231,6 +197,9 @@ def _attempt_page(
             "resolutions": [r.value for r in Resolution],
             "problem": problem,
             "notice": notice,
+            "facts": facts,
+            "preview": preview[0] if preview else None,
+            "preview_exact": preview[1] if preview else True,
         },
         status,
     )
@@ -244,7 +213,11 @@ def attempt_page(
     attempt_id: str,
     done: Annotated[str | None, Query(max_length=40)] = None,
 ) -> Response:
-    notice = {"resolved": "Resolved.", "reconciled": "Reconciliation ran."}.get(done or "")
+    notice = {
+        "resolved": "Resolved.",
+        "reconciled": "Reconciliation ran.",
+        "acknowledged": "Acknowledged: it left the attention list.",
+    }.get(done or "")
     return _attempt_page(request, session, ledger, attempt_id, notice=notice)
 
 
@@ -269,9 +242,11 @@ def install_console(app: Any) -> None:
     app.add_exception_handler(SignInRequired, to_signin)
     app.include_router(router)
     from api.console.actions import router as actions_router
+    from api.console.search import router as search_router
     from api.console.signin import router as signin_router
     from api.console.webhooks import router as webhooks_router
 
+    app.include_router(search_router)
     app.include_router(signin_router)
     app.include_router(actions_router)
     app.include_router(webhooks_router)

@@ -25,7 +25,10 @@ from projections.webhooks import DeliveryStatus
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 MAX_ID_CHARS = 80
-NOTICES = {"redelivered": "The delivery is pending again: it is sent on the next pass."}
+NOTICES = {
+    "redelivered": "The delivery is pending again: it is sent on the next pass.",
+    "redelivered_page": "The page's deliveries are pending again: they are sent on the next pass.",
+}
 """What a redirect's ``done`` may ask the page to say; any other value says nothing."""
 
 
@@ -76,6 +79,47 @@ def webhook_deliveries(
     the query is ever shown."""
     notice = NOTICES.get(done or "")
     return _deliveries_page(request, session, ledger, status, cursor, notice=notice)
+
+
+@router.post("/webhooks/redeliver", response_class=HTMLResponse)
+def redeliver_page(
+    request: Request,
+    session: SessionDep,
+    ledger: LedgerDep,
+    delivery_id: Annotated[list[str], Form(max_length=routes.PAGE_SIZE)],
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Send a page of deliveries again at once (what on-call does after a
+    receiver's outage). Every id is checked before any is sent again: one
+    unknown or trimmed delivery sends none, and the page says which."""
+    if not same_secret(csrf, session.csrf):
+        return _deliveries_page(
+            request,
+            session,
+            ledger,
+            DeliveryStatus.FAILING,
+            None,
+            code=403,
+            problem="The form's security token did not match. Reload the page and try again.",
+        )
+    wanted = list(dict.fromkeys(i for i in delivery_id if len(i) <= MAX_ID_CHARS))
+    try:
+        webhooks.redeliver_many(ledger, session.principal, wanted)
+    except (NotFound, DeliveryTrimmed) as exc:
+        return _deliveries_page(
+            request,
+            session,
+            ledger,
+            DeliveryStatus.FAILING,
+            None,
+            code=404 if isinstance(exc, NotFound) else 409,
+            problem=f"Nothing was sent again: {exc}",
+        )
+    return RedirectResponse(
+        "/console/webhooks?"
+        + urlencode({"status": DeliveryStatus.PENDING.value, "done": "redelivered_page"}),
+        status_code=303,
+    )
 
 
 @router.post("/webhooks/{delivery_id}/redeliver", response_class=HTMLResponse)

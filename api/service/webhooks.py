@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from adapters.bootstrap import Ledger
+from adapters.webhooks.deliverer import DeliveryTrimmed
 from adapters.webhooks.deliverer import redeliver as make_pending
 from api.http.schemas.webhooks import DeliveryListOut, DeliveryOut
 from api.service.cursors import DEFAULT_PAGE, decode_cursor, encode_cursor, page_size
 from api.service.principal import Principal, Role, known_id, require_role
 from domain.errors import NotFound
-from projections.webhooks import DeliveryStatus, delivery_list_key, listed
+from projections.webhook_retention import is_trimmed
+from projections.webhooks import DELIVERY_VIEW, DeliveryStatus, delivery_list_key, listed
 
 
 def list_deliveries(
@@ -42,3 +44,24 @@ def redeliver(ledger: Ledger, principal: Principal, delivery_id: str) -> Deliver
     if found is None:
         raise NotFound()
     return DeliveryOut.model_validate(listed(found))
+
+
+MAX_BULK = 100
+
+
+def redeliver_many(ledger: Ledger, principal: Principal, delivery_ids: list[str]) -> int:
+    """Send a page of deliveries again. Every id is checked first (one batched
+    read): an unknown one (NotFound) or a trimmed one (``DeliveryTrimmed``) sends
+    none. Returns how many went back to pending."""
+    require_role(principal, Role.ADMIN)
+    if not delivery_ids or len(delivery_ids) > MAX_BULK:
+        raise NotFound(f"give 1 to {MAX_BULK} deliveries")
+    wanted = [known_id(i) for i in delivery_ids]
+    found = ledger.views.get_views(DELIVERY_VIEW, wanted)
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise NotFound(f"no delivery {missing[0]}")
+    for delivery_id in wanted:
+        if is_trimmed(found[delivery_id].data):
+            raise DeliveryTrimmed(found[delivery_id].data)
+    return sum(make_pending(ledger.views, i, ledger.clock) is not None for i in wanted)

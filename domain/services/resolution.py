@@ -176,3 +176,27 @@ def resolve(
         return attempt
 
     return retry_on_conflict(resolve_once, exhausted=lambda: _load(ctx, attempt_id))
+
+
+def acknowledge(
+    ctx: ServiceContext, *, attempt_id: str, expected_revision: int, note: str, by: str
+) -> ExecutionAttempt:
+    """Record that an admin saw a ``failed_safe`` attempt and needs nothing more of
+    it (it leaves the attention list); a repeat returns the stored state."""
+    safe_note = check_reason(note)
+    if safe_note is None:
+        raise InvalidInput.at("/note", "must be 1-500 characters with no secret-shaped content")
+
+    def acknowledge_once() -> ExecutionAttempt:
+        attempt = _load(ctx, attempt_id)
+        if attempt.acknowledgement is not None and attempt.status is AttemptStatus.FAILED_SAFE:
+            return attempt  # a repeat, or a racing twin
+        if attempt.status is not AttemptStatus.FAILED_SAFE:
+            raise IllegalTransition("Only a failed_safe attempt can be acknowledged.")
+        if expected_revision != attempt.revision:
+            raise StaleRevision()
+        attempt.acknowledge(acknowledged_by=by, note=safe_note, now=ctx.clock.now())
+        ctx.store.commit(Commit(aggregates=[attempt]))
+        return attempt
+
+    return retry_on_conflict(acknowledge_once, exhausted=lambda: _load(ctx, attempt_id))

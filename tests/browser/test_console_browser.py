@@ -263,3 +263,25 @@ def test_a_non_admin_reaches_no_console_page(served: Served, page: Any) -> None:
         assert page.url == f"{served.base}/console/signin", path
         assert page.locator("h1").inner_text() == "Sign in"
     assert not [c for c in page.context.cookies() if c["name"] == "ledger_console"]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_page_fits_the_screen(served: Served, page: Any, width: int) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    _sign_in(page, served.base, served.admin)
+    for path, name in (
+        ("/console", "attention"),
+        ("/console/attempts", "find"),
+        (f"/console/attempts/{served.unknown[0]}", "attempt"),
+        ("/console/inbox?actor_id=alice&status=claimed", "inbox"),
+        ("/console/webhooks", "webhooks"),
+    ):
+        page.goto(f"{served.base}{path}")
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, (path, width, overflow)
+        if width == 390 and path.startswith("/console/attempts/"):
+            # tables collapse into cards: a cell shows its column's name
+            label = page.locator("table.cards td[data-label='Event']").first
+            assert label.is_visible()
+            assert page.locator("table.cards thead").first.is_hidden()
+        _shot(page, f"{name}-{width}")

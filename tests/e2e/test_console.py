@@ -177,12 +177,12 @@ def test_pending_approvals_lists_an_actors_inbox_paged_without_tokens(
     monkeypatch.setattr(routes, "PAGE_SIZE", 2)
     first = browser.get("/console/inbox", params={"actor_id": PROVENANCE.actor_id})
     assert first.status_code == 200
-    assert first.text.count("<td>prop_") == 2 and "Next page" in first.text
+    assert first.text.count('data-label="Proposal">prop_') == 2 and "Next page" in first.text
     more = first.text.split('<a href="/console/inbox?')[1].split('"')[0].replace("&amp;", "&")
     assert "status=presented" in more and "cursor=" in more
     second = browser.get(f"/console/inbox?{more}")
     assert second.status_code == 200
-    assert second.text.count("<td>prop_") == 1 and "Next page" not in second.text
+    assert second.text.count('data-label="Proposal">prop_') == 1 and "Next page" not in second.text
     for page in (first, second):
         assert not any(token in page.text for token in tokens)
     claimed = client.post(
@@ -191,7 +191,7 @@ def test_pending_approvals_lists_an_actors_inbox_paged_without_tokens(
     shown = browser.get(
         "/console/inbox", params={"actor_id": PROVENANCE.actor_id, "status": "claimed"}
     )
-    assert shown.text.count("<td>prop_") == 1
+    assert shown.text.count('data-label="Proposal">prop_') == 1
     assert f'href="/console/attempts/{claimed}"' in shown.text
     assert browser.get("/console/inbox", params={"actor_id": "nobody"}).text.count("None.") == 1
     bad = browser.get("/console/inbox", params={"actor_id": "<script>"})

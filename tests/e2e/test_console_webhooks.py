@@ -63,3 +63,27 @@ def test_redeliver_a_failing_delivery_from_the_console(
     assert ids[3] in delivered.text
     bad = browser.get("/console/webhooks", params={"status": "lost"})
     assert bad.status_code in (400, 422)
+
+
+def test_redeliver_a_page_of_failing_deliveries_at_once(
+    browser: TestClient, settings: Settings, ledger: Ledger
+) -> None:
+    ids = seed(ledger, failing=3, delivered=1)
+    admin_session(browser, settings)
+    page = browser.get("/console/webhooks").text
+    assert "Redeliver all 3 on this page" in page
+    csrf = hidden_fields(page, "redeliver-page")["csrf"]
+    url = "/console/webhooks/redeliver"
+    assert browser.post(url, data={"csrf": "x" * 43, "delivery_id": ids[:3]}).status_code == 403
+    unknown = browser.post(url, data={"csrf": csrf, "delivery_id": [ids[0], f"whd_{'0' * 32}"]})
+    assert unknown.status_code == 404 and "Nothing was sent again" in unknown.text
+    statuses = {i: ledger.views.get_view(DELIVERY_VIEW, i).data["status"] for i in ids[:3]}  # type: ignore[union-attr]
+    assert set(statuses.values()) == {"failing"}  # one unknown id sends none
+    done = browser.post(url, data={"csrf": csrf, "delivery_id": ids[:3]}, follow_redirects=False)
+    assert done.status_code == 303
+    shown = browser.get(done.headers["location"]).text
+    assert "The page&#39;s deliveries are pending again" in shown
+    for delivery_id in ids[:3]:
+        stored = ledger.views.get_view(DELIVERY_VIEW, delivery_id)
+        assert stored is not None and stored.data["status"] == "pending"
+    assert "Redeliver all" not in browser.get("/console/webhooks").text  # none failing now

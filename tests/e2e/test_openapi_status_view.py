@@ -57,6 +57,9 @@ def test_the_published_status_view_keeps_its_names_types_and_required_fields(
         "resolution": {
             "anyOf": [{"$ref": "#/components/schemas/AttemptResolution"}, {"type": "null"}]
         },
+        "acknowledgement": {
+            "anyOf": [{"$ref": "#/components/schemas/AttemptAcknowledgement"}, {"type": "null"}]
+        },
     }
     assert list(out["properties"]) == list(VIEW_FIELDS)
     assert all(p.get("description") for p in out["properties"].values())
@@ -69,6 +72,8 @@ def test_the_published_status_view_keeps_its_names_types_and_required_fields(
     }
     assert resolution["required"] == ["outcome", "reason", "resolved_by", "resolved_at"]
     assert {shape(p)["type"] for p in resolution["properties"].values()} == {"string"}
+    acknowledgement = schemas["AttemptAcknowledgement"]
+    assert acknowledgement["required"] == ["acknowledged_by", "note", "at"]
     listed = schemas["AttemptListOut"]["properties"]["items"]
     assert listed == {
         "items": {"$ref": "#/components/schemas/AttemptOut"},

@@ -8,7 +8,7 @@ concurrent clients answered 404.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,10 @@ class SameVersionFirst:
         self.inner = inner
         self.races = 0
 
-    def put_view(self, record: ViewRecord, *, force: bool = False) -> bool:
-        self.inner.put_view(record)  # the other writer wins
+    def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Any]) -> int:
+        self.inner.put_views(records, ())  # the other writer wins
         self.races += 1
-        written: bool = self.inner.put_view(record, force=force)
+        written: int = self.inner.put_views(records, tracking)
         return written
 
     def __getattr__(self, name: str) -> Any:

@@ -57,15 +57,16 @@ STEPS = [
     "resolve",
     "look",
     "restore",
+    "acknowledge",
 ]
 WEIGHTS: dict[str, list[int]] = {
     # mostly what the state allows next, sometimes what it refuses
-    "queued": [8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
-    "leased": [1, 1, 8, 1, 1, 1, 1, 1, 1, 1, 1],
-    "dispatched": [1, 1, 1, 8, 1, 2, 2, 1, 1, 1, 1],
-    "outcome_unknown": [1, 1, 1, 1, 1, 1, 6, 2, 4, 1, 1],
-    "settled": [1, 1, 1, 1, 1, 1, 1, 4, 3, 2, 1],
-    "watched": [1, 1, 1, 1, 1, 1, 1, 1, 1, 30, 1],
+    "queued": [8, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+    "leased": [1, 1, 8, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+    "dispatched": [1, 1, 1, 8, 1, 2, 2, 1, 1, 1, 1, 1],
+    "outcome_unknown": [1, 1, 1, 1, 1, 1, 6, 2, 4, 1, 1, 1],
+    "settled": [1, 1, 1, 1, 1, 1, 1, 4, 3, 2, 1, 3],
+    "watched": [1, 1, 1, 1, 1, 1, 1, 1, 1, 30, 1, 2],
 }
 WATCH = (60, 600, 3600)
 
@@ -148,6 +149,8 @@ def random_step(attempt: ExecutionAttempt, rng: random.Random, now: datetime) ->
             verdict=rng.choice(["applied", "not_applied", "not_applied", "unknown"]),
             now=now if due is None or rng.random() < 0.2 else max(now, due),
         )
+    elif step == "acknowledge":
+        attempt.acknowledge(acknowledged_by="admin", note="seen, no effect", now=now)
     else:
         attempt.resolve(
             outcome=rng.choice(list(Resolution)),

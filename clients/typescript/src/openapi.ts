@@ -736,6 +736,27 @@ export interface components {
             votes?: number | null;
         };
         /**
+         * AttemptAcknowledgement
+         * @description An admin's acknowledgement of a ``failed_safe`` attempt: seen, nothing more to do.
+         */
+        AttemptAcknowledgement: {
+            /**
+             * Acknowledged By
+             * @description The admin who acknowledged it.
+             */
+            acknowledged_by: string;
+            /**
+             * At
+             * @description When (UTC, RFC 3339).
+             */
+            at: string;
+            /**
+             * Note
+             * @description The admin's bounded note.
+             */
+            note: string;
+        };
+        /**
          * AttemptApproval
          * @description How the proposal version was approved (design.md 2.7): ids only.
          */
@@ -806,6 +827,8 @@ export interface components {
          * @description The redacted status view of an attempt.
          */
         AttemptOut: {
+            /** @description A failed_safe attempt an admin acknowledged (off the attention list). */
+            acknowledgement?: components["schemas"]["AttemptAcknowledgement"] | null;
             /** @description How it was approved (absent for attempts from before approval kinds). */
             approval?: components["schemas"]["AttemptApproval"] | null;
             /**

@@ -176,6 +176,16 @@ class AttemptResolution(_Model):
 
 
 @dataclass(frozen=True)
+class AttemptAcknowledgement(_Model):
+    """An admin's acknowledgement of a failed_safe attempt: seen, nothing more to do."""
+
+    SCHEMA: ClassVar[str] = "AttemptAcknowledgement"
+    acknowledged_by: str
+    note: str
+    at: str
+
+
+@dataclass(frozen=True)
 class AttemptOut(_Model):
     """The redacted status view of an attempt."""
 
@@ -193,6 +203,7 @@ class AttemptOut(_Model):
     result: AttemptResult | None = None
     resolution: AttemptResolution | None = None
     approval: AttemptApproval | None = None
+    acknowledgement: AttemptAcknowledgement | None = None
 
     @property
     def settled(self) -> bool:
