@@ -40,13 +40,13 @@ from domain.services.authorization import (
     TargetDrift,
     authorize,
 )
+from domain.services.claims import queued_attempt
 from domain.services.context import ServiceContext
 from domain.services.proposals import token_hash, token_lookup_key
 from domain.services.read_cache import commit, read_proposal
 from domain.services.retry import retry_on_conflict
-from domain.spec import ProposalSpec, derive_attempt_id, derive_idempotency_key, stored_spec
+from domain.spec import ProposalSpec, stored_spec
 from domain.timeutil import format_utc
-from domain.tracing import clean_trace_context
 
 
 class Provenance(Approver):
@@ -228,32 +228,21 @@ def _approve_once(
 
     if auth.decision.verdict is Verdict.QUORUM:
         raise unavailable("requester_not_counted")  # members decide, not the requester
-    attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
     at = format_utc(now)
     approval = human_approval(who.actor_id)
-    attempt = ExecutionAttempt(
-        attempt_id=attempt_id,
-        proposal_id=proposal.id,
-        proposal_version=version,
-        payload_hash=record["payload_hash"],
-        view_hash=record["view_hash"],
-        idempotency_key=derive_idempotency_key(proposal.id, version, record["payload_hash"]),
-        capability=spec.capability,
-        executor_build=spec.executor_build,
+    attempt = queued_attempt(
+        ctx,
+        proposal,
+        version,
+        record,
+        spec,
         delivery_mode=auth.delivery_mode,
-        actor_id=who.actor_id,
-        identity_binding_id=who.identity_binding_id,
-        channel_binding_id=who.channel_binding_id,
-        conversation_key=who.conversation_key,
-        permission=spec.permission,
-        target_id=spec.target.id if spec.target else None,
-        target_revision=spec.target.base_revision if spec.target else None,
         at=at,
-        trace_context=clean_trace_context(ctx.tracer.current_context()),
-        spec=record["spec"],
         authorized=[[c.stream_id, c.version] for c in auth.read_set],
         approval=approval,
+        approver=who,
     )
+    attempt_id = attempt.id
     proposal.claim(
         presentation_id=presentation_id,
         attempt_id=attempt_id,

@@ -34,7 +34,6 @@ from datetime import datetime
 from typing import Any
 
 from domain.approvals import ApprovalKind, grant_approval, policy_approval
-from domain.attempt import ExecutionAttempt
 from domain.directory import (
     DirectoryRecord,
     actor_record_id,
@@ -54,12 +53,12 @@ from domain.services.authorization import (
     TargetDrift,
     authorize,
 )
+from domain.services.claims import queued_attempt
 from domain.services.context import ServiceContext
 from domain.services.policy_decisions import configured, decide, groups_of, policy_set_snapshot
-from domain.spec import ProposalSpec, derive_attempt_id, derive_idempotency_key
+from domain.spec import ProposalSpec
 from domain.standing_grants import GrantState, covers, indexed_ids, state_of, with_use
 from domain.timeutil import format_utc
-from domain.tracing import clean_trace_context
 
 
 @dataclass
@@ -237,31 +236,19 @@ def claim_automatically(
             auth.policy_set.text("digest"),
         )
         authorized = [[c.stream_id, c.version] for c in read_set]
-    attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
     at = format_utc(now)
-    attempt = ExecutionAttempt(
-        attempt_id=attempt_id,
-        proposal_id=proposal.id,
-        proposal_version=version,
-        payload_hash=record["payload_hash"],
-        view_hash=record["view_hash"],
-        idempotency_key=derive_idempotency_key(proposal.id, version, record["payload_hash"]),
-        capability=spec.capability,
-        executor_build=spec.executor_build,
+    attempt = queued_attempt(
+        ctx,
+        proposal,
+        version,
+        record,
+        spec,
         delivery_mode=auth.delivery_mode,
-        actor_id=proposal.actor_id,
-        identity_binding_id="",
-        channel_binding_id="",
-        conversation_key="",
-        permission=spec.permission,
-        target_id=spec.target.id if spec.target else None,
-        target_revision=spec.target.base_revision if spec.target else None,
         at=at,
-        trace_context=clean_trace_context(ctx.tracer.current_context()),
-        spec=record["spec"],
         authorized=authorized,
         approval=approval,
     )
+    attempt_id = attempt.id
     proposal.claim_automatically(
         version=version, attempt_id=attempt_id, approval=approval, now=now, at=at
     )

@@ -27,7 +27,6 @@ from datetime import datetime
 from typing import Any
 
 from domain.approvals import ApprovalKind
-from domain.attempt import ExecutionAttempt
 from domain.directory import actor_record_id
 from domain.errors import InvalidInput, InvalidPolicySet
 from domain.policy import Verdict
@@ -42,12 +41,12 @@ from domain.services.authorization import (
     authorize,
     check_ballot,
 )
+from domain.services.claims import queued_attempt
 from domain.services.context import ServiceContext
 from domain.services.policy_decisions import decide, groups_of, policy_set_snapshot
 from domain.services.read_cache import DirectorySnapshot, commit
-from domain.spec import ProposalSpec, derive_attempt_id, derive_idempotency_key, stored_spec
+from domain.spec import ProposalSpec, stored_spec
 from domain.timeutil import format_utc
-from domain.tracing import clean_trace_context
 
 
 @dataclass(frozen=True)
@@ -122,30 +121,18 @@ def vote(
     ballots = [*counted, who]
     approval = quorum_approval(rule, [asdict(b) for b in ballots])
     read_set = auth.read_set + [ReadCheck(r.id, r.version) for r in [*records, *mine]]
-    attempt_id = derive_attempt_id(proposal.id, version, record["payload_hash"])
-    attempt = ExecutionAttempt(
-        attempt_id=attempt_id,
-        proposal_id=proposal.id,
-        proposal_version=version,
-        payload_hash=record["payload_hash"],
-        view_hash=record["view_hash"],
-        idempotency_key=derive_idempotency_key(proposal.id, version, record["payload_hash"]),
-        capability=spec.capability,
-        executor_build=spec.executor_build,
+    attempt = queued_attempt(
+        ctx,
+        proposal,
+        version,
+        record,
+        spec,
         delivery_mode=auth.delivery_mode,
-        actor_id=proposal.actor_id,
-        identity_binding_id="",
-        channel_binding_id="",
-        conversation_key="",
-        permission=spec.permission,
-        target_id=spec.target.id if spec.target else None,
-        target_revision=spec.target.base_revision if spec.target else None,
         at=at,
-        trace_context=clean_trace_context(ctx.tracer.current_context()),
-        spec=record["spec"],
         authorized=[[c.stream_id, c.version] for c in read_set],
         approval=approval,
     )
+    attempt_id = attempt.id
     proposal.claim(
         presentation_id=presentation_id,
         attempt_id=attempt_id,
