@@ -254,7 +254,20 @@ class State:
             )
             if decision.votes is not None:
                 self._tally(db, held.proposal_id, held.version, decision, now)
+            if decision.phase is Phase.APPROVED:
+                self._claimed(db, moved, now)
             return moved
+
+    def _claimed(self, db: sqlite3.Connection, claimer: Held, now: float) -> None:
+        """The version is claimed (a quorum's last vote, or an approval): every other
+        message of it still waiting says so at once, not only when the attempt settles."""
+        rows = db.execute(
+            f"SELECT {', '.join(_COLUMNS)} FROM presentations "
+            "WHERE proposal_id = ? AND version = ? AND phase IN (?, ?) AND reference != ?",
+            (claimer.proposal_id, claimer.version, *_OPEN, claimer.reference),
+        ).fetchall()
+        for held in map(_row, rows):
+            self._advance(db, held, Phase.APPROVED, now, attempt_id=claimer.attempt_id)
 
     def _tally(
         self, db: sqlite3.Connection, proposal_id: str, version: int, d: Decision, now: float

@@ -17,9 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from typer.testing import CliRunner
 
-from api.cli import app
 from domain.services.approval import Provenance
 from ledger_client import PresentationOut, ProposalOut
 from tests.support.channel_world import (
@@ -27,6 +25,7 @@ from tests.support.channel_world import (
     LedgerUnderTest,
     assert_nothing_secret,
     secret,
+    set_webhook,
     wait_for,
 )
 from tests.support.fake_telegram import FakeMessage, FakeTelegram
@@ -94,17 +93,6 @@ class World:
             assert_nothing_secret(
                 path.read_bytes().decode("latin-1"), self.tokens, f"the state file {path.name}"
             )
-
-
-def set_webhook(channel: ChannelUnderTest) -> None:
-    """As an operator does: ``ledger channels telegram set-webhook URL``."""
-    done = CliRunner().invoke(
-        app,
-        ["channels", "telegram", "set-webhook", f"{channel.url}/telegram/updates"],
-        env=channel.environment(),
-    )
-    assert done.exit_code == 0, done.output
-    assert done.output.strip() == f"updates go to {channel.url}/telegram/updates"
 
 
 @pytest.fixture

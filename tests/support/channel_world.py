@@ -20,19 +20,28 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+from typer.testing import CliRunner
 
 from adapters.settings import load_settings
+from api.cli import app
 from api.http.auth import mint_token
 from channels import runner
 from channels.settings import SlackSettings, TelegramSettings
 from domain.services.approval import Provenance
-from ledger_client import Client, PresentationOut, ProposalOut, SpecDigests, sha256_digest
+from ledger_client import (
+    Client,
+    PresentationOut,
+    ProposalOut,
+    SpecDigests,
+    pick_build,
+    sha256_digest,
+)
 from tests.support.http_server import free_port, ledger_command, wait_until_up
 
 FAKE = "fake.provider_idempotency"
@@ -80,8 +89,9 @@ class LedgerUnderTest:
         """The channel service's token: the channel role, for its own channel only."""
         return self.token("channel", f"{kind}-bot", channel=kind)
 
-    def enrol(self, kind: str) -> Provenance:
-        """A fresh actor on ``kind``: identity and channel bindings on that channel."""
+    def enrol(self, kind: str, groups: list[str] | None = None) -> Provenance:
+        """A fresh actor on ``kind`` (in ``groups``): identity and channel bindings
+        on that channel."""
         tag = secrets.token_hex(4)
         who = Provenance(
             actor_id=f"actor-{tag}",
@@ -90,7 +100,7 @@ class LedgerUnderTest:
             conversation_key=f"{kind}:dm:{tag}",
         )
         with self.client() as admin:
-            admin.put_actor(who.actor_id)
+            admin.put_actor(who.actor_id, groups=groups)
             admin.put_identity_binding(
                 who.identity_binding_id,
                 actor_id=who.actor_id,
@@ -106,20 +116,50 @@ class LedgerUnderTest:
     def propose_and_present(
         self, who: Provenance, content: dict[str, Any], *, expires_in: float = 86400
     ) -> tuple[ProposalOut, PresentationOut]:
+        proposal = self.propose(who, content, expires_in=expires_in)
+        with self.client("proposer", "assistant") as assistant:
+            return proposal, assistant.present(proposal, who)
+
+    def propose(
+        self, who: Provenance, content: dict[str, Any], *, expires_in: float = 86400
+    ) -> ProposalOut:
+        """A proposal for ``who``, naming what a proposer reads from the ledger: the
+        build's content schema digest (GET /executors) and the policy set in force."""
         expires = (datetime.now(UTC) + timedelta(seconds=expires_in)).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self.client("proposer", "assistant") as assistant:
+            build = pick_build(assistant.executors(), FAKE)
+            in_force = assistant.policies().digest
+            digests = replace(
+                DIGESTS,
+                schema_digest=build.schema_digest,
+                policy_digest=in_force or DIGESTS.policy_digest,
+            )
             spec = assistant.build_spec(
                 FAKE,
                 content,
                 permission="tasks.write",
                 effect="create",
                 destination="tasks",
-                digests=DIGESTS,
+                digests=digests,
                 sources=["message:1"],
                 expires_at=expires,
             )
-            proposal = assistant.propose(who, spec)
-            return proposal, assistant.present(proposal, who)
+            return assistant.propose(who, spec)
+
+    def present_to_member(self, proposal: ProposalOut, member: Provenance) -> PresentationOut:
+        """A quorum member's own presentation, through the member's own bindings."""
+        with self.client("proposer", "assistant") as assistant:
+            return assistant.present(proposal, member, actor_id=member.actor_id)
+
+    def apply_policies(self, text: str) -> str:
+        """Put ``text`` in force (PUT /policies, as ``ledger policies apply``); its digest."""
+        with self.client() as admin:
+            current = admin.policies()
+            if current.text == text and current.digest is not None:
+                return current.digest
+            applied = admin.apply_policies(text, expected_version=current.version)
+            assert applied.digest is not None
+            return applied.digest
 
     def proposal(self, proposal_id: str) -> Any:
         with self.client() as admin:
@@ -379,6 +419,17 @@ def running(channel: ChannelUnderTest) -> Iterator[ChannelUnderTest]:
         yield channel
     finally:
         channel.stop()
+
+
+def set_webhook(channel: ChannelUnderTest) -> None:
+    """As an operator does: ``ledger channels telegram set-webhook URL``."""
+    done = CliRunner().invoke(
+        app,
+        ["channels", "telegram", "set-webhook", f"{channel.url}/telegram/updates"],
+        env=channel.environment(),
+    )
+    assert done.exit_code == 0, done.output
+    assert done.output.strip() == f"updates go to {channel.url}/telegram/updates"
 
 
 def assert_nothing_secret(text: str, secrets_: list[str], where: str) -> None:
