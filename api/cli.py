@@ -108,12 +108,7 @@ def serve(
             api,
             host=host,
             port=port,
-            limits=ServeLimits(
-                header_timeout=settings.http_header_timeout_seconds,
-                body_timeout=settings.http_body_timeout_seconds,
-                keep_alive_timeout=settings.http_keep_alive_seconds,
-                max_connections=settings.http_max_connections,
-            ),
+            limits=ServeLimits.from_settings(settings),
             grace=settings.shutdown_grace_seconds,
         )
         mode = "API, worker and recovery" if worker else "API only"

@@ -100,12 +100,7 @@ def mcp_command(
                 http_app(server, verifier, host=host, port=port),
                 host=host,
                 port=port,
-                limits=ServeLimits(
-                    header_timeout=settings.http_header_timeout_seconds,
-                    body_timeout=settings.http_body_timeout_seconds,
-                    keep_alive_timeout=settings.http_keep_alive_seconds,
-                    max_connections=settings.http_max_connections,
-                ),
+                limits=ServeLimits.from_settings(settings),
                 grace=settings.shutdown_grace_seconds,
             )
             typer.echo(

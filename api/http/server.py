@@ -20,9 +20,12 @@ import math
 import resource
 import threading
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api.http.slow_clients import MAX_HEADER_BYTES, guarded_protocol
+
+if TYPE_CHECKING:
+    from adapters.settings import Settings
 
 logger = logging.getLogger("ledger.http")
 
@@ -43,6 +46,16 @@ class ServeLimits:
     body_timeout: float = 30.0
     keep_alive_timeout: int = 5
     max_connections: int = 512
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServeLimits:
+        """The limits the ``LEDGER_HTTP_*`` settings give."""
+        return cls(
+            header_timeout=settings.http_header_timeout_seconds,
+            body_timeout=settings.http_body_timeout_seconds,
+            keep_alive_timeout=settings.http_keep_alive_seconds,
+            max_connections=settings.http_max_connections,
+        )
 
     def within_descriptors(self, soft_limit: int | None = None) -> ServeLimits:
         """The same limits with ``max_connections`` lowered to fit the descriptor limit."""
