@@ -60,6 +60,7 @@ REFUSED = "This sign-in cannot open the console."
 UNREACHABLE = "The identity provider cannot be reached now. Try again, or use an admin token."
 TIMEOUT_SECONDS = 5.0
 MAX_DOCUMENT_BYTES = 64 * 1024
+MAX_CODE_CHARS = 4096
 _FLOW_SECRET_CHARS = 43  # token_urlsafe(32)
 
 
@@ -278,8 +279,8 @@ def callback(
     request: Request,
     ledger: LedgerDep,
     settings: SettingsDep,
-    state: Annotated[str, Query(max_length=200)] = "",
-    code: Annotated[str, Query(max_length=4096)] = "",
+    state: Annotated[str, Query()] = "",
+    code: Annotated[str, Query()] = "",
 ) -> Response:
     """The provider's answer: a session for an admin, the one refusal page otherwise."""
     client = _client(request, settings)
@@ -288,7 +289,7 @@ def callback(
     now = ledger.clock.now()
     try:
         flow = _consume_flow(ledger, request.cookies.get(FLOW_COOKIE), state, now)
-        if not code:
+        if not 0 < len(code) <= MAX_CODE_CHARS:
             raise SignInRefused("the provider sent no code (the user declined or it failed)")
         claims = client.claims(code, flow, now)
         subject = claims["sub"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -142,6 +143,8 @@ def test_a_tampered_state_is_refused_and_the_code_stays_unredeemed(
     assert answer.status_code == 401 and REFUSED in answer.text
     assert session_cookie(answer) is None and code not in idp.redeemed
     assert not opens_console(browser)
+    overlong = browser.get(f"/console/oidc/callback?state={'a' * 5000}&code=x")
+    assert overlong.status_code == 401 and REFUSED in overlong.text
 
 
 def test_a_replayed_code_is_refused(browser: TestClient, idp: OidcProvider) -> None:
@@ -157,6 +160,18 @@ def test_a_replayed_code_is_refused(browser: TestClient, idp: OidcProvider) -> N
     assert answer.status_code == 401 and REFUSED in answer.text
     assert session_cookie(answer) is None
     assert not opens_console(browser)
+
+
+def test_the_readme_configuration_loads_and_derives_the_redirect_url() -> None:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"<!-- console-oidc:start -->\s*```sh\n(.*?)```", text, re.S)
+    assert block, "README console-oidc markers not found"
+    script = block.group(1).replace('"$CLIENT_SECRET"', "s3cret")
+    values = dict(re.findall(r"LEDGER_([A-Z_]+)=(\S+)", script))
+    assert "ledger serve" in script and "CONSOLE_OIDC_ISSUER" in values
+    loaded = load_settings(store="memory", **{k.lower(): v for k, v in values.items()})
+    assert loaded.console_oidc_redirect_url == "https://ledger.example.com/console/oidc/callback"
+    assert loaded.secure_cookies and "s3cret" not in repr(loaded)
 
 
 def test_the_issuer_needs_a_client_id_and_the_public_url() -> None:
