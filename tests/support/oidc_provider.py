@@ -4,7 +4,8 @@ single-use codes) in a Flask app served by Werkzeug on a thread.
 
 Users sign in at its ``/authorize`` form by name (``POST username=...``); each
 user's claims are given to the constructor. Discovery and the key set are
-served at the standard paths.
+served at the standard paths. ``host`` names it in the issuer (``localhost``
+makes it another site than a ledger on 127.0.0.1, as a real provider is).
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ class OidcProvider:
     """``with OidcProvider(users, client_id=..., redirect_uri=...) as idp:``"""
 
     def __init__(
-        self, users: dict[str, dict[str, Any]], *, client_id: str, redirect_uri: str
+        self,
+        users: dict[str, dict[str, Any]],
+        *,
+        client_id: str,
+        redirect_uri: str,
+        host: str = "127.0.0.1",
     ) -> None:
         self.users = users
         self.client = Client(client_id, secrets.token_urlsafe(24), redirect_uri)
@@ -100,7 +106,7 @@ class OidcProvider:
         self.codes: dict[str, Code] = {}
         self.redeemed: list[str] = []
         self._server = make_server("127.0.0.1", 0, self._app(), threaded=True)
-        self.issuer = f"http://127.0.0.1:{self._server.server_port}"
+        self.issuer = f"http://{host}:{self._server.server_port}"  # served on 127.0.0.1
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> OidcProvider:
@@ -188,7 +194,7 @@ class OidcProvider:
         def authorize() -> Any:
             if request.method == "GET":
                 server.get_consent_grant(end_user=None)  # validates the request first
-                return '<form method="post"><input name="username"></form>'
+                return '<form method="post"><input name="username"><button>Sign in</button></form>'
             user = request.form.get("username") or None
             grant = server.get_consent_grant(end_user=user)
             return server.create_authorization_response(grant_user=user, grant=grant)
