@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 # re-exported: the misspelled-variable warnings compare names with these settings
 from adapters.setting_names import (
@@ -22,6 +22,7 @@ from adapters.setting_names import (
     unknown_variable_warnings,
     unknown_variables,
 )
+from adapters.settings_oidc import ConsoleOidcSettings
 from domain.services.context import DEFAULT_NO_EFFECT_WATCH
 
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
@@ -67,7 +68,7 @@ class StoreKind(StrEnum):
     MEMORY = "memory"
 
 
-class Settings(BaseSettings):
+class Settings(ConsoleOidcSettings):
     """Every knob of the ledger with a safe default and validated bounds."""
 
     model_config = SettingsConfigDict(env_prefix="LEDGER_", frozen=True, extra="ignore")

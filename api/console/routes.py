@@ -242,11 +242,13 @@ def install_console(app: Any) -> None:
     app.add_exception_handler(SignInRequired, to_signin)
     app.include_router(router)
     from api.console.actions import router as actions_router
+    from api.console.oidc import router as oidc_router
     from api.console.search import router as search_router
     from api.console.signin import router as signin_router
     from api.console.webhooks import router as webhooks_router
 
     app.include_router(search_router)
     app.include_router(signin_router)
+    app.include_router(oidc_router)
     app.include_router(actions_router)
     app.include_router(webhooks_router)

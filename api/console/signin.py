@@ -1,4 +1,5 @@
-"""Console sign-in and sign-out: an admin bearer token exchanged for a session.
+"""Console sign-in and sign-out: an admin bearer token exchanged for a session
+(OpenID Connect sign-in is :mod:`api.console.oidc`).
 
 The session lives in the store (:mod:`api.console.session`): signing out
 deletes it, so a copy of the cookie opens nothing afterwards. Every cookie set
@@ -37,8 +38,8 @@ BEARER_METHOD = "admin_token"
 
 
 @router.get("/signin", response_class=HTMLResponse)
-def signin_form(request: Request, settings: SettingsDep) -> Response:
-    return _form(request, settings, None, 200)
+def signinform_page(request: Request, settings: SettingsDep) -> Response:
+    return form_page(request, settings, None, 200)
 
 
 @router.post("/signin", response_class=HTMLResponse)
@@ -52,14 +53,14 @@ def signin(
 ) -> Response:
     """Exchange an admin bearer token for a session (the token is not kept)."""
     if not same_secret(csrf, request.cookies.get(SIGNIN_COOKIE)):
-        return _form(request, settings, "The sign-in form expired. Try again.", 400)
+        return form_page(request, settings, "The sign-in form expired. Try again.", 400)
     try:
         caller = verifier.verify(token.strip())
     except Unauthenticated:
         caller = None
     if caller is None or caller.role is not Role.ADMIN:
         # One answer for a bad token and a non-admin one: the console is for admins.
-        return _form(request, settings, "This token cannot open the console.", 401)
+        return form_page(request, settings, "This token cannot open the console.", 401)
     now = ledger.clock.now()
     expires = int(now.timestamp()) + settings.console_session_seconds
     token_exp = jwt.decode(token.strip(), options={"verify_signature": False}).get("exp")
@@ -79,10 +80,11 @@ def signin(
     return response
 
 
-def _form(request: Request, settings: Settings, message: str | None, status: int) -> Response:
+def form_page(request: Request, settings: Settings, message: str | None, status: int) -> Response:
     """The sign-in form with a fresh nonce (its double-submit cookie set beside it)."""
     nonce = signin_nonce()
-    response = _page(request, "signin.html", {"nonce": nonce, "error": message}, status)
+    context = {"nonce": nonce, "error": message, "oidc": settings.console_oidc_issuer is not None}
+    response = _page(request, "signin.html", context, status)
     set_cookie(response, settings, SIGNIN_COOKIE, nonce, SIGNIN_FORM_SECONDS)
     return response
 

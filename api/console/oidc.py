@@ -1,0 +1,335 @@
+"""Console sign-in through OpenID Connect: the authorization code flow with PKCE.
+
+``GET /console/oidc/start`` sends the browser to the provider (its endpoints
+come from the issuer's discovery document) with a ``state``, a ``nonce`` and an
+S256 code challenge, all derived from one 256-bit flow secret that only the
+browser holds, in an HttpOnly cookie scoped to ``/console/oidc``
+(SameSite=Lax: the provider's redirect back is a cross-site navigation). The
+store keeps ``oidc-flow#<sha256(state)>`` for ten minutes and nothing secret;
+the callback deletes it before anything else, so a state (and the code sent
+with it) is used once. The callback then checks the state against the cookie,
+exchanges the code with the verifier (authlib's client), and checks the ID
+token: its signature against the provider's key set (RS256/ES256, cached and
+bounded as the API's tokens are), ``iss``, ``aud`` (and ``azp``), ``exp`` by the
+ledger's clock with ``LEDGER_AUTH_LEEWAY_SECONDS``, and the
+``nonce``. A user whose ``LEDGER_CONSOLE_OIDC_ADMIN_CLAIM`` is (or lists)
+``LEDGER_CONSOLE_OIDC_ADMIN_VALUE`` gets a console session from the same
+:class:`SessionStore` as a token sign-in (``method="oidc"``): it expires and
+sign-out ends it on the server. Every refusal is one page that says nothing
+more; the reason goes to the log, never a token or code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+import jwt
+import requests
+from authlib.integrations.requests_client import OAuth2Session, OAuthError
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from adapters.jwks import ALGORITHMS, JwksCache, JwksError, JwksLimits, http_fetcher
+from adapters.settings import Settings
+from api.console.routes import _page
+from api.console.session import COOKIE_PATH, SESSION_COOKIE, SessionStore, set_cookie
+from api.console.signin import form_page
+from api.http.auth import Role
+from api.http.claims import claim_at
+from api.http.deps import LedgerDep, SettingsDep
+from domain.ports import Commit, Lookup
+from domain.timeutil import format_utc
+
+router = APIRouter(prefix="/console/oidc", include_in_schema=False)
+logger = logging.getLogger("ledger.console")
+
+OIDC_METHOD = "oidc"
+FLOW_COOKIE = "ledger_console_oidc"
+FLOW_PATH = COOKIE_PATH + "/oidc"
+FLOW_PREFIX = "oidc-flow#"
+FLOW_SECONDS = 600
+REFUSED = "This sign-in cannot open the console."
+UNREACHABLE = "The identity provider cannot be reached now. Try again, or use an admin token."
+TIMEOUT_SECONDS = 5.0
+MAX_DOCUMENT_BYTES = 64 * 1024
+MAX_CODE_CHARS = 4096
+_FLOW_SECRET_CHARS = 43  # token_urlsafe(32)
+
+
+class SignInRefused(Exception):
+    """An OIDC sign-in that opens nothing; the message is for the log only."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What the discovery document says, and the provider's signing keys."""
+
+    authorization_endpoint: str
+    token_endpoint: str
+    algorithms: tuple[str, ...]
+    keys: JwksCache
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One sign-in's values, each derived from the browser's flow secret."""
+
+    state: str
+    nonce: str
+    verifier: str
+
+    @classmethod
+    def of(cls, secret: str) -> Flow:
+        def derive(label: str) -> str:
+            digest = hmac.new(secret.encode(), f"ledger/oidc/{label}".encode(), hashlib.sha256)
+            return digest.hexdigest()  # 64 characters: a valid PKCE verifier too
+
+        return cls(derive("state"), derive("nonce"), derive("verifier"))
+
+    @property
+    def key(self) -> str:
+        return FLOW_PREFIX + hashlib.sha256(self.state.encode()).hexdigest()
+
+
+class OidcClient:
+    """The relying party of one configured provider (discovered once per process)."""
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.console_oidc_issuer and settings.console_oidc_client_id
+        self.settings = settings
+        self.issuer = settings.console_oidc_issuer
+        self.client_id = settings.console_oidc_client_id
+        self._limits = JwksLimits(max_bytes=MAX_DOCUMENT_BYTES, timeout_seconds=TIMEOUT_SECONDS)
+        self._provider: Provider | None = None
+        self._lock = threading.Lock()
+
+    def provider(self) -> Provider:
+        """The discovery document's endpoints (fetched on first use; a failure is
+        retried by the next sign-in)."""
+        with self._lock:
+            if self._provider is None:
+                self._provider = self._discover()
+            return self._provider
+
+    def _discover(self) -> Provider:
+        url = self.issuer.rstrip("/") + "/.well-known/openid-configuration"
+        try:
+            document = json.loads(http_fetcher(url, self._limits)())
+        except (JwksError, ValueError) as exc:
+            raise SignInRefused(f"discovery failed: {exc}") from None
+        if not isinstance(document, dict) or document.get("issuer") != self.issuer:
+            raise SignInRefused("the discovery document names another issuer")
+        endpoints = [document.get(name) for name in ("authorization_endpoint", "token_endpoint")]
+        jwks_uri = document.get("jwks_uri")
+        if not all(isinstance(e, str) and e.startswith(("https://", "http://")) for e in endpoints):
+            raise SignInRefused("the discovery document lacks its endpoints")
+        if not isinstance(jwks_uri, str):
+            raise SignInRefused("the discovery document lacks jwks_uri")
+        offered = document.get("id_token_signing_alg_values_supported") or ["RS256"]
+        algorithms = tuple(a for a in ALGORITHMS if a in offered)
+        keys = JwksCache(http_fetcher(jwks_uri, JwksLimits()), JwksLimits())
+        return Provider(str(endpoints[0]), str(endpoints[1]), algorithms, keys)
+
+    def _session(self) -> OAuth2Session:
+        secret = self.settings.console_oidc_client_secret
+        session = OAuth2Session(
+            client_id=self.client_id,
+            client_secret=secret.get_secret_value() if secret else None,
+            scope=self.settings.console_oidc_scope,
+            redirect_uri=self.settings.console_oidc_redirect_url,
+            code_challenge_method="S256",
+        )
+        session.max_redirects = 0
+        return session
+
+    def authorization_url(self, flow: Flow) -> str:
+        with self._session() as session:
+            url, _ = session.create_authorization_url(
+                self.provider().authorization_endpoint,
+                state=flow.state,
+                code_verifier=flow.verifier,
+                nonce=flow.nonce,
+            )
+        return str(url)
+
+    def claims(self, code: str, flow: Flow, now: datetime) -> dict[str, Any]:
+        """The checked claims of the ID token the code is exchanged for."""
+        provider = self.provider()
+        try:
+            with self._session() as session:
+                token = session.fetch_token(
+                    provider.token_endpoint,
+                    grant_type="authorization_code",
+                    code=code,
+                    code_verifier=flow.verifier,
+                    timeout=TIMEOUT_SECONDS,
+                )
+        except (OAuthError, requests.RequestException, ValueError) as exc:
+            raise SignInRefused(f"the code exchange failed ({type(exc).__name__})") from None
+        id_token = token.get("id_token")
+        if not isinstance(id_token, str):
+            raise SignInRefused("the token response has no ID token")
+        return self._verify(id_token, flow, provider, now)
+
+    def _verify(
+        self, id_token: str, flow: Flow, provider: Provider, now: datetime
+    ) -> dict[str, Any]:
+        try:
+            header = jwt.get_unverified_header(id_token)
+        except jwt.PyJWTError:
+            raise SignInRefused("the ID token is malformed") from None
+        algorithm, kid = header.get("alg"), header.get("kid")
+        if algorithm not in provider.algorithms or not isinstance(kid, str | None):
+            raise SignInRefused(f"the ID token's algorithm {algorithm!r} is not accepted")
+        for candidate in provider.keys.keys_for(kid, algorithm, may_fetch=True) or []:
+            try:
+                claims: dict[str, Any] = jwt.decode(
+                    id_token,
+                    candidate.key,
+                    algorithms=[algorithm],
+                    audience=self.client_id,
+                    issuer=self.issuer,
+                    options={
+                        "require": ["iss", "aud", "sub", "exp", "iat"],
+                        "verify_exp": False,  # by the ledger's clock, below
+                        "verify_iat": False,
+                        "verify_nbf": False,
+                    },
+                )
+            except jwt.InvalidSignatureError:
+                continue
+            except jwt.PyJWTError as exc:
+                raise SignInRefused(f"the ID token is refused ({type(exc).__name__})") from None
+            self._check_times_and_nonce(claims, flow, now)
+            return claims
+        raise SignInRefused("no key of the provider signed the ID token")
+
+    def _check_times_and_nonce(self, claims: dict[str, Any], flow: Flow, now: datetime) -> None:
+        leeway = self.settings.auth_leeway_seconds
+        at = now.timestamp()
+        exp, iat = claims["exp"], claims["iat"]
+        if not isinstance(exp, int | float) or not isinstance(iat, int | float):
+            raise SignInRefused("the ID token's exp or iat is not a number")
+        if at >= exp + leeway:  # iat is required, not compared: clocks differ by seconds
+            raise SignInRefused("the ID token is expired")
+        audience = claims["aud"]
+        if isinstance(audience, list) and len(audience) > 1 and claims.get("azp") != self.client_id:
+            raise SignInRefused("the ID token is for another authorized party")
+        nonce = claims.get("nonce")
+        if not isinstance(nonce, str) or not hmac.compare_digest(nonce, flow.nonce):
+            raise SignInRefused("the ID token's nonce is not this sign-in's")
+
+    def is_admin(self, claims: dict[str, Any]) -> bool:
+        value = claim_at(claims, self.settings.console_oidc_admin_claim)
+        wanted = self.settings.console_oidc_admin_value
+        return value == wanted or (isinstance(value, list) and wanted in value)
+
+
+def _client(request: Request, settings: Settings) -> OidcClient | None:
+    """The app's client of the configured provider (None: OIDC sign-in is off)."""
+    if settings.console_oidc_issuer is None:
+        return None
+    client: OidcClient | None = getattr(request.app.state, "console_oidc", None)
+    if client is None:
+        client = request.app.state.console_oidc = OidcClient(settings)
+    return client
+
+
+@router.get("/start")
+def start(request: Request, ledger: LedgerDep, settings: SettingsDep) -> Response:
+    """Send the browser to the provider, with this sign-in's state, nonce and challenge."""
+    client = _client(request, settings)
+    if client is None:
+        return RedirectResponse("/console/signin", status_code=303)
+    secret = secrets.token_urlsafe(32)
+    flow = Flow.of(secret)
+    try:
+        url = client.authorization_url(flow)
+    except SignInRefused as exc:
+        logger.warning("console oidc sign-in unavailable: %s", exc)
+        return form_page(request, settings, UNREACHABLE, 502)
+    now = ledger.clock.now()
+    expires_at = now + timedelta(seconds=FLOW_SECONDS)
+    started = {"started_at": format_utc(now)}
+    ledger.store.commit(Commit(lookups=[Lookup(flow.key, started, expires_at=expires_at, now=now)]))
+    response = RedirectResponse(url, status_code=303)
+    response.headers["Cache-Control"] = "no-store"
+    response.set_cookie(
+        FLOW_COOKIE,
+        secret,
+        max_age=FLOW_SECONDS,
+        httponly=True,
+        samesite="lax",
+        secure=settings.secure_cookies,
+        path=FLOW_PATH,
+    )
+    return response
+
+
+@router.get("/callback")
+def callback(
+    request: Request,
+    ledger: LedgerDep,
+    settings: SettingsDep,
+    state: Annotated[str, Query()] = "",
+    code: Annotated[str, Query()] = "",
+) -> Response:
+    """The provider's answer: a session for an admin, the one refusal page otherwise."""
+    client = _client(request, settings)
+    if client is None:
+        return RedirectResponse("/console/signin", status_code=303)
+    now = ledger.clock.now()
+    try:
+        flow = _consume_flow(ledger, request.cookies.get(FLOW_COOKIE), state, now)
+        if not 0 < len(code) <= MAX_CODE_CHARS:
+            raise SignInRefused("the provider sent no code (the user declined or it failed)")
+        claims = client.claims(code, flow, now)
+        subject = claims["sub"]
+        if not isinstance(subject, str) or not 1 <= len(subject) <= 256:
+            raise SignInRefused("the ID token's sub is not a name")
+        if not client.is_admin(claims):
+            raise SignInRefused("the user does not hold the admin claim")
+    except SignInRefused as exc:
+        logger.warning("console oidc sign-in refused: %s", exc)
+        return _without_flow(form_page(request, settings, REFUSED, 401), settings)
+    lifetime = settings.console_session_seconds
+    session_id, _ = SessionStore(ledger.store).start(
+        subject=subject,
+        role=Role.ADMIN,
+        method=OIDC_METHOD,
+        now=now,
+        expires_at=now + timedelta(seconds=lifetime),
+    )
+    # A page, not a redirect: the browser arrived from the provider's site, and a
+    # SameSite=Strict cookie is sent on the next navigation only if it starts here.
+    response = _page(request, "signed_in.html", {}, 200)
+    set_cookie(response, settings, SESSION_COOKIE, session_id, lifetime)
+    return _without_flow(response, settings)
+
+
+def _consume_flow(ledger: Any, secret: str | None, state: str, now: datetime) -> Flow:
+    """This browser's flow, if the state is its own and not used yet (then it is used)."""
+    if not secret or len(secret) != _FLOW_SECRET_CHARS:
+        raise SignInRefused("no sign-in was started in this browser")
+    flow = Flow.of(secret)
+    if not hmac.compare_digest(flow.state.encode(), state.encode()):
+        raise SignInRefused("the state is not this browser's sign-in")
+    if ledger.store.get_lookup(flow.key, now=now) is None:
+        raise SignInRefused("the sign-in was used already or expired")
+    ledger.store.delete_lookup(flow.key)
+    return flow
+
+
+def _without_flow(response: Response, settings: Settings) -> Response:
+    response.delete_cookie(
+        FLOW_COOKIE, path=FLOW_PATH, httponly=True, samesite="lax", secure=settings.secure_cookies
+    )
+    return response
