@@ -78,7 +78,7 @@ def approve_one(
         "capability": capability,
         "executor_build": build or fake_build_digest(capability),
         "plugin_build": DIGEST,
-        "schema_digest": schema_digest_for(CAPABILITY),
+        "schema_digest": schema_digest_for(capability),
         "policy_digest": DIGEST,
         "permission": "tasks.write",
         "effect": "create",
