@@ -177,7 +177,7 @@ def kill_run(
     kills: int = 3,
     approvals: int = 36,
     code_dir: Path | None = None,
-    seconds_between_kills: float = 4.0,
+    seconds_between_kills: float = 60.0,
 ) -> KillRun:
     """The run of the module docstring; the provider is started and stopped here."""
     token = "kill-run-" + os.urandom(8).hex()
@@ -199,8 +199,15 @@ def kill_run(
         load.base = server.base
         client_thread = threading.Thread(target=load.run, daemon=True)
         client_thread.start()
-        for _ in range(kills):
-            load.stop.wait(seconds_between_kills)
+        for k in range(kills):
+            # each kill lands mid-load: after its share of the approvals is
+            # acknowledged (or after seconds_between_kills, whichever is first)
+            due = (k + 1) * approvals // (kills + 1)
+            deadline = time.monotonic() + seconds_between_kills
+            while len(found.acknowledged) < due and time.monotonic() < deadline:
+                if not client_thread.is_alive():
+                    break
+                load.stop.wait(0.05)
             if not client_thread.is_alive():
                 break
             server.stop("sigkill")
