@@ -48,6 +48,8 @@ from urllib.parse import urlencode
 
 import httpx
 
+from tests.support.http_server import serve_on_loopback
+
 MAX_SECTION_TEXT = 3000
 MAX_VALUE = 2000
 
@@ -123,23 +125,7 @@ class FakeSlack:
     # -- running ------------------------------------------------------------------------
 
     def start(self, port: int = 0) -> FakeSlack:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                fake._handle(self, "POST")
-
-            def do_GET(self) -> None:
-                fake._handle(self, "GET")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self.server = serve_on_loopback(self._handle, port)
         return self
 
     @property

@@ -52,6 +52,8 @@ from urllib.parse import parse_qs
 
 import httpx
 
+from tests.support.http_server import serve_on_loopback
+
 MAX_TEXT = 4096
 MAX_CALLBACK_DATA = 64
 SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
@@ -130,23 +132,7 @@ class FakeTelegram:
     # -- running ------------------------------------------------------------------------
 
     def start(self, port: int = 0) -> FakeTelegram:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                fake._handle(self, "POST")
-
-            def do_GET(self) -> None:
-                fake._handle(self, "GET")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self.server = serve_on_loopback(self._handle, port)
         return self
 
     @property

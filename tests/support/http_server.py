@@ -1,12 +1,17 @@
-"""`ledger serve` as a real process: a free loopback port, the command, the wait."""
+"""`ledger serve` as a real process: a free loopback port, the command, the wait;
+and a threaded HTTP server on loopback for the fakes that stand in for other systems."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -38,3 +43,27 @@ def wait_until_up(process: subprocess.Popen[bytes], url: str, log: Path) -> None
             pass
         time.sleep(0.1)
     raise AssertionError(f"ledger serve did not answer within {START_TIMEOUT_SECONDS}s")
+
+
+def serve_on_loopback(
+    handle: Callable[[BaseHTTPRequestHandler, str], None], port: int = 0
+) -> ThreadingHTTPServer:
+    """A threaded HTTP server on 127.0.0.1 whose GETs and POSTs go to
+    ``handle(request, method)``, serving on a daemon thread until shut down."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            handle(self, "POST")
+
+        def do_GET(self) -> None:
+            handle(self, "GET")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    ).start()
+    return server
