@@ -50,7 +50,7 @@ from adapters.aws_lambda.common import (
 )
 from adapters.bootstrap import Ledger
 from adapters.streams import MalformedRecord, work_from_record
-from domain.errors import ConcurrencyConflict
+from domain.errors import ConcurrencyConflict, StoreUnavailable
 from domain.ports import Commit, EventStore
 from domain.services.execution import Outcome, Worker
 from domain.services.recovery import run_recovery
@@ -195,15 +195,24 @@ def recovery_lag_seconds(ledger: Ledger) -> float:
     return max(0.0, (now - page.items[0].next_action_at).total_seconds())
 
 
-def waiting_for_build(ledger: Ledger) -> int:
-    """Queued attempts no worker with their build took for the threshold (bounded)."""
+def waiting_for_build(ledger: Ledger) -> int | None:
+    """Queued attempts no worker with their build took for the threshold (bounded),
+    or None when the queued list could not be read: a metric never stops the
+    recovery it measures (the failure is logged with its reason)."""
     assert ledger.views is not None
-    return count_waiting_for_build(
-        ledger.views,
-        ledger.clock.now(),
-        ledger.settings.waiting_for_build_seconds,
-        cap=WAITING_COUNT_CAP,
-    )
+    try:
+        return count_waiting_for_build(
+            ledger.views,
+            ledger.clock.now(),
+            ledger.settings.waiting_for_build_seconds,
+            cap=WAITING_COUNT_CAP,
+        )
+    except StoreUnavailable:
+        logger.warning(
+            "waiting_for_build not counted: the queued list could not be read",
+            extra={"reason": "store_unavailable"},
+        )
+        return None
 
 
 def _recover() -> dict[str, Any]:
@@ -211,7 +220,8 @@ def _recover() -> dict[str, Any]:
     lag = recovery_lag_seconds(ledger)
     waiting = waiting_for_build(ledger)
     metrics.add_metric(name="RecoveryLagSeconds", unit=MetricUnit.Seconds, value=lag)
-    metrics.add_metric(name="AttemptsWaitingForBuild", unit=MetricUnit.Count, value=waiting)
+    if waiting is not None:
+        metrics.add_metric(name="AttemptsWaitingForBuild", unit=MetricUnit.Count, value=waiting)
     if not ledger.settings.execution_enabled:
         logger.info("execution disabled; recovery leased nothing", extra={"lag_seconds": lag})
         return {

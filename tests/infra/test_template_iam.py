@@ -70,6 +70,7 @@ EXPECTED: dict[str, set[Grant]] = {
         ("dynamodb:GetItem", TABLE_ARN, None),
         ("dynamodb:Query", TABLE_ARN, None),
         ("dynamodb:Query", DUE_INDEX_ARN, None),
+        ("dynamodb:Query", LIST_INDEX_ARN, None),
         (
             "dynamodb:PutItem",
             TABLE_ARN,

@@ -13,6 +13,7 @@ from adapters.bootstrap import Ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.streams import work_from_records
 from domain.attempt import AttemptStatus
+from domain.errors import StoreUnavailable
 from tests.support.aws_lambda import (
     FakeLambdaContext,
     StreamTap,
@@ -187,6 +188,31 @@ def test_recovery_mode_leases_an_attempt_whose_record_was_missed(
     assert metric_total(out, "Attempts", outcome="succeeded") == 1
     # The next tick finds nothing due.
     assert worker.handler({"mode": "recovery"}, context)["examined"] == 0
+
+
+def test_recovery_runs_when_the_waiting_count_cannot_be_read(
+    monkeypatch: pytest.MonkeyPatch,
+    world: ExecutionWorld,
+    context: FakeLambdaContext,
+    logs: io.StringIO,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A role without a read of the queued list (as the deployed worker had): the
+    # count is refused, and the attempt that is due still runs.
+    def refused(*args: Any, **kwargs: Any) -> int:
+        raise StoreUnavailable()
+
+    monkeypatch.setattr(worker, "count_waiting_for_build", refused)
+    attempt_id = world.approved("provider_idempotency")
+    world.clock.advance(30)
+
+    answer = worker.handler({"mode": "recovery"}, context)
+
+    assert answer["outcomes"] == {"succeeded": 1}
+    assert answer["waiting_for_build"] is None
+    assert world.calls_for(attempt_id) == 1
+    assert '"reason":"store_unavailable"' in logs.getvalue().replace(" ", "")
+    assert metric_total(capsys.readouterr().out, "AttemptsWaitingForBuild") == 0
 
 
 def test_execution_switch_leaves_work_queued_until_it_is_turned_back_on(
