@@ -22,8 +22,10 @@ from domain.notifications import proposal_notifications
 from domain.policy import compile_policies
 from domain.proposal import PresentationStatus, Proposal
 from domain.services.approval import approve
+from domain.services.authorization import AuthorizationFailed
 from domain.services.escalation import escalate_if_due
 from domain.services.proposals import propose
+from domain.services.recheck import recheck
 from domain.timeutil import parse_utc
 from tests.support.policies import apply, enrol_members, present_to
 from tests.support.subscribers import drain
@@ -91,6 +93,7 @@ def test_a_single_approval_escalates_once_and_a_lead_approves_it(
     assert attempt is not None and attempt.approval is not None
     assert attempt.approval["approvers"] == ["m1"]
     assert (attempt.approval["group"], attempt.approval["required"]) == ("leads", 1)
+    recheck(world.ctx, attempt, world.clock.now(), fresh=True)
     stored = store.get(Proposal, proposal_id)
     assert stored is not None
     told = [n.type.value for n in proposal_notifications(stored, world.clock.now())]
@@ -103,13 +106,8 @@ def test_a_quorum_escalates_and_counts_only_fallback_members(
 ) -> None:
     view = apply(world, TWO_OF_FINANCE)
     m1, m2, m3 = enrol_members(world, 3)
-    for who in (m2, m3):  # members of both groups
-        world.put(
-            DirectoryKind.ACTOR,
-            actor_record_id(who.actor_id),
-            enabled=True,
-            groups=["finance", "leads"],
-        )
+    world.put(DirectoryKind.ACTOR, actor_record_id("m2"), enabled=True, groups=["finance", "leads"])
+    world.put(DirectoryKind.ACTOR, actor_record_id("m3"), enabled=True, groups=["leads"])
     proposal_id = proposed(world, view.digest)
     assert approve(world.ctx, token=present_to(world, proposal_id, m1), provenance=m1).votes == 1
     waiting = present_to(world, proposal_id, m2)
@@ -126,6 +124,11 @@ def test_a_quorum_escalates_and_counts_only_fallback_members(
     assert attempt is not None and attempt.approval is not None
     assert attempt.approval["approvers"] == ["m2", "m3"]
     assert attempt.approval["group"] == "leads"
+    # the worker's recheck counts them in the fallback group too
+    recheck(world.ctx, attempt, world.clock.now(), fresh=True)
+    world.put(DirectoryKind.ACTOR, actor_record_id("m3"), enabled=True, groups=["finance"])
+    with pytest.raises(AuthorizationFailed):
+        recheck(world.ctx, attempt, world.clock.now(), fresh=True)
 
 
 def test_an_unanswered_escalation_expires_with_its_webhook(
