@@ -11,7 +11,12 @@ this process executes anything:
   item as absent, so when the sweep runs changes nothing but the size;
 - delivered webhook records older than ``LEDGER_WEBHOOK_RETENTION_SECONDS``
   are reduced to tombstones without their body
-  (``projections.webhook_retention``), at most ``TRIM_LIMIT`` per pass.
+  (``projections.webhook_retention``), at most ``TRIM_LIMIT`` per pass;
+- presented proposal versions expiring within the longest escalation lead time
+  (``projections.escalation_watch``), at most ``ESCALATION_BATCH`` per pass,
+  are escalated to their fallback group when a policy asks for it and its
+  lead time has come (``domain.services.escalation``: once per version, however
+  many processes run this pass).
 
 A pass that did a full batch of either is followed by the next one at once
 (after ``poll_seconds``), so a backlog drains without waiting a whole interval.
@@ -24,11 +29,14 @@ import threading
 from dataclasses import dataclass
 
 from adapters.bootstrap import Ledger
+from domain.services.escalation import escalate_if_due
+from projections.escalation_watch import due_for_escalation
 from projections.webhook_retention import TRIM_LIMIT, trim_delivered
 
 logger = logging.getLogger("ledger.housekeeping")
 
 LOOKUP_BATCH = 500
+ESCALATION_BATCH = 200
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class HousekeepingReport:
 
     lookups: int = 0
     trimmed: int = 0
+    escalated: int = 0
 
     @property
     def full(self) -> bool:
@@ -45,15 +54,22 @@ class HousekeepingReport:
 
 
 def housekeeping_pass(ledger: Ledger) -> HousekeepingReport:
-    """Sweep one batch of expired lookups and trim one batch of delivered records."""
+    """Sweep one batch of expired lookups, trim one batch of delivered records
+    and escalate the unanswered approvals that are due."""
     now = ledger.clock.now()
     lookups = ledger.store.sweep_lookups(now, LOOKUP_BATCH)
     trimmed = trim_delivered(ledger.views, now, ledger.settings.webhook_retention_seconds)
+    escalated = sum(
+        escalate_if_due(ledger.context, proposal_id)
+        for proposal_id in due_for_escalation(ledger.views, now, ESCALATION_BATCH)
+    )
+    if escalated:
+        ledger.metrics.inc("ledger_escalations_total", escalated)
     if lookups:
         ledger.metrics.inc("ledger_housekeeping_removed_total", lookups, kind="lookup")
     if trimmed:
         ledger.metrics.inc("ledger_housekeeping_removed_total", trimmed, kind="webhook_body")
-    return HousekeepingReport(lookups=lookups, trimmed=trimmed)
+    return HousekeepingReport(lookups=lookups, trimmed=trimmed, escalated=escalated)
 
 
 def housekeeping_loop(
@@ -65,11 +81,12 @@ def housekeeping_loop(
         wait = interval
         try:
             report = housekeeping_pass(ledger)
-            if report.lookups or report.trimmed:
+            if report.lookups or report.trimmed or report.escalated:
                 logger.info(
-                    "housekeeping removed lookups=%d trimmed_webhook_records=%d",
+                    "housekeeping removed lookups=%d trimmed_webhook_records=%d escalated=%d",
                     report.lookups,
                     report.trimmed,
+                    report.escalated,
                 )
             if report.full:
                 wait = poll_seconds

@@ -71,6 +71,10 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         "What housekeeping removed: expired lookups, and bodies of delivered webhook records.",
         ("kind",),
     ),
+    "ledger_escalations_total": (
+        "Unanswered approvals housekeeping escalated to their fallback group.",
+        (),
+    ),
 }
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ledger_http_request_duration_seconds": (

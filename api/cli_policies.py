@@ -99,7 +99,7 @@ def diff_command(file: FileArg) -> None:
     """What applying FILE would change in the configured policy set, policy by policy
     (+ added, - removed, ~ changed), and the digest before and after."""
     from api.cli_common import one_line_errors
-    from domain.policy import diff, policy_text
+    from domain.policy_diff import diff, policy_text
     from domain.services.policies import current_policies
 
     with one_line_errors():

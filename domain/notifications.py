@@ -32,6 +32,7 @@ class NotificationType(StrEnum):
     PROPOSAL_EXPIRED = "proposal.expired"
     PROPOSAL_APPROVED = "proposal.approved"
     PROPOSAL_VOTE_RECORDED = "proposal.vote_recorded"
+    PROPOSAL_ESCALATED = "proposal.escalated"
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notificati
     """``proposal.approved``, ``proposal.declined`` and ``proposal.expired``, at
     most one per version (the proposal view it carries says who or what approved),
     and ``proposal.vote_recorded`` for each quorum member's recorded vote (the view
-    lists the votes so far)."""
+    lists the votes so far), and ``proposal.escalated`` once per version handed to
+    a fallback group (the view names the group)."""
     found: list[Notification] = []
     for number, record in sorted(proposal.versions.items()):
         for place, vote in enumerate(record.get("votes", []), start=1):
@@ -97,6 +99,18 @@ def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notificati
                     proposal.id,
                     number,
                     vote["at"],
+                )
+            )
+        escalated = record.get("escalated")
+        if escalated is not None:
+            kind = NotificationType.PROPOSAL_ESCALATED
+            found.append(
+                Notification(
+                    notification_id(kind, proposal.id, number),
+                    kind,
+                    proposal.id,
+                    number,
+                    escalated["at"],
                 )
             )
         if record["status"] == ProposalStatus.CLAIMED.value:

@@ -48,6 +48,7 @@ import cedarpy
 
 from domain.canonical import canonical_json
 from domain.errors import InvalidPolicySet
+from domain.escalation import EscalationRule, escalation_of, first_escalation
 from domain.quorum import QuorumRule, quorum_of, strictest
 from domain.spec import ProposalSpec
 
@@ -85,6 +86,7 @@ class PolicyInfo:
     effect: Effect
     auto_approve: bool
     quorum: QuorumRule | None = None
+    escalation: EscalationRule | None = None
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -94,6 +96,8 @@ class PolicyInfo:
         }
         if self.quorum is not None:
             found |= {"quorum": self.quorum.required, "group": self.quorum.group}
+        if self.escalation is not None:
+            found["escalation"] = self.escalation.as_dict()
         return found
 
 
@@ -201,7 +205,9 @@ def _policy_info(number: int, policy: Mapping[str, Any]) -> PolicyInfo:
         raise InvalidPolicySet(f"policy {policy_id!r}: @auto_approve takes no value")
     if auto and effect is Effect.FORBID:
         raise InvalidPolicySet(f"policy {policy_id!r}: @auto_approve marks permit policies only")
-    return PolicyInfo(policy_id, effect, auto, quorum_of(policy_id, effect.value, annotations))
+    quorum = quorum_of(policy_id, effect.value, annotations)
+    escalation = escalation_of(policy_id, effect.value, annotations)
+    return PolicyInfo(policy_id, effect, auto, quorum, escalation)
 
 
 _COMPILED: OrderedDict[str, CompiledPolicies] = OrderedDict()
@@ -325,6 +331,8 @@ class PolicyDecision:
     errors: int = 0
     quorum: QuorumRule | None = None
     """For ``quorum``: how many members of which group must approve."""
+    escalation: EscalationRule | None = None
+    """For ``quorum`` and ``human``: where an unanswered approval escalates."""
 
     @property
     def policy_id(self) -> str | None:
@@ -360,40 +368,10 @@ def evaluate(policies: CompiledPolicies, request: PolicyRequest) -> PolicyDecisi
             return PolicyDecision(Verdict.DENIED, tuple(forbids), errors)
         return PolicyDecision(Verdict.HUMAN, errors=errors)
     rule = strictest([p.quorum for p in matched if p.quorum is not None])
+    escalation = first_escalation([p.escalation for p in matched])
     if result.decision is cedarpy.Decision.Allow and rule is not None:
-        return PolicyDecision(Verdict.QUORUM, (rule.policy_id,), errors, quorum=rule)
+        return PolicyDecision(Verdict.QUORUM, (rule.policy_id,), errors, rule, escalation)
     auto = sorted(p.id for p in matched if p.auto_approve)
     if result.decision is cedarpy.Decision.Allow and auto and errors == 0:
         return PolicyDecision(Verdict.AUTO_APPROVE, tuple(auto))
-    return PolicyDecision(Verdict.HUMAN, errors=errors)
-
-
-def policy_text(form: Any) -> str:
-    """One policy's Cedar text from its JSON form (``diff`` shows it)."""
-    single = {"staticPolicies": {"policy0": form}, "templates": {}, "templateLinks": []}
-    text = cedarpy.policies_from_json_str(json.dumps(single))
-    try:
-        return cedarpy.format_policies(text).rstrip()
-    except ValueError:
-        return text.rstrip()
-
-
-@dataclass(frozen=True)
-class PolicyChange:
-    """One line of a diff: ``added``, ``removed`` or ``changed`` and the policy id."""
-
-    change: str
-    policy_id: str
-
-
-def diff(current: CompiledPolicies | None, proposed: CompiledPolicies) -> list[PolicyChange]:
-    """What applying ``proposed`` over ``current`` changes, policy by policy."""
-    before: Mapping[str, Any] = current.forms if current is not None else {}
-    after = proposed.forms
-    changes = [PolicyChange("removed", i) for i in before if i not in after]
-    for policy_id, form in after.items():
-        if policy_id not in before:
-            changes.append(PolicyChange("added", policy_id))
-        elif before[policy_id] != form:
-            changes.append(PolicyChange("changed", policy_id))
-    return changes
+    return PolicyDecision(Verdict.HUMAN, errors=errors, escalation=escalation)

@@ -300,6 +300,31 @@ class Proposal(LedgerAggregate, ProposalState):
         the claim's approval, not here)."""
         return list(self.versions[version].get("votes", []))
 
+    def escalate(self, *, version: int, group: str, policy_id: str, now: datetime, at: str) -> bool:
+        """Hand the current, presented version to a fallback group, once
+        (``domain.escalation``): revoke every active presentation and record the
+        group, in one event. False (no event) when it is no longer presented or
+        has escalated already."""
+        if version != self.current_version or "escalated" in self.versions[version]:
+            return False
+        if self.effective_status(version, now) is not ProposalStatus.PRESENTED:
+            return False
+        self._escalated(
+            version=version,
+            group=group,
+            policy_id=policy_id,
+            revoked=self.active_presentation_ids(version),
+            at=at,
+        )
+        return True
+
+    @event("Escalated")
+    def _escalated(
+        self, version: int, group: str, policy_id: str, revoked: list[str], at: str
+    ) -> None:
+        self._revoke(revoked)
+        self.versions[version]["escalated"] = {"group": group, "policy_id": policy_id, "at": at}
+
     def decline(
         self, *, presentation_id: str, now: datetime, at: str, asserted_by: str | None = None
     ) -> None:

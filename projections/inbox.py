@@ -60,6 +60,7 @@ def proposal_view(proposal: Proposal, now: datetime) -> dict[str, Any]:
             "attempt_id": record["attempt_id"],
             "approval": approval_of(proposal, number),
             "votes": votes_of(proposal, number),
+            "escalated_to": (record.get("escalated") or {}).get("group"),
         }
         for number, record in sorted(proposal.versions.items())
     ]

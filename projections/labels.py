@@ -37,6 +37,7 @@ EVENT_WORDS: dict[str, str] = {
     "Claimed": "approved (claimed)",
     "Declined": "declined",
     "VoteRecorded": "a quorum member's vote recorded",
+    "Escalated": "the approval escalated to a fallback group",
     "Canceled": "canceled",
     "Conflicted": "conflicted (the target changed)",
     # directory record

@@ -9,7 +9,8 @@ because the whole stream is read.
 Attempt streams feed the status view and its find index
 (``projections.find``), folded from the events' data by the one
 fold every status row comes from (``projections.status_fold``, which the
-rebuild uses too); proposal streams feed the inbox (``projections.inbox``).
+rebuild uses too); proposal streams feed the inbox (``projections.inbox``) and
+the escalation watch (``projections.escalation_watch``).
 
 As a subscriber of the log (``apply``) it writes the folded rows and the
 position it has processed in one atomic write, so a restart resumes from
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from domain.ports import EventStore
 from domain.proposal import Proposal
 from domain.spec import ATTEMPT_ID_PREFIX
+from projections.escalation_watch import watch_record
 from projections.find import read_rows
 from projections.inbox import PROPOSAL_PREFIX, inbox_record
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord
@@ -58,6 +60,7 @@ class Projector:
         proposal = self.store.get(Proposal, proposal_id)
         if proposal is None:
             return False
+        self.views.put_view(watch_record(proposal))
         return self.views.put_view(inbox_record(proposal))
 
     def current_view(self, attempt_id: str) -> ViewRecord | None:
@@ -95,5 +98,5 @@ class Projector:
             elif stream_id.startswith(PROPOSAL_PREFIX):
                 proposal = self.store.get(Proposal, stream_id)
                 if proposal is not None:
-                    records.append(inbox_record(proposal))
+                    records += [inbox_record(proposal), watch_record(proposal)]
         return self.views.put_views(records, batch.tracking)

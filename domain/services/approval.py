@@ -203,7 +203,8 @@ def _approve_once(
     ):
         # Duplicate, concurrent or sibling approval after the claim: converge.
         return _stored_attempt(ctx, record["attempt_id"])
-    member = presentation["actor_id"] != proposal.actor_id
+    # a quorum member's presentation, or any made after the version escalated
+    member = presentation["actor_id"] != proposal.actor_id or "escalated" in record
     replayed_vote = member and status is PresentationStatus.CONSUMED
     if not replayed_vote:
         try:

@@ -293,6 +293,8 @@ def authorize(
     decision = _policy_verdict(policy_set, who, actor, spec, now, basis)
     if basis.kind is ApprovalKind.QUORUM and basis.ballots:
         group = decision.quorum.group if decision.quorum is not None else basis.group
+        if decision.escalation is not None and basis.group == decision.escalation.group:
+            group = basis.group  # an escalated version: its fallback group decided
         for ballot in basis.ballots:
             records += check_ballot(source, ballot, group, who.actor_id)
     if basis.kind is ApprovalKind.GRANT:

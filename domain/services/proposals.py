@@ -334,8 +334,7 @@ def present(
         expires = now + timedelta(seconds=ttl)
         if proposal is None:
             raise NotFound()
-        if actor_id is not None:
-            check_member_presentation(ctx, proposal, version, actor_id, now)
+        check_member_presentation(ctx, proposal, version, actor_id or proposal.actor_id, now)
         # before anything is counted: a control no one can approve takes no slot
         check_presentation_bindings(
             ctx,

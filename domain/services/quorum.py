@@ -29,10 +29,11 @@ from typing import Any
 from domain.approvals import ApprovalKind
 from domain.directory import actor_record_id
 from domain.errors import InvalidInput, InvalidPolicySet
-from domain.policy import Verdict
+from domain.escalation import escalated_rule
+from domain.policy import PolicyDecision, Verdict
 from domain.ports import Commit, DueWork, ReadCheck
 from domain.proposal import BALLOT_FIELDS, Proposal
-from domain.quorum import distinct_votes, quorum_approval
+from domain.quorum import QuorumRule, distinct_votes, quorum_approval
 from domain.services.authorization import (
     Approver,
     AuthorizationFailed,
@@ -87,8 +88,8 @@ def vote(
         auth = authorize(ctx, requester, spec, now, reads, Basis(ApprovalKind.QUORUM))
     except AuthorizationFailed as failed:
         raise NotCounted(failed.reason) from None
-    rule = auth.decision.quorum
-    if auth.decision.verdict is not Verdict.QUORUM or rule is None:
+    rule = member_rule(auth.decision, record)
+    if rule is None:
         raise NotCounted("quorum_not_required")
     earlier = distinct_votes(proposal.votes(version))
     if already_voted(earlier, who.actor_id):
@@ -149,6 +150,19 @@ def vote(
     return Vote("execution_pending", rule.required, rule.required, attempt_id, attempt.version)
 
 
+def member_rule(decision: PolicyDecision, record: Mapping[str, Any]) -> QuorumRule | None:
+    """Who decides a version through members' votes now: the quorum the policy
+    set asks for, or, once the version escalated, the fallback group
+    (``domain.escalation``; a single approval becomes one member's). None: no
+    member may decide it."""
+    escalated = record.get("escalated")
+    if escalated is not None and decision.verdict in (Verdict.QUORUM, Verdict.HUMAN):
+        return escalated_rule(escalated, decision.quorum)
+    if decision.verdict is Verdict.QUORUM:
+        return decision.quorum
+    return None
+
+
 def already_voted(votes: Sequence[Mapping[str, Any]], actor_id: str) -> bool:
     """Whether this member's vote is already recorded for the version."""
     return any(vote["actor_id"] == actor_id for vote in votes)
@@ -172,11 +186,18 @@ def check_member_presentation(
     ctx: ServiceContext, proposal: Proposal, version: int, actor_id: str, now: datetime
 ) -> None:
     """A presentation may go to another actor than the proposal's only as a quorum
-    member's own: the version must need a quorum now, and the member is never the
+    member's own: the version must need a quorum now, or have escalated (then it
+    goes to the fallback group's members only), and the member is never the
     requesting actor (``InvalidInput`` otherwise; membership is checked at the vote)."""
-    if actor_id == proposal.actor_id:
-        return
     record = proposal.versions.get(version)
+    escalated = record is not None and "escalated" in record
+    if actor_id == proposal.actor_id and not escalated:
+        return
+    if actor_id == proposal.actor_id:
+        raise InvalidInput.at(
+            "/actor_id",
+            "an escalated version is presented to the fallback group's members only",
+        )
     spec = stored_spec(record["spec"], record["payload_hash"]) if record else None
     if spec is None:
         raise InvalidInput.at("/version", "no such version of this proposal")
@@ -187,7 +208,7 @@ def check_member_presentation(
         decision = decide(policy_set_snapshot(reads), proposal.actor_id, groups, spec, now)
     except InvalidPolicySet:
         decision = None
-    if decision is None or decision.verdict is not Verdict.QUORUM:
+    if decision is None or record is None or member_rule(decision, record) is None:
         raise InvalidInput.at(
             "/actor_id",
             "a version is presented to another actor than its own only when a policy "

@@ -1,6 +1,6 @@
 """docs/policies.md runs exactly as written: its worked examples (auto-approve
 small tasks, forbid deletions, a standing grant, two people for payments over
-500) in one shell, in document
+500, escalating a payment nobody answered) in one shell, in document
 order, over HTTP against ``ledger serve``, on SQLite and on the DynamoDB emulator."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ NAMES = [
     "policies-deletion",
     "policies-grant",
     "policies-quorum",
+    "policies-escalation",
     "policies-cleanup",
 ]
 
@@ -127,6 +128,21 @@ def check(result: subprocess.CompletedProcess[str], workdir: Path) -> None:
     assert view["versions"][0]["votes"] == ["bea"]
     done = bodies[-1]
     assert done["status"] == "succeeded" and done["approval"]["kind"] == "quorum", detail
+    escalation = parts["policies-escalation"]
+    assert re.search(r"applied: version 3, 4 policies", "\n".join(escalation)), detail
+    assert "leads" in escalation, detail  # the housekeeping pass escalated it
+    ((small_code, small_payment),) = answers(escalation)
+    assert (small_code, small_payment["status"]) == (201, "presented"), detail
+    bodies = [json.loads(line) for line in escalation if line.startswith("{")]
+    assert [b["status"] for b in bodies if "attempt_id" in b and "versions" not in b][-1] == (
+        "execution_pending"
+    ), detail
+    view = bodies[-1]
+    assert view["versions"][0]["escalated_to"] == "leads"
+    approval = view["versions"][0]["approval"]
+    assert approval["kind"] == "quorum" and approval["approvers"] == ["dana"], detail
+    assert (approval["group"], approval["required"]) == ("leads", 1)
+    assert [p["status"] for p in view["presentations"]] == ["revoked", "consumed"]
     text = log.read_text()
     assert "Water the plants" not in text and "Pay the supplier" not in text  # never logged
 

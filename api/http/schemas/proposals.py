@@ -167,6 +167,11 @@ class ProposalVersionOut(BaseModel):
         description="A quorum: the members whose votes are recorded so far, oldest first "
         "(the deciding vote is on the approval).",
     )
+    escalated_to: str | None = Field(
+        default=None,
+        description="The fallback group this version escalated to, if it did "
+        "(its members approve it from then on).",
+    )
 
 
 class PresentationSummaryOut(BaseModel):

@@ -1586,6 +1586,11 @@ export interface components {
             attempt_id?: string | null;
             /** Created At */
             created_at: string;
+            /**
+             * Escalated To
+             * @description The fallback group this version escalated to, if it did (its members approve it from then on).
+             */
+            escalated_to?: string | null;
             /** Expires At */
             expires_at: string;
             /** Payload Hash */

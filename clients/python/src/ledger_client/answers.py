@@ -97,6 +97,7 @@ class ProposalVersionOut(_Model):
     attempt_id: str | None = None
     approval: AttemptApproval | None = None
     votes: list[str] = field(default_factory=list)
+    escalated_to: str | None = None
 
 
 @dataclass(frozen=True)
