@@ -1,10 +1,11 @@
 """`SIGTERM` to a real `ledger serve` while 8 executor calls are in flight at a
-slow provider (it applies the effect, then answers seconds later): the
-process leases nothing more, waits for the 8 answers, records the 8 results
-and exits 0, so none is left to recovery (each key was sent once, nothing is
-due); a long poll in flight at the signal is answered with the result. A
-second signal exits at once (128 + 15); the calls it cut off are recovery's,
-as after `SIGKILL`, and a restart settles them with one effect per key.
+slow provider (it applies the effect, then holds its answer until the test,
+having seen the signal taken, releases it): the process leases nothing more,
+waits for the 8 answers, records the 8 results and exits 0, so none is left
+to recovery (each key was sent once, nothing is due); a long poll in flight
+at the signal is answered with the result. A second signal exits at once
+(128 + 15); the calls it cut off are recovery's, as after `SIGKILL`, and a
+restart settles them with one effect per key.
 SQLite always, DynamoDB on the emulator."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,26 +36,44 @@ from tests.support.provider_fixtures import Provider
 pytestmark = pytest.mark.slow  # subprocess servers and a provider that answers late
 
 CALLS = 8
-DELAY = 3  # seconds the provider holds each answer after applying the effect
 CAPABILITY = "tasks.create"
+# The provider holds every answer until the test releases it: a call's deadline is
+# its lease less 2 s, so a lease long enough that no held call runs out of time,
+# however long the approvals take on a loaded machine (recovery needs none to lapse).
+HELD_LEASE_SECONDS = 60
+# The second signal's run leaves the calls to recovery, which re-sends once their
+# leases lapse: short leases, and all 8 queued before the worker starts, so the 8
+# calls are leased together and are at the provider long before their deadline.
+LAPSING_LEASE_SECONDS = 10
 
 
-def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
+def wait_for(
+    condition: Callable[[], bool], seconds: float, what: str, seen: Callable[[], object]
+) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out after {seconds:g} s waiting for {what}; seen: {seen()}")
 
 
 class Life:
-    """One ledger serve on a store, the provider it calls, and the attempts approved."""
+    """One ledger serve on a store, the provider it calls, and the attempts approved.
 
-    def __init__(self, tmp_path: Path, provider: Provider, store_env: dict[str, str]) -> None:
+    Every call's answer is held at the provider under ``hold`` until ``release``."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        provider: Provider,
+        store_env: dict[str, str],
+        lease_seconds: int = HELD_LEASE_SECONDS,
+    ) -> None:
         self.tmp_path = tmp_path
         self.provider = provider
-        text = executors_toml(provider.url, timeout=10)
+        self.hold = f"graceful-{uuid.uuid4().hex}"
+        text = executors_toml(provider.url, timeout=lease_seconds)
         loaded = load_http(tmp_path, text, provider.token)
         self.digest = next(
             e.build_digest for e in loaded.registry.entries() if e.capability == CAPABILITY
@@ -67,7 +87,7 @@ class Life:
                 "LEDGER_WORKER_CONCURRENCY": str(CALLS),
                 "LEDGER_WORKER_CONCURRENCY_PER_BUILD": str(CALLS),
                 "LEDGER_SHUTDOWN_GRACE_SECONDS": "60",
-                "LEDGER_LEASE_SECONDS": "10",
+                "LEDGER_LEASE_SECONDS": str(lease_seconds),
                 "LEDGER_RECOVERY_INTERVAL_SECONDS": "1",
                 "PYTHONUNBUFFERED": "1",
                 **store_env,
@@ -124,7 +144,7 @@ class Life:
             for path, body in puts:
                 assert http.put(DIRECTORY + path, json=body, headers=self.auth["admin"]).is_success
             for n in range(count):
-                content = {"title": f"task {n}", "fault": "late_answer", "delay": DELAY}
+                content = {"title": f"task {n}", "fault": "held_answer", "hold": self.hold}
                 created = http.post(
                     f"{API}/proposals",
                     headers=self.auth["proposer"],
@@ -158,6 +178,36 @@ class Life:
                 attempts.append(approved.json()["attempt_id"])
         return attempts
 
+    def wait_held(self, count: int) -> None:
+        """Until ``count`` calls are at the provider, their answers held."""
+        wait_for(
+            lambda: self.provider.held(self.hold) >= count,
+            90,
+            f"{count} calls held at the provider",
+            lambda: f"{self.provider.held(self.hold)} held; log:\n{self.log.read_text()[-3000:]}",
+        )
+
+    def release(self) -> None:
+        self.provider.release(self.hold)
+
+    def stop_gracefully(self) -> tuple[int, float]:
+        """SIGTERM; once the process says it is stopping, release the held answers.
+        The exit status and how long the process took to exit after the signal."""
+        assert self.process is not None
+        log = self.log
+        before = len(log.read_text())  # the log of this run only (a restart appends)
+        began = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        wait_for(
+            lambda: "SIGTERM: stopping" in log.read_text()[before:],
+            60,
+            "the server to take the signal",
+            lambda: log.read_text()[-3000:],
+        )
+        self.release()
+        status = self.process.wait(90)
+        return status, time.monotonic() - began
+
     def signal(self, *numbers: signal.Signals) -> tuple[int, float]:
         """Send the signals (a short pause between them); the exit status and how
         long the process took to exit after the first."""
@@ -171,6 +221,7 @@ class Life:
         return status, time.monotonic() - began
 
     def stop(self) -> None:
+        self.release()  # whatever happened, no provider thread waits on
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(15)
@@ -194,17 +245,12 @@ def keys_of(store: LedgerStore, attempt_ids: list[str]) -> list[str]:
     return keys
 
 
-def in_flight(provider: Provider, keys: list[str]) -> bool:
-    requested = provider.requests()
-    return all(requested.get(k, 0) >= 1 for k in keys)
-
-
 def graceful(life: Life, store: Callable[[], LedgerStore]) -> None:
     life.start()
     try:
         attempts = life.approve(CALLS)
         keys = keys_of(store(), attempts)
-        wait_for(lambda: in_flight(life.provider, keys), 60, "8 calls at the provider")
+        life.wait_held(CALLS)
         assert statuses(store(), attempts) == ["executing"] * CALLS  # none answered yet
         # a request in flight at the signal: a long poll on one of the attempts
         answers: list[httpx.Response] = []
@@ -220,7 +266,7 @@ def graceful(life: Life, store: Callable[[], LedgerStore]) -> None:
         )
         poll.start()
         time.sleep(1)  # sequencing only: let the request reach the server first
-        status, took = life.signal(signal.SIGTERM)
+        status, took = life.stop_gracefully()
         poll.join(60)
     finally:
         life.stop()
@@ -230,7 +276,7 @@ def graceful(life: Life, store: Callable[[], LedgerStore]) -> None:
     out = life.log.read_text()
     print(
         f"graceful stop: {CALLS} calls in flight at SIGTERM, exit {status} after {took:.1f} s "
-        f"(each answer {DELAY} s late)"
+        "(the answers released once the signal was taken)"
     )
     assert status == 0, out
     assert "every attempt in flight was recorded" in out
@@ -245,14 +291,17 @@ def graceful(life: Life, store: Callable[[], LedgerStore]) -> None:
 
 
 def at_once(life: Life, store: Callable[[], LedgerStore]) -> None:
-    life.start()
+    life.start("--no-worker")  # queue the 8 first: the worker then leases them together
     try:
         attempts = life.approve(CALLS)
         keys = keys_of(store(), attempts)
-        wait_for(lambda: in_flight(life.provider, keys), 60, "8 calls at the provider")
+        assert life.signal(signal.SIGTERM)[0] == 0
+        life.start()
+        life.wait_held(CALLS)
         status, took = life.signal(signal.SIGTERM, signal.SIGTERM)
         # cut off before any answer came back: left to recovery, as after SIGKILL
         assert statuses(store(), attempts) == ["executing"] * CALLS
+        life.release()  # the provider answers sockets nobody reads; re-sends get its answer
         print(f"second signal: exit {status} after {took:.1f} s, {CALLS} calls left to recovery")
         assert status == 128 + signal.SIGTERM
         assert "stopping at once" in life.log.read_text()
@@ -261,6 +310,7 @@ def at_once(life: Life, store: Callable[[], LedgerStore]) -> None:
             lambda: statuses(store(), attempts) == ["succeeded"] * CALLS,
             90,
             "recovery to settle every attempt",
+            lambda: statuses(store(), attempts),
         )
         effects = life.provider.effects()
         assert [effects[k] for k in keys] == [1] * CALLS
@@ -279,8 +329,16 @@ def test_ledger_worker_also_records_its_calls_in_flight_before_exit(
     try:
         attempts = life.approve(2)
         keys = keys_of(store(), attempts)
-        wait_for(lambda: in_flight(life.provider, keys), 60, "2 calls at the provider")
+        life.wait_held(2)
         worker.send_signal(signal.SIGTERM)
+        log = tmp_path / "worker.log"
+        wait_for(
+            lambda: "SIGTERM: stopping" in log.read_text(),
+            60,
+            "the worker to take the signal",
+            lambda: log.read_text()[-3000:],
+        )
+        life.release()
         assert worker.wait(60) == 0
     finally:
         if worker.poll() is None:
@@ -292,11 +350,14 @@ def test_ledger_worker_also_records_its_calls_in_flight_before_exit(
     assert [life.provider.requests()[k] for k in keys] == [1, 1]
 
 
-def sqlite_life(tmp_path: Path, provider: Provider) -> tuple[Life, Callable[[], LedgerStore]]:
+def sqlite_life(
+    tmp_path: Path, provider: Provider, lease_seconds: int = HELD_LEASE_SECONDS
+) -> tuple[Life, Callable[[], LedgerStore]]:
     from adapters.sqlite.recorder import SQLiteLedgerRecorder, open_datastore
 
     path = tmp_path / "ledger.db"
-    life = Life(tmp_path, provider, {"LEDGER_STORE": "sqlite", "LEDGER_SQLITE_PATH": str(path)})
+    store_env = {"LEDGER_STORE": "sqlite", "LEDGER_SQLITE_PATH": str(path)}
+    life = Life(tmp_path, provider, store_env, lease_seconds)
 
     def store() -> LedgerStore:
         recorder = SQLiteLedgerRecorder(open_datastore(str(path)))
@@ -307,7 +368,12 @@ def sqlite_life(tmp_path: Path, provider: Provider) -> tuple[Life, Callable[[], 
 
 
 def dynamodb_life(
-    tmp_path: Path, provider: Provider, endpoint: str, table: str, recorder: Any
+    tmp_path: Path,
+    provider: Provider,
+    endpoint: str,
+    table: str,
+    recorder: Any,
+    lease_seconds: int = HELD_LEASE_SECONDS,
 ) -> tuple[Life, Callable[[], LedgerStore]]:
     env = {
         "LEDGER_STORE": "dynamodb",
@@ -318,7 +384,7 @@ def dynamodb_life(
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
     }
-    return Life(tmp_path, provider, env), lambda: LedgerStore(recorder)
+    return Life(tmp_path, provider, env, lease_seconds), lambda: LedgerStore(recorder)
 
 
 def test_sigterm_records_every_call_in_flight_before_exit_on_sqlite(
@@ -330,7 +396,7 @@ def test_sigterm_records_every_call_in_flight_before_exit_on_sqlite(
 def test_a_second_signal_exits_at_once_and_recovery_settles_the_rest_on_sqlite(
     tmp_path: Path, provider: Provider
 ) -> None:
-    at_once(*sqlite_life(tmp_path, provider))
+    at_once(*sqlite_life(tmp_path, provider, LAPSING_LEASE_SECONDS))
 
 
 @pytest.mark.dynamodb
@@ -358,6 +424,11 @@ def test_a_second_signal_exits_at_once_and_recovery_settles_the_rest_on_dynamodb
 ) -> None:
     at_once(
         *dynamodb_life(
-            tmp_path, provider, dynamodb_endpoint, dynamodb_table_name, dynamodb_recorder
+            tmp_path,
+            provider,
+            dynamodb_endpoint,
+            dynamodb_table_name,
+            dynamodb_recorder,
+            LAPSING_LEASE_SECONDS,
         )
     )

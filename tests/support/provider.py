@@ -9,7 +9,9 @@ Run it as a real process: ``python -m tests.support.provider --port N``.
   with the same key is in flight gets 409. No key: 400.
 - ``GET /v1/by-key/<key>``: 200 with the stored answer, or 404 (no effect).
 - ``GET /_effects``: the per-key effect, request and unauthorized-write counters,
-  for tests.
+  and the answers held per hold name, for tests.
+- ``POST /_release`` with ``{"hold": name}``: answer every request held under
+  that name, and hold no later one (see ``held_answer``).
 - ``GET /_health``.
 - When ``--token-env NAME`` is given, every ``/v1`` request needs
   ``Authorization: Bearer <value of NAME>`` (401 otherwise, no effect).
@@ -20,6 +22,8 @@ the connection without an answer), ``late_answer`` (apply, then answer after
 ``"delay"`` seconds, default 3), ``reject_4xx`` (400, no effect), ``conflict_409``,
 ``throttle_429`` (no effect), ``not_json`` (apply, answer 201 with text),
 ``huge_answer`` (apply, answer 201 with ``"size_mb"`` MB of JSON, default 50),
+``held_answer`` (apply, then hold the answer until a test releases ``"hold"``
+with ``POST /_release``, at most ``"delay"`` seconds, default 120),
 ``hang`` (no effect, answer nothing for ``"delay"`` seconds), ``apply_late``
 (apply ``"delay"`` seconds after the request arrived, whoever still listens:
 a provider that goes on working after its client gave up), ``trickle`` (apply,
@@ -68,6 +72,12 @@ class ProviderState:
         self.next_id = 0
         self.connections: set[tuple[str, int]] = set()
         self.paths: list[str] = []
+        self.holds: dict[str, threading.Event] = {}  # hold name -> set once released
+        self.held: dict[str, int] = {}  # hold name -> answers waiting for it now
+
+    def hold(self, name: str) -> threading.Event:
+        with self.lock:
+            return self.holds.setdefault(name, threading.Event())
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -109,6 +119,7 @@ class Handler(BaseHTTPRequestHandler):
                         "paths": state.paths,
                         "connections": len(state.connections),
                         "in_flight": sorted(state.in_flight),
+                        "held": state.held,
                     },
                 )
         elif self.path.startswith("/v1/by-key/"):
@@ -127,7 +138,22 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": "no_route"})
 
     def do_POST(self) -> None:
+        if self.path == "/_release":
+            self._release()
+            return
         self._write()
+
+    def _release(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            name = json.loads(self.rfile.read(length) or b"{}").get("hold")
+        except (ValueError, AttributeError):
+            name = None
+        if not isinstance(name, str):
+            self._send(400, {"error": "hold_missing"})
+            return
+        self.server.state.hold(name).set()
+        self._send(200, {"released": name})
 
     def do_PUT(self) -> None:
         self._write()
@@ -250,6 +276,10 @@ class Handler(BaseHTTPRequestHandler):
         elif fault == "late_answer":
             time.sleep(delay)
             self._send(201, encoded)
+        elif fault == "held_answer":
+            self._hold(str(body.get("hold", "")), float(body.get("delay", 120)))
+            with contextlib.suppress(OSError):  # the client may be gone (killed)
+                self._send(201, encoded)
         elif fault == "apply_late":
             with contextlib.suppress(OSError):
                 self._send(201, encoded)
@@ -263,6 +293,18 @@ class Handler(BaseHTTPRequestHandler):
             self._send_huge(int(body.get("size_mb", 50)))
         else:
             self._send(201, encoded)
+
+    def _hold(self, name: str, seconds: float) -> None:
+        """Wait until ``name`` is released (at most ``seconds``), counted in ``held``."""
+        state = self.server.state
+        released = state.hold(name)
+        with state.lock:
+            state.held[name] = state.held.get(name, 0) + 1
+        try:
+            released.wait(seconds)
+        finally:
+            with state.lock:
+                state.held[name] -= 1
 
     def _drop(self) -> None:
         self.close_connection = True

@@ -55,6 +55,22 @@ class Provider:
                 raise AssertionError("the provider is still answering")
             time.sleep(0.05)
 
+    def held(self, hold: str) -> int:
+        """How many answers wait for ``hold`` now (the ``held_answer`` fault)."""
+        found: int = self._get("/_effects")["held"].get(hold, 0)
+        return found
+
+    def release(self, hold: str) -> None:
+        """Let every answer held for ``hold`` go, and hold no later one."""
+        request = urllib.request.Request(
+            self.url + "/_release",
+            data=json.dumps({"hold": hold}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            answer.read()
+
     def lookups(self) -> int:
         found: int = self._get("/_effects")["lookups"]
         return found
