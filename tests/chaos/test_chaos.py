@@ -9,6 +9,7 @@ counts (e.g. 10 for a longer local run).
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import pytest
@@ -96,15 +97,32 @@ def test_the_oracle_catches_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> No
 # lease ran out, about one seed in a hundred. A schedule depends on every read and
 # commit the actors make (each is a point where the simulation may switch actors),
 # so fixed seeds break whenever the reads change: the checks search for a seed.
+# A check whose first catching seed lies deep in the range names it as ``known``
+# (the seed the search found; schedules do not depend on the hash seed): tried
+# first, it spares the search, and when a change to the reads moves it the search
+# still runs and a warning names the seed to pin instead.
 PLANTED_SEARCH = range(3_000)
 
 
-def first_seed_caught(message: str) -> int:
-    """The first seed whose schedule (memory) fails with ``message``; fails the test
-    when none of ``PLANTED_SEARCH`` does (the oracle no longer catches the bug)."""
+def caught(seed: int, message: str) -> bool:
+    outcome = run_schedule(seed, "memory")
+    return not outcome.ok and message in outcome.error
+
+
+def first_seed_caught(message: str, known: int | None = None) -> int:
+    """A seed whose schedule (memory) fails with ``message``: ``known`` when it still
+    does, else the first of ``PLANTED_SEARCH``; fails the test when none does (the
+    oracle no longer catches the bug)."""
+    if known is not None and caught(known, message):
+        return known
     for seed in PLANTED_SEARCH:
-        outcome = run_schedule(seed, "memory")
-        if not outcome.ok and message in outcome.error:
+        if caught(seed, message):
+            if known is not None:
+                warnings.warn(
+                    f"seed {known} no longer catches {message!r}; seed {seed} does: "
+                    "name it as the known seed",
+                    stacklevel=2,
+                )
             return seed
     pytest.fail(f"no seed in {PLANTED_SEARCH} caught: {message}")
 
@@ -241,7 +259,8 @@ def test_the_oracle_catches_an_unwatched_no_effect(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(ExecutionAttempt, "watch_plan", lambda self, plan: None)
     by_model = first_seed_caught("is not watched (I12)")
     monkeypatch.setattr(stream_checks, "check_watched", lambda *args: None)
-    by_effect = first_seed_caught("and no later lookup flagged it (I12)")
+    # the first of PLANTED_SEARCH, 895 schedules in (about 4 minutes of search)
+    by_effect = first_seed_caught("and no later lookup flagged it (I12)", known=895)
     monkeypatch.undo()
     assert run_schedule(by_model, "memory").ok
     assert run_schedule(by_effect, "memory").ok
