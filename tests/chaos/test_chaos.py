@@ -137,7 +137,8 @@ def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
     from domain.attempt import ExecutionAttempt
 
     monkeypatch.setattr(ExecutionAttempt, "lookup_trusted_after", lambda self: None)
-    seed = first_seed_caught("failed_safe while the provider holds an effect for its key")
+    # the first of PLANTED_SEARCH, 61 schedules in
+    seed = first_seed_caught("failed_safe while the provider holds an effect for its key", known=61)
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -155,7 +156,7 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
         self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
 
     monkeypatch.setattr(ExecutionAttempt, "observe_late_result", only_observes)
-    seed = first_seed_caught("was only observed, not flagged")
+    seed = first_seed_caught("was only observed, not flagged", known=144)  # the search's first
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -226,7 +227,7 @@ def test_the_oracle_catches_a_double_counted_vote(monkeypatch: pytest.MonkeyPatc
     from domain.services import quorum
 
     monkeypatch.setattr(quorum, "already_voted", lambda votes, actor_id: False)
-    seed = first_seed_caught("a member counted twice")
+    seed = first_seed_caught("a member counted twice", known=55)  # the search's first
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
