@@ -48,7 +48,7 @@ def _describe(layout: Any) -> str:
     recorded = "recorded" if layout.version else "not recorded (a table made before the layout)"
     return (
         f"head buckets {layout.head_buckets}, directory shards {layout.directory_shards}, "
-        f"checks read {checks}; layout {recorded}"
+        f"policy-set shards {layout.policy_set_shards}, checks read {checks}; layout {recorded}"
     )
 
 
@@ -68,6 +68,10 @@ def migrate(
     directory_shards: Annotated[
         int, typer.Option(help="Copies of each directory record's version (0-32; never lowered).")
     ] = 16,
+    policy_set_shards: Annotated[
+        int,
+        typer.Option(help="Copies of the policy set's version (0-96; never lowered)."),
+    ] = 96,
 ) -> None:
     """Move the table to more head-index buckets and directory shards.
 
@@ -78,7 +82,12 @@ def migrate(
         from adapters.dynamodb.migrate import migrate as run
 
         recorder = _recorder()
-        report = run(recorder, head_buckets=head_buckets, directory_shards=directory_shards)
+        report = run(
+            recorder,
+            head_buckets=head_buckets,
+            directory_shards=directory_shards,
+            policy_set_shards=policy_set_shards,
+        )
         typer.echo(f"table {recorder.table_name} was: {_describe(report.before)}")
         typer.echo(
             f"table {recorder.table_name} now: {_describe(report.after)} "

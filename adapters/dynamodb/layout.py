@@ -28,12 +28,16 @@ from typing import Any
 
 from adapters.dynamodb import items as it
 from adapters.dynamodb.items import SHARD_SEPARATOR, STRIPED_KINDS, is_shard_key, is_striped
+from domain.directory import DirectoryKind
+
+POLICY_SET_PREFIX = DirectoryKind.POLICY_SET.value + ":"
 
 __all__ = ["STRIPED_KINDS", "TableLayout", "is_shard_key", "is_striped"]
 
 LAYOUT_PK = "layout#table"
 HEAD_BUCKETS = "head_buckets"
 DIRECTORY_SHARDS = "directory_shards"
+POLICY_SET_SHARDS = "policy_set_shards"
 DIRECTORY_CHECKS = "directory_checks"
 LAYOUT_VERSION = "layout_version"
 
@@ -44,8 +48,14 @@ such commit (a standing grant made: its record, the actor's grant index with
 its 32 copies, two heads, the layout check and three provenance checks) is
 39 items, and two striped records changed together 69, below DynamoDB's 100."""
 
+MAX_POLICY_SET_SHARDS = 96
+"""The policy set is checked by every attempt of the table (at its approval and
+at its dispatch marker), so it has copies of its own: the most one transaction
+holds with the change's event, its head and the layout check (99 items)."""
+
 DEFAULT_HEAD_BUCKETS = 512
 DEFAULT_DIRECTORY_SHARDS = 16
+DEFAULT_POLICY_SET_SHARDS = 96
 
 
 @dataclass(frozen=True)
@@ -54,29 +64,42 @@ class TableLayout:
     directory_shards: int
     checks_shards: bool
     version: int = 0  # 0: no layout item (a table made before it)
+    policy_set_shards: int = 0
 
     def __post_init__(self) -> None:
         if not 1 <= self.head_buckets <= MAX_HEAD_BUCKETS:
             raise ValueError(f"head buckets must be between 1 and {MAX_HEAD_BUCKETS}")
         if not 0 <= self.directory_shards <= MAX_DIRECTORY_SHARDS:
             raise ValueError(f"directory shards must be between 0 and {MAX_DIRECTORY_SHARDS}")
-        if self.checks_shards and not self.directory_shards:
-            raise ValueError("checks on shards need at least one shard")
+        if not 0 <= self.policy_set_shards <= MAX_POLICY_SET_SHARDS:
+            raise ValueError(f"policy set shards must be between 0 and {MAX_POLICY_SET_SHARDS}")
+        if self.checks_shards and not (self.directory_shards and self.policy_set_shards):
+            raise ValueError("checks on shards need at least one shard of each kind")
+
+    def shards_of(self, record_id: str) -> int:
+        """How many copies a striped record has (the policy set has its own count)."""
+        if record_id.startswith(POLICY_SET_PREFIX):
+            return self.policy_set_shards
+        return self.directory_shards
 
     def head_bucket(self, stream_id: str) -> str:
         return it.head_bucket(stream_id, self.head_buckets)
 
-    def shard_for(self, seed: str) -> int:
-        """The shard a commit checks: chosen by its own first stream id."""
+    def shard_for(self, seed: str, record_id: str = "") -> int:
+        """The copy of ``record_id`` a commit checks: chosen by its own first stream id."""
         digest = hashlib.sha256(seed.encode("utf-8")).digest()
-        return int.from_bytes(digest[:8], "big") % self.directory_shards
+        return int.from_bytes(digest[:8], "big") % self.shards_of(record_id)
 
 
 LEGACY = TableLayout(head_buckets=16, directory_shards=0, checks_shards=False)
 """A table made before the layout record."""
 
 NEW_TABLE = TableLayout(
-    DEFAULT_HEAD_BUCKETS, DEFAULT_DIRECTORY_SHARDS, checks_shards=True, version=1
+    DEFAULT_HEAD_BUCKETS,
+    DEFAULT_DIRECTORY_SHARDS,
+    checks_shards=True,
+    version=1,
+    policy_set_shards=DEFAULT_POLICY_SET_SHARDS,
 )
 """What ``create_table`` records on a new table (nothing to fill in yet)."""
 
@@ -102,6 +125,7 @@ def layout_item(layout: TableLayout, recorded_at: str) -> it.Item:
         **layout_key(),
         HEAD_BUCKETS: {"N": str(layout.head_buckets)},
         DIRECTORY_SHARDS: {"N": str(layout.directory_shards)},
+        POLICY_SET_SHARDS: {"N": str(layout.policy_set_shards)},
         DIRECTORY_CHECKS: {"S": "shard" if layout.checks_shards else "slot"},
         LAYOUT_VERSION: {"N": str(layout.version)},
         it.RECORDED_AT: {"S": recorded_at},
@@ -116,6 +140,7 @@ def parse_layout(item: dict[str, Any] | None) -> TableLayout:
         directory_shards=int(item[DIRECTORY_SHARDS]["N"]),
         checks_shards=item[DIRECTORY_CHECKS]["S"] == "shard",
         version=int(item.get(LAYOUT_VERSION, {"N": "1"})["N"]),
+        policy_set_shards=int(item.get(POLICY_SET_SHARDS, {"N": "0"})["N"]),
     )
 
 
@@ -128,14 +153,21 @@ def layout_unchanged_check(table_name: str, layout: TableLayout) -> dict[str, An
         return {
             "TableName": table_name,
             "Key": layout_key(),
-            "ConditionExpression": "attribute_not_exists(#pk) OR #s = :s",
-            "ExpressionAttributeNames": {"#pk": it.PK, "#s": DIRECTORY_SHARDS},
-            "ExpressionAttributeValues": {":s": {"N": "0"}},
+            "ConditionExpression": "attribute_not_exists(#pk) OR (#s = :s AND #p = :p)",
+            "ExpressionAttributeNames": {
+                "#pk": it.PK,
+                "#s": DIRECTORY_SHARDS,
+                "#p": POLICY_SET_SHARDS,
+            },
+            "ExpressionAttributeValues": {":s": {"N": "0"}, ":p": {"N": "0"}},
         }
     return {
         "TableName": table_name,
         "Key": layout_key(),
-        "ConditionExpression": "#s = :s",
-        "ExpressionAttributeNames": {"#s": DIRECTORY_SHARDS},
-        "ExpressionAttributeValues": {":s": {"N": str(layout.directory_shards)}},
+        "ConditionExpression": "#s = :s AND #p = :p",
+        "ExpressionAttributeNames": {"#s": DIRECTORY_SHARDS, "#p": POLICY_SET_SHARDS},
+        "ExpressionAttributeValues": {
+            ":s": {"N": str(layout.directory_shards)},
+            ":p": {"N": str(layout.policy_set_shards)},
+        },
     }

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -34,6 +34,7 @@ from adapters.dynamodb.client import DynamoDBUnavailableError, error_code
 from adapters.dynamodb.layout import (
     DEFAULT_DIRECTORY_SHARDS,
     DEFAULT_HEAD_BUCKETS,
+    DEFAULT_POLICY_SET_SHARDS,
     TableLayout,
     layout_item,
     layout_key,
@@ -59,31 +60,48 @@ def migrate(
     *,
     head_buckets: int = DEFAULT_HEAD_BUCKETS,
     directory_shards: int = DEFAULT_DIRECTORY_SHARDS,
+    policy_set_shards: int = DEFAULT_POLICY_SET_SHARDS,
     after_step: Callable[[int], None] | None = None,
 ) -> MigrationReport:
-    """Move the table to at least ``head_buckets`` and ``directory_shards``.
+    """Move the table to at least ``head_buckets``, ``directory_shards`` and
+    ``policy_set_shards`` (0 shards: no copies, checks read each record's slot).
 
     ``after_step(n)`` runs after step n (tests stop or race a migration there)."""
     before = recorder.read_layout()
-    if head_buckets < before.head_buckets or directory_shards < before.directory_shards:
+    if (
+        head_buckets < before.head_buckets
+        or directory_shards < before.directory_shards
+        or policy_set_shards < before.policy_set_shards
+    ):
         raise InvalidInput.at(
             "/layout",
-            f"the table has {before.head_buckets} head buckets and "
-            f"{before.directory_shards} directory shards; a migration never lowers them",
+            f"the table has {before.head_buckets} head buckets, "
+            f"{before.directory_shards} directory shards and {before.policy_set_shards} "
+            "policy-set shards; a migration never lowers them",
             "argument",
         )
+    striping = directory_shards > 0 and policy_set_shards > 0
     try:
-        target = TableLayout(head_buckets, directory_shards, checks_shards=directory_shards > 0)
+        target = TableLayout(
+            head_buckets, directory_shards, striping, policy_set_shards=policy_set_shards
+        )
     except ValueError as exc:
         raise InvalidInput.at("/layout", str(exc), "argument") from None
-    adding_shards = directory_shards > before.directory_shards or (
-        directory_shards and not before.checks_shards
+    if not striping and (directory_shards or policy_set_shards):
+        raise InvalidInput.at(
+            "/layout", "directory and policy-set shards are both set or both 0", "argument"
+        )
+    adding_shards = (
+        directory_shards > before.directory_shards
+        or policy_set_shards > before.policy_set_shards
+        or (striping and not before.checks_shards)
     )
     filling = TableLayout(
         head_buckets,
         directory_shards,
         checks_shards=before.checks_shards and not adding_shards,
         version=before.version + 1,
+        policy_set_shards=policy_set_shards,
     )
     current = _write_layout(recorder, before, filling)
     _step(after_step, 1)
@@ -91,11 +109,11 @@ def migrate(
     if adding_shards:
         for record_id in recorder.select_stream_ids():
             if it.is_striped(record_id):
-                _stripe_record(recorder, record_id, directory_shards)
+                _stripe_record(recorder, record_id, target.shards_of(record_id))
                 striped += 1
     _step(after_step, 2)
     if target.checks_shards and not current.checks_shards:
-        done = TableLayout(head_buckets, directory_shards, True, current.version + 1)
+        done = replace(current, checks_shards=True, version=current.version + 1)
         current = _write_layout(recorder, current, done)
     _step(after_step, 3)
     recorder.forget_layout()
@@ -144,7 +162,7 @@ def _write_layout(
 
 def _stripe_record(recorder: DynamoDBLedgerRecorder, record_id: str, shards: int) -> None:
     """Write every copy of one record at its newest version, checked to be the newest."""
-    for _ in range(RECORD_ATTEMPTS):
+    for attempt in range(1, RECORD_ATTEMPTS + 1):
         newest = recorder.select_events(record_id, desc=True, limit=1)
         if not newest:
             return
@@ -177,7 +195,12 @@ def _stripe_record(recorder: DynamoDBLedgerRecorder, record_id: str, shards: int
         except ClientError as exc:
             if error_code(exc) != "TransactionCanceledException":
                 raise
-            continue  # changed meanwhile (its change wrote the copies too): read it again
+            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons", [])]
+            if "ConditionalCheckFailed" in reasons:
+                # Changed since it was read, which was after step 1: that change
+                # passed the layout check at these counts, so it wrote every copy.
+                return
+            recorder.retrier.sleep(recorder.retrier.delay(attempt))  # a race: again
     raise DynamoDBUnavailableError(f"{record_id} kept changing while its copies were written")
 
 

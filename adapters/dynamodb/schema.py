@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -78,7 +79,7 @@ def create_table(
     """Create the ledger table; False when it already exists.
 
     A table this call creates gets its layout record (``layout``: 512 head
-    buckets and 16 directory shards unless told otherwise) once it is active;
+    buckets, 16 directory shards and 96 policy-set shards unless told otherwise) once it is active;
     a table that already existed keeps the one it has, or none (a table made
     before the record: ``ledger dynamodb migrate`` moves it on).
 
@@ -107,7 +108,7 @@ def create_table(
 
 def write_first_layout(client: DynamoDBClient, table_name: str, layout: TableLayout) -> bool:
     """Record the layout of a new, empty table; False when it has one already."""
-    first = TableLayout(layout.head_buckets, layout.directory_shards, layout.checks_shards, 1)
+    first = replace(layout, version=1)
     try:
         client.put_item(
             TableName=table_name,

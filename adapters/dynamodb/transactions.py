@@ -175,7 +175,7 @@ def plan_commit(
         slots.add(slot)
         if layout.checks_shards and not key_prefix and it.is_striped(pk):
             plan.actions.append(
-                {"ConditionCheck": _shard_check(table_name, pk, layout.shard_for(seed), check)}  # type: ignore[typeddict-item]
+                {"ConditionCheck": _shard_check(table_name, pk, layout.shard_for(seed, pk), check)}  # type: ignore[typeddict-item]
             )
             plan.targets.append(Target("stream", check.stream_id))
             continue
@@ -215,7 +215,7 @@ def plan_commit(
         plan.actions.append({"Update": {"TableName": table_name, **update}})  # type: ignore[typeddict-item]
         plan.targets.append(Target("head", head.stream_id))
     for record_id, version in striped.items():
-        for shard in range(layout.directory_shards):
+        for shard in range(layout.shards_of(record_id)):
             item = shard_item(record_id, shard, version, at)
             plan.actions.append({"Put": {"TableName": table_name, "Item": item}})
             plan.targets.append(Target("shard", record_id))

@@ -93,7 +93,9 @@ def test_a_new_table_is_striped_and_a_change_is_caught_on_every_shard(
         AWS_DEFAULT_REGION="us-east-1",
     )
     assert shown.exit_code == 0, shown.stderr
-    assert "head buckets 512, directory shards 16, checks read shard copies" in shown.stdout
+    assert (
+        "head buckets 512, directory shards 16, policy-set shards 96, checks read shard copies"
+    ) in shown.stdout
     seeds = seeds_for_every_shard(recorder.layout)
     with pytest.raises(StreamConflictError):  # absent: no copy says otherwise yet
         check_commit(recorder, "att_absent", BUILD, 1)
@@ -127,7 +129,16 @@ def test_a_table_made_before_the_layout_keeps_working_and_migrates(
     assert set(old_bucket) == {ACTOR, "prop_old", "att_2"}
 
     ran = invoke(
-        ["dynamodb", "migrate", "--head-buckets", "64", "--directory-shards", "8"],
+        [
+            "dynamodb",
+            "migrate",
+            "--head-buckets",
+            "64",
+            "--directory-shards",
+            "8",
+            "--policy-set-shards",
+            "24",
+        ],
         LEDGER_DYNAMODB_TABLE=legacy_table,
         AWS_ENDPOINT_URL_DYNAMODB=dynamodb_endpoint,
         AWS_ACCESS_KEY_ID="testing",
@@ -135,11 +146,13 @@ def test_a_table_made_before_the_layout_keeps_working_and_migrates(
         AWS_DEFAULT_REGION="us-east-1",
     )
     assert ran.exit_code == 0, ran.stderr
-    assert "now: head buckets 64, directory shards 8, checks read shard copies" in ran.stdout
+    assert (
+        "now: head buckets 64, directory shards 8, policy-set shards 24, checks read" in ran.stdout
+    )
     assert "(1 directory records given their copies)" in ran.stdout
 
     new = DynamoDBLedgerRecorder(legacy_table, dynamodb_client)
-    assert new.layout == TableLayout(64, 8, True, 2)
+    assert new.layout == TableLayout(64, 8, True, 2, policy_set_shards=24)
     assert copies(new, ACTOR, 8) == [2] * 8
     for seed in seeds_for_every_shard(new.layout).values():
         with pytest.raises(StreamConflictError):
@@ -163,8 +176,10 @@ def test_a_table_made_before_the_layout_keeps_working_and_migrates(
     assert any(it.head_bucket(s, 64) > "heads#0f" for s in wide)
 
     with pytest.raises(InvalidInput):  # never lowered
-        migrate(new, head_buckets=16, directory_shards=8)
-    again = migrate(new, head_buckets=64, directory_shards=8)  # running it again is harmless
+        migrate(new, head_buckets=16, directory_shards=8, policy_set_shards=24)
+    again = migrate(
+        new, head_buckets=64, directory_shards=8, policy_set_shards=24
+    )  # running it again is harmless
     assert again.after.head_buckets == 64 and again.after.checks_shards
 
 

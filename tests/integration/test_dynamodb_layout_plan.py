@@ -36,7 +36,7 @@ def test_a_striped_check_reads_the_copy_of_the_commits_own_shard() -> None:
         (key,) = checked_keys(plan)
         record, _, shard = key.rpartition("#")
         assert record == BUILD
-        assert key == f"{BUILD}#{NEW_TABLE.shard_for(f'att_{n}'):02d}"
+        assert key == f"{BUILD}#{NEW_TABLE.shard_for(f'att_{n}', BUILD):02d}"
         check = plan.actions[1]["ConditionCheck"]
         assert check["ConditionExpression"] == "#v = :v"
         assert check["ExpressionAttributeValues"] == {":v": {"N": "3"}}
@@ -59,7 +59,7 @@ def test_an_absent_record_is_checked_absent_on_its_copy_and_a_legacy_table_check
         "t", [event("att_1", 1)], [ReadCheck(BUILD, 3)], due_buckets=16, layout=LEGACY
     )
     assert legacy.actions[1]["ConditionCheck"]["Key"] == it.event_key(BUILD, 4)
-    filling = TableLayout(512, 16, checks_shards=False, version=2)
+    filling = TableLayout(512, 16, checks_shards=False, version=2, policy_set_shards=96)
     during = plan_commit(
         "t", [event("att_1", 1)], [ReadCheck(BUILD, 3)], due_buckets=16, layout=filling
     )
@@ -82,12 +82,37 @@ def test_a_change_of_a_striped_record_writes_every_copy_and_checks_the_layout() 
     assert {c[it.VERSION]["N"] for c in copies} == {"4"}
     layout_check = plan.actions[-1]["ConditionCheck"]
     assert layout_check["Key"]["pk"]["S"] == "layout#table"
-    assert layout_check["ExpressionAttributeValues"] == {":s": {"N": "16"}}
+    assert layout_check["ExpressionAttributeValues"] == {":s": {"N": "16"}, ":p": {"N": "96"}}
     assert len(plan.actions) == 1 + 1 + 16 + 1  # the event, its head, the copies, the layout
     # a table before the layout record: no copies, but the layout must still be absent
     legacy = plan_commit("t", [event(BUILD, 4)], heads=[StreamHead(BUILD, 4, HEAD)], due_buckets=16)
     assert len(legacy.actions) == 3
     assert "attribute_not_exists" in legacy.actions[-1]["ConditionCheck"]["ConditionExpression"]
+
+
+def test_the_policy_set_has_its_own_copies_and_its_change_fits_one_transaction() -> None:
+    policy = "policy-set:default"
+    change = plan_commit(
+        "t",
+        [event(policy, 3)],
+        heads=[StreamHead(policy, 3, HEAD)],
+        due_buckets=16,
+        layout=NEW_TABLE,
+    )
+    assert len(change.actions) == 1 + 1 + 96 + 1 == 99 <= MAX_TRANSACTION_ITEMS
+    shards = {
+        checked_keys(
+            plan_commit(
+                "t",
+                [event(f"att_{n}", 1)],
+                [ReadCheck(policy, 3)],
+                due_buckets=16,
+                layout=NEW_TABLE,
+            )
+        )[0]
+        for n in range(3000)
+    }
+    assert len(shards) == 96  # every attempt of the table checks it: 96 partitions share it
 
 
 def test_a_standing_grant_is_not_striped_and_its_use_writes_no_copies() -> None:
@@ -154,8 +179,20 @@ def test_shard_and_layout_keys_are_never_stream_ids(stream_id: str) -> None:
 
 
 def test_a_layout_out_of_bounds_is_refused() -> None:
-    for bad in ({"head_buckets": 0}, {"head_buckets": 4097}, {"directory_shards": 33}):
-        kwargs = {"head_buckets": 16, "directory_shards": 4, "checks_shards": True, **bad}
+    for bad in (
+        {"head_buckets": 0},
+        {"head_buckets": 4097},
+        {"directory_shards": 33},
+        {"policy_set_shards": 97},
+        {"policy_set_shards": 0},
+    ):
+        kwargs = {
+            "head_buckets": 16,
+            "directory_shards": 4,
+            "checks_shards": True,
+            "policy_set_shards": 4,
+            **bad,
+        }
         with pytest.raises(ValueError):
             TableLayout(**kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
