@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from domain.proposal import Proposal
 from domain.services.approval import Provenance
 from domain.services.escalation import escalate_if_due
 from domain.timeutil import parse_utc
+from tests.support.cli import invoke
 from tests.support.console import admin_session, sign_in
 from tests.support.http_helpers import API, DIRECTORY, PROVENANCE, Headers, spec
 
@@ -205,3 +207,19 @@ def test_an_unknown_or_disabled_actor_token_opens_nothing(
         refused = sign_in(browser, mint_token(settings, subject=name, role="actor"))
         assert refused.status_code == 401 and "This token cannot open the console." in refused.text
         assert browser.get("/console/inbox", follow_redirects=False).status_code == 303
+
+
+def test_the_readme_member_sign_in_runs_as_written(
+    client: TestClient, browser: TestClient, admin: Headers
+) -> None:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"<!-- console-member:start -->\s*```sh\n(.*?)```", text, re.S)
+    assert block, "README console-member markers not found"
+    command = block.group(1).split("#")[0].split()
+    assert command[0] == ".venv/bin/ledger"
+    made = invoke(command[1:], LEDGER_STORE="memory")
+    assert made.exit_code == 0, made.stderr
+    enrol(client, admin, "m1", "finance")
+    answer = sign_in(browser, made.stdout.strip())
+    assert answer.status_code == 303 and answer.headers["location"] == "/console/inbox"
+    assert "Your approvals" in browser.get("/console/inbox").text
