@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import typer
 
 from adapters.settings import load_settings
@@ -28,3 +30,66 @@ def create_table() -> None:
         created = create(client, settings.dynamodb_table, wait=True)
         state = "created" if created else "already existed"
         typer.echo(f"table {settings.dynamodb_table} {state}; it is active")
+
+
+def _recorder() -> Any:
+    from adapters.dynamodb.client import client_config, make_client
+    from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+
+    settings = load_settings()
+    client = make_client(
+        config=client_config(retries={"total_max_attempts": 3, "mode": "standard"})
+    )
+    return DynamoDBLedgerRecorder(table_name=settings.dynamodb_table, client=client)
+
+
+def _describe(layout: Any) -> str:
+    checks = "shard copies" if layout.checks_shards else "each record's own next slot"
+    recorded = "recorded" if layout.version else "not recorded (a table made before the layout)"
+    return (
+        f"head buckets {layout.head_buckets}, directory shards {layout.directory_shards}, "
+        f"policy-set shards {layout.policy_set_shards}, checks read {checks}; layout {recorded}"
+    )
+
+
+@dynamodb_app.command("layout")
+def show_layout() -> None:
+    """Print the table's layout: head-index buckets and directory shards."""
+    with _one_line_errors():
+        recorder = _recorder()
+        typer.echo(f"table {recorder.table_name}: {_describe(recorder.read_layout())}")
+
+
+@dynamodb_app.command("migrate")
+def migrate(
+    head_buckets: Annotated[
+        int, typer.Option(help="Head-index buckets to have (1-4096; never lowered).")
+    ] = 512,
+    directory_shards: Annotated[
+        int, typer.Option(help="Copies of each directory record's version (0-32; never lowered).")
+    ] = 16,
+    policy_set_shards: Annotated[
+        int,
+        typer.Option(help="Copies of the policy set's version (0-96; never lowered)."),
+    ] = 96,
+) -> None:
+    """Move the table to more head-index buckets and directory shards.
+
+    Safe while the ledger runs and safe to run again: every directory record gets
+    its shard copies before any check reads them (docs/dynamodb.md, "No hot key").
+    """
+    with _one_line_errors():
+        from adapters.dynamodb.migrate import migrate as run
+
+        recorder = _recorder()
+        report = run(
+            recorder,
+            head_buckets=head_buckets,
+            directory_shards=directory_shards,
+            policy_set_shards=policy_set_shards,
+        )
+        typer.echo(f"table {recorder.table_name} was: {_describe(report.before)}")
+        typer.echo(
+            f"table {recorder.table_name} now: {_describe(report.after)} "
+            f"({report.records_striped} directory records given their copies)"
+        )

@@ -6,6 +6,9 @@ One table holds everything; the partition key says what an item is:
 - a lookup: ``pk`` = ``lookup#<key>``, ``sk`` = 0;
 - a due-work entry: ``pk`` = ``due#<attempt id>``, ``sk`` = 0, plus the
   ``due`` index keys (``due_bucket``, ``due_sk``);
+- a directory record's shard copy: ``pk`` = ``<record id>#<n>``, ``sk`` = 0,
+  ``version`` (``adapters.dynamodb.layout``);
+- the table's layout record: ``pk`` = ``layout#table``, ``sk`` = 0;
 - a stream head (the head index of audit digests): ``pk`` = ``head#<stream id>``,
   ``sk`` = 0, listed in the sparse ``list`` index under ``heads#<bucket>`` with
   the stream id as sort key, so a digest reads every head in stream-id order
@@ -25,6 +28,7 @@ from typing import Any
 from eventsourcing.persistence import ProgrammingError, StoredEvent
 
 from adapters.recorder import due_sort_key
+from domain.directory import DirectoryKind
 from domain.ports import DueWork, Lookup, StreamHead
 
 PK = "pk"
@@ -49,7 +53,7 @@ LOOKUP_PREFIX = "lookup#"
 DUE_PREFIX = "due#"
 HEAD_PREFIX = "head#"
 HEADS_LIST_PREFIX = "heads#"
-HEAD_BUCKETS = 16  # fixed: a digest must find every head whatever the settings say
+LAYOUT_PREFIX = "layout#"
 STREAM_ID = "stream_id"
 VERSION = "version"
 CHAIN_HEAD = "chain_head"
@@ -63,6 +67,7 @@ RESERVED_PREFIXES = (
     SNAPSHOT_PREFIX,
     HEAD_PREFIX,
     HEADS_LIST_PREFIX,
+    LAYOUT_PREFIX,
     "view#",
     "list#",
     TRACKING_PREFIX,
@@ -87,7 +92,31 @@ def stream_pk(stream_id: object, prefix: str = "") -> str:
         raise ReservedStreamIdError("empty stream id")
     if text.startswith(RESERVED_PREFIXES):
         raise ReservedStreamIdError(f"stream ids may not start with {RESERVED_PREFIXES}")
+    if is_shard_key(text):
+        raise ReservedStreamIdError("a directory record id may not contain '#'")
     return prefix + text
+
+
+SHARD_SEPARATOR = "#"
+
+STRIPED_KINDS = frozenset(k.value for k in DirectoryKind if k is not DirectoryKind.STANDING_GRANT)
+"""The directory kinds whose versions are copied over shards (``adapters.dynamodb.layout``):
+every kind an approval or a dispatch marker checks and that changes only when
+someone changes it. A standing grant is not: every use appends to it (its use
+count), so each attempt it approves writes it, not only checks it."""
+
+
+def is_striped(stream_id: str) -> bool:
+    """Whether the stream is a directory record whose versions are copied over shards."""
+    kind, sep, _ = stream_id.partition(":")
+    return bool(sep) and kind in STRIPED_KINDS
+
+
+def is_shard_key(text: str) -> bool:
+    """Whether a partition key is a shard copy (``<directory record id>#<n>``):
+    directory record ids never contain ``#``, so no stream can be one."""
+    kind, sep, rest = text.partition(":")
+    return bool(sep) and kind in STRIPED_KINDS and SHARD_SEPARATOR in rest
 
 
 def event_key(pk: str, version: int) -> Item:
@@ -180,26 +209,59 @@ def due_entry(item: Mapping[str, Any]) -> tuple[str, DueWork]:
     )
 
 
-def head_bucket(stream_id: str) -> str:
-    """The ``list`` index partition of a stream's head: ``heads#00`` .. ``heads#0f``."""
+def head_bucket_name(number: int) -> str:
+    """A ``list`` index partition of the head index: ``heads#00``, ``heads#01``..."""
+    return f"{HEADS_LIST_PREFIX}{number:02x}"
+
+
+def head_bucket(stream_id: str, buckets: int) -> str:
+    """The ``list`` index partition a new head of the stream goes to: sha256 of
+    its id mod ``buckets`` (the table's layout record says how many)."""
     digest = hashlib.sha256(stream_id.encode("utf-8")).digest()
-    return f"{HEADS_LIST_PREFIX}{int.from_bytes(digest[:8], 'big') % HEAD_BUCKETS:02x}"
+    return head_bucket_name(int.from_bytes(digest[:8], "big") % buckets)
 
 
 def head_key(stream_id: str) -> Item:
     return {PK: {"S": HEAD_PREFIX + stream_id}, SK: {"N": "0"}}
 
 
-def head_item(head: StreamHead, recorded_at: str) -> Item:
-    """A stream's entry in the head index (overwritten by each commit that moves it)."""
+def head_item(head: StreamHead, buckets: int, recorded_at: str) -> Item:
+    """A stream's entry in the head index, as first written."""
     return {
         **head_key(head.stream_id),
         STREAM_ID: {"S": head.stream_id},
         VERSION: {"N": str(head.version)},
         CHAIN_HEAD: {"S": head.head},
-        LIST_PK: {"S": head_bucket(head.stream_id)},
+        LIST_PK: {"S": head_bucket(head.stream_id, buckets)},
         LIST_SK: {"S": head.stream_id},
         RECORDED_AT: {"S": recorded_at},
+    }
+
+
+def head_update(head: StreamHead, buckets: int, recorded_at: str) -> dict[str, Any]:
+    """The update each commit that moves a stream makes to its head entry: the
+    version and chain head change, the bucket is kept (``if_not_exists``), so a
+    head never moves between buckets when the table's bucket count grows."""
+    return {
+        "Key": head_key(head.stream_id),
+        "UpdateExpression": (
+            "SET #i = :i, #v = :v, #h = :h, #lsk = :i, #at = :at, #lpk = if_not_exists(#lpk, :lpk)"
+        ),
+        "ExpressionAttributeNames": {
+            "#i": STREAM_ID,
+            "#v": VERSION,
+            "#h": CHAIN_HEAD,
+            "#lsk": LIST_SK,
+            "#lpk": LIST_PK,
+            "#at": RECORDED_AT,
+        },
+        "ExpressionAttributeValues": {
+            ":i": {"S": head.stream_id},
+            ":v": {"N": str(head.version)},
+            ":h": {"S": head.head},
+            ":lpk": {"S": head_bucket(head.stream_id, buckets)},
+            ":at": {"S": recorded_at},
+        },
     }
 
 

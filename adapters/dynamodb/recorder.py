@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -26,12 +27,19 @@ from adapters.dynamodb.client import (
     make_client,
     request_error,
 )
-from adapters.dynamodb.transactions import CommitWriter, plan_commit
+from adapters.dynamodb.layout import LEGACY as LEGACY_LAYOUT
+from adapters.dynamodb.layout import TableLayout, layout_key, parse_layout
+from adapters.dynamodb.transactions import CommitWriter, LayoutChangedError, plan_commit
 from adapters.recorder import LedgerRecorder, check_due_page
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
+
+LAYOUT_TTL = 60.0
+"""Seconds a process keeps the table's layout record before reading it again."""
+LAYOUT_REPLANS = 4
+HEAD_READERS = 8
 
 _EVENT_NAMES = {"#pk": it.PK, "#sk": it.SK, "#topic": it.TOPIC, "#state": it.STATE}
 
@@ -54,6 +62,8 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         key_prefix: str = "",
         retrier: Retrier | None = None,
         sleep: Callable[[float], None] | None = None,
+        layout_ttl: float = LAYOUT_TTL,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 1 <= due_buckets <= 256:
             raise ValueError("due_buckets must be between 1 and 256")
@@ -64,6 +74,40 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         self.client: DynamoDBClient = client if client is not None else make_client()
         self.retrier = retrier or Retrier(sleep=sleep or time.sleep)
         self._writer = CommitWriter(self.client, self.retrier)
+        self._layout: TableLayout | None = None
+        self._layout_read_at = 0.0
+        self._layout_ttl = layout_ttl
+        self._monotonic = monotonic
+
+    # -- the table's layout record ---------------------------------------------
+
+    @property
+    def layout(self) -> TableLayout:
+        """The table's layout (``adapters.dynamodb.layout``), read once and again
+        after ``layout_ttl`` seconds: a migration reaches a running process
+        without a restart. A stale one is never wrong, only slower: copies and
+        buckets only ever grow, and a commit that changes a striped record is
+        refused (and planned again) when the shard count moved."""
+        now = self._monotonic()
+        if self._layout is None or now - self._layout_read_at >= self._layout_ttl:
+            self._layout = self.read_layout()
+            self._layout_read_at = now
+        return self._layout
+
+    def read_layout(self) -> TableLayout:
+        """The layout record as stored now (a consistent read)."""
+        if self.key_prefix:  # shards and heads cover the ledger's own streams only
+            return LEGACY_LAYOUT
+        answer = self._call(
+            lambda: self.client.get_item(
+                TableName=self.table_name, Key=layout_key(), ConsistentRead=True
+            )
+        )
+        return parse_layout(answer.get("Item"))
+
+    def forget_layout(self) -> None:
+        """Read the layout record again on next use."""
+        self._layout = None
 
     # -- writes --------------------------------------------------------------
 
@@ -77,18 +121,30 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         heads: Sequence[StreamHead] = (),
         **kwargs: object,
     ) -> Sequence[int] | None:
-        plan = plan_commit(
-            self.table_name,
-            stored_events,
-            read_checks,
-            lookups,
-            due,
-            heads,
-            due_buckets=self.due_buckets,
-            key_prefix=self.key_prefix,
+        needs_layout = (
+            bool(heads)
+            or any(it.is_striped(str(e.originator_id)) for e in stored_events)
+            or any(it.is_striped(c.stream_id) for c in read_checks)
         )
-        self._writer.write(plan)
-        return None
+        for _ in range(LAYOUT_REPLANS):
+            plan = plan_commit(
+                self.table_name,
+                stored_events,
+                read_checks,
+                lookups,
+                due,
+                heads,
+                due_buckets=self.due_buckets,
+                key_prefix=self.key_prefix,
+                layout=self.layout if needs_layout else LEGACY_LAYOUT,
+            )
+            try:
+                self._writer.write(plan)
+            except LayoutChangedError:
+                self.forget_layout()
+                continue
+            return None
+        raise DynamoDBUnavailableError("the table's layout record kept changing under a commit")
 
     # -- reads ---------------------------------------------------------------
 
@@ -266,9 +322,13 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         return rows[:wanted]
 
     def select_heads(self) -> Iterator[StreamHead]:
-        """The head index: one query per ``heads#`` partition of the ``list`` index,
-        merged in stream-id order (the index sorts by UTF-8 bytes, as Python does)."""
-        per_bucket = [self._head_bucket(b) for b in range(it.HEAD_BUCKETS)]
+        """The head index: one query per ``heads#`` partition of the ``list`` index
+        (as many as the layout record says now, ``HEAD_READERS`` at a time),
+        merged in stream-id order (the index sorts by UTF-8 bytes, as Python does).
+        A digest holds every head anyway, so each bucket is read whole."""
+        buckets = self.read_layout().head_buckets  # as stored now: it may have grown
+        with ThreadPoolExecutor(HEAD_READERS, thread_name_prefix="heads") as pool:
+            per_bucket = list(pool.map(lambda b: list(self._head_bucket(b)), range(buckets)))
         return heapq.merge(*per_bucket, key=lambda head: head.stream_id)
 
     def select_stream_ids(self, prefix: str = "") -> Iterator[str]:
@@ -299,7 +359,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             self.retrier.call(
                 lambda: self.client.put_item(
                     TableName=self.table_name,
-                    Item=it.head_item(head, it.now_text()),
+                    Item=it.head_item(head, self.layout.head_buckets, it.now_text()),
                     ConditionExpression="attribute_not_exists(#pk)",
                     ExpressionAttributeNames={"#pk": it.PK},
                 )
@@ -323,7 +383,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
                 "#v": it.VERSION,
                 "#h": it.CHAIN_HEAD,
             },
-            "ExpressionAttributeValues": {":p": {"S": f"{it.HEADS_LIST_PREFIX}{number:02x}"}},
+            "ExpressionAttributeValues": {":p": {"S": it.head_bucket_name(number)}},
             "ProjectionExpression": "#i, #v, #h",
         }
         for item in self._query(request, limit=None):

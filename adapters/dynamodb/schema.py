@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from adapters.dynamodb import items as it
 from adapters.dynamodb.client import DynamoDBClient, DynamoDBUnavailableError, error_code
+from adapters.dynamodb.layout import NEW_TABLE, TableLayout, layout_item
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +74,14 @@ def create_table(
     kms_key_id: str | None = None,
     timeout: float = 600.0,
     sleep: Callable[[float], None] = time.sleep,
+    layout: TableLayout = NEW_TABLE,
 ) -> bool:
     """Create the ledger table; False when it already exists.
+
+    A table this call creates gets its layout record (``layout``: 512 head
+    buckets, 16 directory shards and 96 policy-set shards unless told otherwise) once it is active;
+    a table that already existed keeps the one it has, or none (a table made
+    before the record: ``ledger dynamodb migrate`` moves it on).
 
     With ``wait`` (the default) it then waits until the table and its indexes
     are ACTIVE and enables TTL and point-in-time recovery (also on a table that
@@ -91,9 +99,28 @@ def create_table(
         log.info("DynamoDB table %s already exists", table_name)
     if wait:
         wait_until_active(client, table_name, timeout=timeout, sleep=sleep)
+        if created:
+            write_first_layout(client, table_name, layout)
         enable_ttl(client, table_name)
         enable_point_in_time_recovery(client, table_name)
     return created
+
+
+def write_first_layout(client: DynamoDBClient, table_name: str, layout: TableLayout) -> bool:
+    """Record the layout of a new, empty table; False when it has one already."""
+    first = replace(layout, version=1)
+    try:
+        client.put_item(
+            TableName=table_name,
+            Item=layout_item(first, it.now_text()),
+            ConditionExpression="attribute_not_exists(#pk)",
+            ExpressionAttributeNames={"#pk": it.PK},
+        )
+    except ClientError as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise
+        return False
+    return True
 
 
 def wait_until_active(

@@ -29,6 +29,13 @@ from adapters.dynamodb.client import (
     is_transient,
     request_error,
 )
+from adapters.dynamodb.layout import (
+    LEGACY,
+    TableLayout,
+    layout_unchanged_check,
+    shard_item,
+    shard_key,
+)
 from adapters.recorder import LookupConflictError, StreamConflictError
 from domain.errors import CommitTooLarge
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
@@ -45,11 +52,16 @@ RETRYABLE_REASONS = frozenset(
 )
 
 
+class LayoutChangedError(Exception):
+    """The table's layout record no longer says what the commit was planned for
+    (a migration added directory shards): read it again and plan again."""
+
+
 @dataclass(frozen=True)
 class Target:
     """What one transaction action touches, to name it when it fails."""
 
-    kind: Literal["stream", "lookup", "due", "head"]
+    kind: Literal["stream", "lookup", "due", "head", "shard", "layout"]
     name: str
 
     def conflict(self) -> StreamConflictError | LookupConflictError | None:
@@ -121,11 +133,19 @@ def plan_commit(
     due_buckets: int,
     key_prefix: str = "",
     recorded_at: str | None = None,
+    layout: TableLayout = LEGACY,
 ) -> CommitPlan:
-    """Build the actions of a commit; refuse what DynamoDB would reject."""
+    """Build the actions of a commit; refuse what DynamoDB would reject.
+
+    With the table's ``layout`` (``adapters.dynamodb.layout``): a read check of
+    a striped directory record checks the record's shard copy chosen by the
+    commit's first stream id (once the layout checks shards), and an event of
+    a striped record writes every copy and checks that the layout's shard
+    count is still the one written for."""
     plan = CommitPlan(table_name, recorded_at=recorded_at or it.now_text())
     at = plan.recorded_at
     slots: set[tuple[str, int]] = set()
+    striped: dict[str, int] = {}  # striped record -> the newest version this commit writes
     for event in stored_events:
         pk = it.stream_pk(event.originator_id, key_prefix)
         slot = (pk, event.originator_version)
@@ -144,12 +164,21 @@ def plan_commit(
             }
         )
         plan.targets.append(Target("stream", str(event.originator_id)))
+        if not key_prefix and it.is_striped(pk):
+            striped[pk] = max(striped.get(pk, 0), event.originator_version)
+    seed = str(stored_events[0].originator_id) if stored_events else ""
     for check in read_checks:
         pk = it.stream_pk(check.stream_id, key_prefix)
         slot = (pk, check.version + 1)
         if slot in slots:  # an event of this commit already claims the slot
             continue
         slots.add(slot)
+        if layout.checks_shards and not key_prefix and it.is_striped(pk):
+            plan.actions.append(
+                {"ConditionCheck": _shard_check(table_name, pk, layout.shard_for(seed, pk), check)}  # type: ignore[typeddict-item]
+            )
+            plan.targets.append(Target("stream", check.stream_id))
+            continue
         plan.actions.append(
             {
                 "ConditionCheck": {
@@ -182,14 +211,41 @@ def plan_commit(
         plan.targets.append(Target("due", entry.attempt_id))
     latest_heads = {head.stream_id: head for head in heads}  # the last one of a stream wins
     for head in latest_heads.values():
-        plan.actions.append({"Put": {"TableName": table_name, "Item": it.head_item(head, at)}})
+        update = it.head_update(head, layout.head_buckets, at)
+        plan.actions.append({"Update": {"TableName": table_name, **update}})  # type: ignore[typeddict-item]
         plan.targets.append(Target("head", head.stream_id))
+    for record_id, version in striped.items():
+        for shard in range(layout.shards_of(record_id)):
+            item = shard_item(record_id, shard, version, at)
+            plan.actions.append({"Put": {"TableName": table_name, "Item": item}})
+            plan.targets.append(Target("shard", record_id))
+    if striped:
+        plan.actions.append({"ConditionCheck": layout_unchanged_check(table_name, layout)})  # type: ignore[typeddict-item]
+        plan.targets.append(Target("layout", "table"))
     if len(plan.actions) > MAX_TRANSACTION_ITEMS:
         raise CommitTooLarge(
             f"The commit needs {len(plan.actions)} writes; "
             f"one atomic write allows {MAX_TRANSACTION_ITEMS}."
         )
     return plan
+
+
+def _shard_check(table_name: str, pk: str, shard: int, check: ReadCheck) -> dict[str, Any]:
+    """The record is still at the version read, as its shard copy says (absent: no copy)."""
+    if check.version == 0:
+        return {
+            "TableName": table_name,
+            "Key": shard_key(pk, shard),
+            "ConditionExpression": NOT_EXISTS,
+            "ExpressionAttributeNames": PK_NAME,
+        }
+    return {
+        "TableName": table_name,
+        "Key": shard_key(pk, shard),
+        "ConditionExpression": "#v = :v",
+        "ExpressionAttributeNames": {"#v": it.VERSION},
+        "ExpressionAttributeValues": {":v": {"N": str(check.version)}},
+    }
 
 
 def _lookup_put(table_name: str, lookup: Lookup, at: str) -> PutTypeDef:
@@ -306,6 +362,8 @@ class CommitWriter:
     def _cancellation_error(self, plan: CommitPlan, exc: ClientError) -> Exception:
         reasons = self._reasons(exc)
         for target, code in zip(plan.targets, reasons, strict=False):
+            if code == "ConditionalCheckFailed" and target.kind == "layout":
+                return LayoutChangedError()
             if code == "ConditionalCheckFailed":
                 conflict = target.conflict()
                 if conflict is not None:

@@ -19,12 +19,10 @@ from tests.support.ministack import REPO_ROOT
 pytestmark = pytest.mark.dynamodb
 
 
-def emulator_script() -> str:
+def emulator_script(name: str = "emulator") -> str:
     text = (REPO_ROOT / "README.md").read_text()
-    block = re.search(
-        r"<!-- emulator:start -->\s*```sh\n(.*?)```\s*<!-- emulator:end -->", text, re.S
-    )
-    assert block, "README emulator markers not found"
+    block = re.search(rf"<!-- {name}:start -->\s*```sh\n(.*?)```\s*<!-- {name}:end -->", text, re.S)
+    assert block, f"README {name} markers not found"
     return block.group(1)
 
 
@@ -60,6 +58,39 @@ def test_the_readme_emulator_setup_serves_on_dynamodb(
             os.killpg(shell.pid, signal.SIGTERM)  # the shell and the server it started
             shell.wait(timeout=15)
     assert "store: dynamodb table" in log.read_text()
+
+
+@pytest.mark.slow
+def test_the_readme_migration_moves_a_table_made_before_the_layout(dynamodb_client: object) -> None:
+    """The README's layout block, run as written on a table without a layout record."""
+    from adapters.dynamodb.layout import layout_key
+    from adapters.dynamodb.schema import create_table
+
+    name = new_table_name()
+    create_table(dynamodb_client, name)  # type: ignore[arg-type]
+    dynamodb_client.delete_item(TableName=name, Key=layout_key())  # type: ignore[attr-defined]
+    setup = emulator_script().replace(".venv/bin/ledger dynamodb create-table\n", "")
+    setup = setup.replace(".venv/bin/ledger serve --port ${PORT:-8000}\n", "")
+    try:
+        ran = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", setup + emulator_script("emulator-layout")],
+            cwd=REPO_ROOT,
+            env=_clean_env()
+            | {"EMULATOR": os.environ.get("EMULATOR", ""), "LEDGER_DYNAMODB_TABLE": name}
+            | {"EMULATOR": dynamodb_client.meta.endpoint_url},  # type: ignore[attr-defined]
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        dynamodb_client.delete_table(TableName=name)  # type: ignore[attr-defined]
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.strip().splitlines()
+    before, after = lines[0], lines[-1]
+    assert len(lines) == 4, lines  # layout, the migration's before and after, layout
+    assert "head buckets 16, directory shards 0" in before and "not recorded" in before
+    assert "head buckets 512, directory shards 16, policy-set shards 96" in after
+    assert "checks read shard copies" in after
 
 
 @pytest.mark.parametrize("command", [["serve", "--port", "1"], ["worker"]])

@@ -40,6 +40,7 @@ WATCHES = f"{VIEW_PREFIX}{EXPIRY_WATCH_VIEW}#*"
 STARTS = f"{VIEW_PREFIX}{START_VIEW}#*"  # when a start = "now" subscription first ran
 DIRECTORY = frozenset(f"{kind.value}:*" for kind in DirectoryKind)
 RESTORES = f"{RESTORE_LOG_ID}*"  # recovery settles a recorded restore (I17)
+LAYOUT = f"{it.LAYOUT_PREFIX}*"  # the table's layout record (adapters/dynamodb/layout.py)
 
 
 def heads(*prefixes: str) -> frozenset[str]:
@@ -76,6 +77,7 @@ EXPECTED: dict[str, set[Grant]] = {
             TABLE_ARN,
             frozenset({ATTEMPTS, DUE, RESTORES}) | heads(ATTEMPTS, RESTORES),
         ),
+        ("dynamodb:UpdateItem", TABLE_ARN, heads(ATTEMPTS, RESTORES)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
         ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
@@ -96,8 +98,10 @@ EXPECTED: dict[str, set[Grant]] = {
             TABLE_ARN,
             frozenset({PROPOSALS, ATTEMPTS, DUE, LOOKUPS, VIEWS}) | DIRECTORY | heads(*ALL_STREAMS),
         ),
+        ("dynamodb:UpdateItem", TABLE_ARN, heads(*ALL_STREAMS)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
+        ("dynamodb:ConditionCheckItem", TABLE_ARN, frozenset({LAYOUT})),
         ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
     },
     # reads attempt and proposal streams; reads and writes delivery records only
@@ -112,6 +116,7 @@ EXPECTED: dict[str, set[Grant]] = {
         ("logs:CreateLogStream", get_att("CheckpointLogGroup", "Arn"), None),
         ("logs:PutLogEvents", get_att("CheckpointLogGroup", "Arn"), None),
         ("dynamodb:Query", LIST_INDEX_ARN, None),
+        ("dynamodb:GetItem", TABLE_ARN, frozenset({LAYOUT})),
         ("s3:PutObject", CHECKPOINT_OBJECTS_ARN, None),
     },
 }
@@ -202,6 +207,8 @@ def test_worker_cannot_write_directory_proposal_lookup_or_view_items(
 
 
 def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> None:
+    """UpdateItem only on head entries, each exactly as the role may already put
+    (a commit moves a head keeping its bucket); nothing else is updated in place."""
     forbidden = {
         "dynamodb:Scan",
         "dynamodb:UpdateItem",
@@ -214,8 +221,36 @@ def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> Non
         "dynamodb:PartiQLInsert",
     }
     for role in ("WorkerRole", "ProjectorRole", "ApiRole", "CheckpointRole", "WebhookRole"):
-        allowed = {"dynamodb:BatchGetItem"} if role in ("WorkerRole", "ApiRole") else set()
+        allowed = (
+            {"dynamodb:BatchGetItem", "dynamodb:UpdateItem"}
+            if role in ("WorkerRole", "ApiRole")
+            else set()
+        )
         assert not set(_actions(template["Resources"][role])) & (forbidden - allowed), role
+        found = grants(template["Resources"][role])
+        updated = {k for a, _, keys in found if a == "dynamodb:UpdateItem" for k in keys or ()}
+        put = {
+            k
+            for a, _, keys in grants(template["Resources"][role])
+            if a == "dynamodb:PutItem"
+            for k in keys or ()
+        }
+        assert all(k.startswith(it.HEAD_PREFIX) for k in updated), role
+        assert updated <= put, role
+
+
+def test_only_the_api_may_check_the_layout_and_no_role_may_write_it(
+    template: dict[str, Any],
+) -> None:
+    """The layout record is changed by ``ledger dynamodb migrate`` only (an operator's
+    credentials); the API checks it when it changes a directory record."""
+    for role in EXPECTED:
+        for action, _, keys in grants(template["Resources"][role]):
+            if keys and LAYOUT in keys:
+                assert (role, action) in {
+                    ("ApiRole", "dynamodb:ConditionCheckItem"),
+                    ("CheckpointRole", "dynamodb:GetItem"),
+                }, (role, action)
 
 
 @pytest.mark.parametrize("role", ["WorkerRole", "ApiRole"])
@@ -246,6 +281,11 @@ def test_only_the_checkpoint_role_touches_s3_and_it_can_only_add_objects(
 def test_every_item_write_is_limited_to_key_prefixes(template: dict[str, Any]) -> None:
     for role in ("WorkerRole", "ProjectorRole", "ApiRole", "WebhookRole"):
         for action, _, keys in grants(template["Resources"][role]):
-            if action in {"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"}:
+            if action in {
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:ConditionCheckItem",
+            }:
                 assert keys, (role, action)
                 assert all(k.endswith("*") and len(k) > 1 for k in keys), (role, action)

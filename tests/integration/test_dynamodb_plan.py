@@ -74,7 +74,6 @@ def test_due_buckets_are_stable_and_spread() -> None:
 
 
 def test_heads_ride_in_the_commit_and_count_toward_the_item_limit() -> None:
-    from adapters.dynamodb import items as it
     from domain.errors import CommitTooLarge
     from domain.ports import StreamHead
 
@@ -83,9 +82,11 @@ def test_heads_ride_in_the_commit_and_count_toward_the_item_limit() -> None:
         "t", [event("a", 1)], heads=[StreamHead("a", 1, head)], due_buckets=16, recorded_at=AT
     )
     assert built.single_put is None  # a lone event with its head is a transaction
-    put = built.actions[1]["Put"]
-    assert put["Item"]["pk"] == {"S": "head#a"} and "ConditionExpression" not in put
-    assert put["Item"][it.LIST_PK]["S"].startswith("heads#")
+    update = built.actions[1]["Update"]
+    assert update["Key"]["pk"] == {"S": "head#a"} and "ConditionExpression" not in update
+    # the bucket is set only on the head's first write: a head never moves bucket
+    assert "#lpk = if_not_exists(#lpk, :lpk)" in update["UpdateExpression"]
+    assert update["ExpressionAttributeValues"][":lpk"]["S"].startswith("heads#")
     assert built.targets[1].kind == "head" and built.targets[1].conflict() is None
     twice = plan_commit(
         "t",
@@ -94,7 +95,9 @@ def test_heads_ride_in_the_commit_and_count_toward_the_item_limit() -> None:
         due_buckets=16,
         recorded_at=AT,
     )
-    assert [a["Put"]["Item"].get(it.VERSION) for a in twice.actions[2:]] == [{"N": "2"}]
+    assert [a["Update"]["ExpressionAttributeValues"][":v"] for a in twice.actions[2:]] == [
+        {"N": "2"}
+    ]
     fifty = [event(f"s{n}", 1) for n in range(50)]
     plan_commit("t", fifty, heads=[StreamHead(f"s{n}", 1, head) for n in range(50)], due_buckets=16)
     with pytest.raises(CommitTooLarge):

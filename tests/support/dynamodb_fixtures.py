@@ -127,3 +127,19 @@ def dynamodb_table_name(dynamodb_client: Any) -> Iterator[str]:
 def dynamodb_recorder(dynamodb_client: Any, dynamodb_table_name: str) -> DynamoDBLedgerRecorder:
     """A ``DynamoDBLedgerRecorder`` on its own fresh table."""
     return DynamoDBLedgerRecorder(table_name=dynamodb_table_name, client=dynamodb_client)
+
+
+@pytest.fixture
+def dynamodb_legacy_recorder(dynamodb_client: Any) -> Iterator[DynamoDBLedgerRecorder]:
+    """A recorder on a table made before the layout record (16 head buckets, no
+    directory shards): a new table with its layout record deleted."""
+    from adapters.dynamodb.layout import LEGACY, layout_key
+
+    name = new_table_name()
+    create_table(dynamodb_client, name)
+    dynamodb_client.delete_item(TableName=name, Key=layout_key())
+    recorder = DynamoDBLedgerRecorder(table_name=name, client=dynamodb_client)
+    assert recorder.layout == LEGACY
+    yield recorder
+    with contextlib.suppress(Exception):
+        dynamodb_client.delete_table(TableName=name)

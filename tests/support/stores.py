@@ -66,8 +66,26 @@ def _opened(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         recorder.create_table()
         yield LedgerStore(recorder)
         recorder.close()
+    elif kind == "dynamodb-legacy":
+        yield LedgerStore(request.getfixturevalue("dynamodb_legacy_recorder"))
     else:
         yield LedgerStore(request.getfixturevalue("dynamodb_recorder"))
+
+
+STORES_AND_LAYOUTS = [
+    "memory",
+    "sqlite",
+    pytest.param("dynamodb", marks=pytest.mark.dynamodb),
+    pytest.param("dynamodb-legacy", marks=pytest.mark.dynamodb),
+]
+"""Every store, and DynamoDB twice: a new table (striped directory records) and a
+table made before the layout record (checks on each record's own next slot).
+A module takes them with ``@pytest.fixture(params=STORES_AND_LAYOUTS) def store``
+calling :func:`opened_store`."""
+
+
+def opened_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerStore]:
+    yield from _opened(request.param, request, tmp_path)
 
 
 @pytest.fixture(
