@@ -15,10 +15,15 @@ DEV_STAMP := $(VENV)/.installed-dev
 # install adds it, editable, so its tests and the type checker see it.
 PY_CLIENT := $(wildcard clients/python/pyproject.toml)
 MINISTACK := $(MINISTACK_VENV)/bin/ministack
+# The peer bench/bench_peer.py measures beside the ledger, in an environment of
+# its own so that it never enters the ledger's dependencies.
+DBOS_VENV := .venv-dbos
+DBOS_VERSION := 3.4.0
+DBOS_STAMP := $(DBOS_VENV)/.installed-$(DBOS_VERSION)
 PYTEST_ARGS ?= -n auto --durations=25
 comma := ,
 
-.PHONY: install install-run run test test-fast test-typescript typescript-types test-containers emulator-image e2e-aws lint bench chaos clean help
+.PHONY: $(DBOS_VENV) install-peer install install-run run test test-fast test-typescript typescript-types test-containers emulator-image e2e-aws lint bench chaos clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -55,6 +60,23 @@ $(MINISTACK):
 	if [ -L $(MINISTACK_VENV) ] && [ ! -e $(MINISTACK_VENV)/bin/python ]; then rm $(MINISTACK_VENV); fi
 	test -x $(MINISTACK_VENV)/bin/python || $(PYTHON) -m venv $(MINISTACK_VENV)
 	$(MINISTACK_VENV)/bin/python -m pip install --quiet ministack==$(MINISTACK_VERSION)
+
+# DBOS Transact for bench/bench_peer.py, whole or not at all (as install_venv):
+# a failed or interrupted install removes the environment and writes no stamp;
+# another version's environment is made anew.
+$(DBOS_STAMP):
+	@echo "installing DBOS Transact $(DBOS_VERSION) into $(DBOS_VENV) ($(PYTHON)), the benchmark's peer"
+	@removed() { rm -rf $(DBOS_VENV); echo "make: installing DBOS Transact into $(DBOS_VENV) failed; $(DBOS_VENV) was removed, so the next make starts afresh" >&2; exit 1; }; \
+	trap removed INT TERM HUP; \
+	rm -rf $(DBOS_VENV); \
+	$(PYTHON) -m venv $(DBOS_VENV) \
+	  && $(DBOS_VENV)/bin/python -m pip install --quiet --upgrade pip \
+	  && $(DBOS_VENV)/bin/python -m pip install --quiet dbos==$(DBOS_VERSION) \
+	  || removed; \
+	touch $@
+
+$(DBOS_VENV): $(DBOS_STAMP)
+install-peer: $(DBOS_STAMP) ## create .venv-dbos with DBOS Transact, the peer bench/bench_peer.py measures (make bench does)
 
 install: $(DEV_STAMP) ## create .venv and install the ledger with its dev and aws extras (what tests and lint need)
 
@@ -135,7 +157,7 @@ test-fast: $(DEV_STAMP) $(MINISTACK) ## the inner loop: every test not marked sl
 
 # Arguments of one script in the same loop: bench_application also records the
 # profile that says where a lifecycle's time goes.
-bench: $(DEV_STAMP) $(MINISTACK) ## run the benchmarks and write bench/results/
+bench: $(DEV_STAMP) $(MINISTACK) $(DBOS_STAMP) ## run the benchmarks and write bench/results/
 	@for script in bench/bench_*.py; do \
 	  case $$script in bench/bench_application.py) args=--profile;; *) args=;; esac; \
 	  echo "== $$script $$args"; $(BIN)/python $$script $$args || exit 1; \
@@ -159,5 +181,5 @@ else
 endif
 
 clean: ## remove the virtual environments (the other Pythons' too) and local state
-	rm -rf $(VENV) .venv-py3.* $(MINISTACK_VENV) var .pytest_cache .mypy_cache .ruff_cache \
+	rm -rf $(VENV) .venv-py3.* $(MINISTACK_VENV) $(DBOS_VENV) var .pytest_cache .mypy_cache .ruff_cache \
 	  $(TS)/node_modules $(TS)/build $(TS)/dist

@@ -25,7 +25,6 @@ upcast event keeps the bytes it was written with, and so its hash.
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any, TypeGuard
 
@@ -41,6 +40,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import get_topic
 
+from adapters import json_decode
 from domain.base import LedgerEvent
 from domain.spec import parse_utc
 
@@ -48,11 +48,6 @@ CANONICAL_PREFIX = b'{"data":'
 """Every canonical body starts so (its keys sorted); a library state never does."""
 BODY_KEYS = frozenset({"data", "stream", "timestamp", "type", "version"})
 HEADER_KEYS = frozenset({"originator_id", "originator_version", "timestamp"})
-_decoder = json.JSONDecoder()
-_decode = _decoder.decode
-_raw_decode = _decoder.raw_decode
-"""(value, end) of the JSON document a string starts with: ``decode`` without
-the whitespace matches around it (a canonical body has none)."""
 
 
 class StateMismatch(ValueError):
@@ -108,7 +103,7 @@ class LedgerTranscoder(Transcoder):
         if not state.startswith(CANONICAL_PREFIX):
             self.decoded.claims = None
             return self.library.decode(state)
-        body = _decode(state.decode("utf-8"))
+        body = json_decode.loads(state)  # json.loads of its text, through orjson where equal
         if not _is_event_body(body):
             raise StateMismatch("the stored state is not an event body")
         self.decoded.claims = (body["stream"], body["version"], body["type"])
@@ -186,14 +181,16 @@ def canonical_body(stored_event: StoredEvent, event_type: str) -> dict[str, Any]
     state = stored_event.state
     if type(state) is not bytes:
         state = bytes(state)
-    if not state.startswith(CANONICAL_PREFIX):
+    # A canonical body has no whitespace around it: it starts with its prefix and
+    # ends with its closing brace (a state with anything after that brace is
+    # not one, whatever decodes before it). The decoder is the standard one's
+    # equal, through orjson where installed (adapters.json_decode).
+    if not state.startswith(CANONICAL_PREFIX) or not state.endswith(b"}"):
         return None
     try:
-        text = state.decode("utf-8")
-        body, end = _raw_decode(text)  # a canonical body has no whitespace
+        body = json_decode.loads(state)
         if (
-            end != len(text)
-            or not _is_event_body(body)
+            not _is_event_body(body)
             or body["stream"] != stored_event.originator_id
             or body["version"] != stored_event.originator_version
             or body["type"] != event_type

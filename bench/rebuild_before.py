@@ -6,11 +6,18 @@ so bench/bench_rebuild.py measures against them in the same run:
   is not for use beside a live projector);
 - :func:`rebuild_through_aggregate`: the first batched rebuild, every stored
   event decoded into its event and applied to an ``ExecutionAttempt``, the live
-  rows decoded and compared re-encoded.
+  rows decoded and compared re-encoded;
+- :func:`standard_json`: the stored events decoded by the standard ``json``
+  decoder alone, as before ``adapters.json_decode`` (orjson where it answers
+  the same).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from adapters import json_decode
 from adapters.bootstrap import Ledger
 from adapters.rebuild import RebuildReport, attempt_ids, canonical, fold_attempt
 from domain.attempt import ExecutionAttempt
@@ -55,3 +62,14 @@ def rebuild_through_aggregate(ledger: Ledger) -> RebuildReport:
         report.identical += len(rows) - len(differing)
         report.changed.extend(r.key for r in differing)
     return report
+
+
+@contextmanager
+def standard_json() -> Iterator[None]:
+    """Stored states decoded by the standard decoder only, as before orjson."""
+    fast = json_decode.loads
+    json_decode.loads = json_decode.standard_loads
+    try:
+        yield
+    finally:
+        json_decode.loads = fast
