@@ -180,7 +180,8 @@ def _claim(
     """Claim the version with these ballots in ONE commit (module docstring)."""
     proposal, version, rule, now = claim.proposal, claim.version, claim.rule, claim.now
     at = format_utc(now)
-    approval = quorum_approval(rule, [asdict(b) for b in ballots])
+    escalated = "escalated" in proposal.versions[version]
+    approval = quorum_approval(rule, [asdict(b) for b in ballots], escalated=escalated)
     read_set = claim.auth.read_set + [ReadCheck(r.id, r.version) for r in records]
     attempt = queued_attempt(
         ctx,
