@@ -9,13 +9,23 @@ amount of 120, a create) is one no example approves, forbids or hands to a
 quorum, so both columns take the same path and commit the same events: what
 differs is that the policy set is read and evaluated at the proposal, at the
 approval and at the worker's recheck (I15), and its record is one more read
-check of the approval's commit. Samples alternate between the two stores
+check of the approval's commit. Cedar answers once per proposal: the approval
+and the recheck ask the same question of the same set and get the remembered
+verdict (``domain.services.policy_decisions``); every proposal has a title of
+its own, so no lifecycle is answered from another's verdict. Samples alternate between the two stores
 (round robin), on the repository's file system (an fsync per commit) and on
 a RAM file system (``/dev/shm``: no sync cost, so the ratio is of CPU alone,
 the strict figure).
 
 The target (issue 28): policy evaluation adds at most 15 % to an embedded
 lifecycle.
+
+Where the time goes (cProfile, 200 lifecycles on /dev/shm under the three
+examples): 600 verdicts asked take 0.15 s of 2.64 s (5.7 %), of which one
+Cedar call per lifecycle (``is_authorized`` with the parsed ``PolicySet``,
+about 0.4 ms under the profiler); before the verdicts were remembered the
+same 600 reached Cedar and took 0.45 s (18 %). Under a loaded machine the
+RAM column varies by several points from run to run.
 
 Run: ``.venv/bin/python bench/bench_policy.py [--quick]``.
 """
@@ -57,10 +67,14 @@ class ContentLifecycle(Lifecycle):
     the digest of the policy set in force (what a proposer reads from GET /policies)."""
 
     policy_digest: str | None = None
+    made = 0
 
     def spec(self, capability: str = CAPABILITY, simulate: str = "success") -> dict[str, Any]:
+        # Every proposal its own content: the verdict of one is never the
+        # remembered verdict of another (the proposal's evaluation is a real one).
+        self.made += 1
         spec = super().spec(capability, simulate)
-        spec["content"] = {"title": "Pay the cleaner", "simulate": simulate}
+        spec["content"] = {"title": f"Pay the cleaner #{self.made}", "simulate": simulate}
         spec["content"] |= {"minutes": 45, "amount": 120}
         if self.policy_digest is not None:
             spec["policy_digest"] = self.policy_digest
