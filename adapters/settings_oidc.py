@@ -6,7 +6,10 @@ beside the admin token: the provider's endpoints and keys come from its
 discovery document, the redirect URL is ``LEDGER_PUBLIC_URL`` +
 ``/console/oidc/callback`` (never the request's ``Host``), and a user is an
 admin when the claim ``console_oidc_admin_claim`` of the ID token is (or lists)
-``console_oidc_admin_value``.
+``console_oidc_admin_value``; with ``console_oidc_actor_claim``, another user
+whose claim names an enabled directory actor is that actor's member. One
+client address starts at most ``console_oidc_starts_per_minute`` sign-ins a
+minute.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ class ConsoleOidcSettings(BaseSettings):
     )
     console_oidc_admin_claim: Annotated[str, Field(pattern=CLAIM_PATH, max_length=200)] = "groups"
     console_oidc_admin_value: Annotated[str, Field(min_length=1, max_length=200)] = "ledger-admins"
+    # a claim naming the user's directory actor: a non-admin who is an enabled actor
+    # gets a member's session (their own pending approvals); unset: admins only
+    console_oidc_actor_claim: Annotated[str | None, Field(pattern=CLAIM_PATH, max_length=200)] = (
+        None
+    )
+    # sign-ins a client address may start per minute (api/console/ratelimit.py)
+    console_oidc_starts_per_minute: Annotated[int, Field(ge=1, le=1000)] = 10
 
     @field_validator("console_oidc_issuer")
     @classmethod

@@ -9,8 +9,9 @@ because the whole stream is read.
 Attempt streams feed the status view and its find index
 (``projections.find``), folded from the events' data by the one
 fold every status row comes from (``projections.status_fold``, which the
-rebuild uses too); proposal streams feed the inbox (``projections.inbox``) and
-the escalation watch (``projections.escalation_watch``).
+rebuild uses too); proposal streams feed the inbox (``projections.inbox``), the
+quorum members' ballots (``projections.ballots``) and the escalation watch
+(``projections.escalation_watch``).
 
 As a subscriber of the log (``apply``) it writes the folded rows and the
 position it has processed in one atomic write, so a restart resumes from
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from domain.ports import EventStore
 from domain.proposal import Proposal
 from domain.spec import ATTEMPT_ID_PREFIX
+from projections.ballots import ballot_records
 from projections.escalation_watch import watch_record
 from projections.find import read_rows
 from projections.inbox import PROPOSAL_PREFIX, inbox_record
@@ -60,7 +62,7 @@ class Projector:
         proposal = self.store.get(Proposal, proposal_id)
         if proposal is None:
             return False
-        self.views.put_view(watch_record(proposal))
+        self.views.put_views([watch_record(proposal), *ballot_records(proposal)], ())
         return self.views.put_view(inbox_record(proposal))
 
     def current_view(self, attempt_id: str) -> ViewRecord | None:
@@ -99,4 +101,5 @@ class Projector:
                 proposal = self.store.get(Proposal, stream_id)
                 if proposal is not None:
                     records += [inbox_record(proposal), watch_record(proposal)]
+                    records += ballot_records(proposal)
         return self.views.put_views(records, batch.tracking)

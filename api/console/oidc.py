@@ -14,9 +14,18 @@ bounded as the API's tokens are), ``iss``, ``aud`` (and ``azp``), ``exp`` by the
 ledger's clock with ``LEDGER_AUTH_LEEWAY_SECONDS``, and the
 ``nonce``. A user whose ``LEDGER_CONSOLE_OIDC_ADMIN_CLAIM`` is (or lists)
 ``LEDGER_CONSOLE_OIDC_ADMIN_VALUE`` gets a console session from the same
-:class:`SessionStore` as a token sign-in (``method="oidc"``): it expires and
-sign-out ends it on the server. Every refusal is one page that says nothing
-more; the reason goes to the log, never a token or code.
+:class:`SessionStore` as a token sign-in (``method="oidc"``); with
+``LEDGER_CONSOLE_OIDC_ACTOR_CLAIM`` set, another user whose claim names an
+enabled directory actor gets that member's session (their own pending
+approvals only). A session expires and
+sign-out ends it on the server, and it never outlives the ID token it came
+from (its expiry is the earlier of ``LEDGER_CONSOLE_SESSION_SECONDS`` and the
+token's ``exp``). Every refusal is one page that says nothing more; the reason
+goes to the log, never a token or code.
+
+Starting a sign-in writes to the store, so each client address may start
+``LEDGER_CONSOLE_OIDC_STARTS_PER_MINUTE`` a minute (:mod:`api.console.ratelimit`);
+past that, every start answers the same 429 page until its bucket refills.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import secrets
 import threading
 from dataclasses import dataclass
@@ -39,12 +49,14 @@ from fastapi.responses import RedirectResponse, Response
 
 from adapters.jwks import ALGORITHMS, JwksCache, JwksError, JwksLimits, http_fetcher
 from adapters.settings import Settings
+from api.console.ratelimit import RateLimit
 from api.console.routes import _page
 from api.console.session import COOKIE_PATH, SESSION_COOKIE, SessionStore, set_cookie
 from api.console.signin import form_page
 from api.http.auth import Role
 from api.http.claims import claim_at
 from api.http.deps import LedgerDep, SettingsDep
+from api.service import ballots
 from domain.ports import Commit, Lookup
 from domain.timeutil import format_utc
 
@@ -58,6 +70,7 @@ FLOW_PREFIX = "oidc-flow#"
 FLOW_SECONDS = 600
 REFUSED = "This sign-in cannot open the console."
 UNREACHABLE = "The identity provider cannot be reached now. Try again, or use an admin token."
+TOO_MANY = "Too many sign-ins were started from here. Wait a minute, then try again."
 TIMEOUT_SECONDS = 5.0
 MAX_DOCUMENT_BYTES = 64 * 1024
 MAX_CODE_CHARS = 4096
@@ -232,6 +245,15 @@ class OidcClient:
         wanted = self.settings.console_oidc_admin_value
         return value == wanted or (isinstance(value, list) and wanted in value)
 
+    def member_of(self, claims: dict[str, Any], ledger: Any) -> str | None:
+        """The enabled directory actor the user's actor claim names (None: no
+        claim configured, none in the token, or no such enabled actor)."""
+        path = self.settings.console_oidc_actor_claim
+        if path is None:
+            return None
+        value = claim_at(claims, path)
+        return value if ballots.is_enabled_actor(ledger, value) else None
+
 
 def _client(request: Request, settings: Settings) -> OidcClient | None:
     """The app's client of the configured provider (None: OIDC sign-in is off)."""
@@ -243,12 +265,27 @@ def _client(request: Request, settings: Settings) -> OidcClient | None:
     return client
 
 
+def _start_limit(request: Request, settings: Settings) -> RateLimit:
+    """The app's limit on sign-in starts per client address."""
+    limit: RateLimit | None = getattr(request.app.state, "console_oidc_starts", None)
+    if limit is None:
+        limit = RateLimit(settings.console_oidc_starts_per_minute, window=60.0)
+        request.app.state.console_oidc_starts = limit
+    return limit
+
+
 @router.get("/start")
 def start(request: Request, ledger: LedgerDep, settings: SettingsDep) -> Response:
     """Send the browser to the provider, with this sign-in's state, nonce and challenge."""
     client = _client(request, settings)
     if client is None:
         return RedirectResponse("/console/signin", status_code=303)
+    limit = _start_limit(request, settings)
+    address = request.client.host if request.client else "unknown"
+    if not limit.allow(address, ledger.clock.now()):
+        refused = form_page(request, settings, TOO_MANY, 429)
+        refused.headers["Retry-After"] = str(limit.retry_after())
+        return refused
     secret = secrets.token_urlsafe(32)
     flow = Flow.of(secret)
     try:
@@ -295,24 +332,36 @@ def callback(
         subject = claims["sub"]
         if not isinstance(subject, str) or not 1 <= len(subject) <= 256:
             raise SignInRefused("the ID token's sub is not a name")
-        if not client.is_admin(claims):
-            raise SignInRefused("the user does not hold the admin claim")
+        admin = client.is_admin(claims)
+        member = None if admin else client.member_of(claims, ledger)
+        if not admin and member is None:
+            raise SignInRefused("the user holds neither the admin claim nor an actor's")
+        lifetime = session_lifetime(settings.console_session_seconds, claims["exp"], now)
     except SignInRefused as exc:
         logger.warning("console oidc sign-in refused: %s", exc)
         return _without_flow(form_page(request, settings, REFUSED, 401), settings)
-    lifetime = settings.console_session_seconds
     session_id, _ = SessionStore(ledger.store).start(
-        subject=subject,
-        role=Role.ADMIN,
+        subject=member or subject,
+        role=Role.ADMIN if member is None else Role.ACTOR,
         method=OIDC_METHOD,
         now=now,
         expires_at=now + timedelta(seconds=lifetime),
     )
     # A page, not a redirect: the browser arrived from the provider's site, and a
     # SameSite=Strict cookie is sent on the next navigation only if it starts here.
-    response = _page(request, "signed_in.html", {}, 200)
+    landing = "/console" if member is None else "/console/inbox"
+    response = _page(request, "signed_in.html", {"landing": landing}, 200)
     set_cookie(response, settings, SESSION_COOKIE, session_id, lifetime)
     return _without_flow(response, settings)
+
+
+def session_lifetime(configured: int, token_exp: float, now: datetime) -> int:
+    """Whole seconds a session lives: the configured lifetime, cut at the ID
+    token's ``exp`` (a session never outlives the token that made it)."""
+    lifetime = min(configured, math.floor(token_exp - now.timestamp()))
+    if lifetime < 1:
+        raise SignInRefused("the ID token expires before a session could start")
+    return lifetime
 
 
 def _consume_flow(ledger: Any, secret: str | None, state: str, now: datetime) -> Flow:

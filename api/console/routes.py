@@ -1,9 +1,11 @@
-"""Console pages: sign-in, the attention list, attempts by status, one attempt, the
-pending-approval inbox of an actor, and the resolve / reconcile forms. They call the
-same services as the JSON routes.
+"""Console pages: sign-in, the attention list, attempts by status, one attempt
+(the pending approvals are :mod:`api.console.inbox`), and the resolve /
+reconcile forms. They call the same services as the JSON routes.
 
-Every page needs an admin session (see :mod:`api.console.session`); without
-one, a page answers 303 to the sign-in form, so a non-admin reaches nothing.
+Every page here needs an admin session (see :mod:`api.console.session`);
+without one, a page answers 303 to the sign-in form. A member's session (an
+actor signed in) opens only their own pending approvals: every other page
+sends it there.
 Every form carries the session's CSRF token; the resolve and reconcile forms
 also carry the revision the admin saw, so a stale form is refused (409) and
 the page says why in words. No page shows a token or spec content; the
@@ -27,10 +29,9 @@ from fastapi.templating import Jinja2Templates
 from api.console.session import SESSION_COOKIE, Session, SessionStore
 from api.console.svg import timeline_svg
 from api.http.deps import LedgerDep
-from api.service import attempts, audit, find, oncall, proposals
+from api.service import attempts, audit, find, oncall
 from api.service.principal import Role
 from domain.attempt import AttemptStatus, Resolution
-from domain.proposal import ProposalStatus
 from domain.timeutil import parse_utc
 from projections.attention import AttentionReason
 
@@ -46,15 +47,30 @@ class SignInRequired(Exception):
     """No valid console session: the handler answers 303 to the sign-in page."""
 
 
-def current_session(request: Request, ledger: LedgerDep) -> Session:
-    """The request's live admin session (one store read), else the sign-in page."""
+class MembersOnlyInbox(Exception):
+    """A member's session on an admin page: the handler answers 303 to their inbox."""
+
+
+def any_session(request: Request, ledger: LedgerDep) -> Session:
+    """The request's live session, an admin's or a member's (one store read),
+    else the sign-in page."""
     found = SessionStore(ledger.store).find(request.cookies.get(SESSION_COOKIE), ledger.clock.now())
-    if found is None or found.role is not Role.ADMIN:
+    if found is None or found.role not in (Role.ADMIN, Role.ACTOR):
         raise SignInRequired()
     return found
 
 
+def current_session(request: Request, ledger: LedgerDep) -> Session:
+    """The request's live admin session; a member goes to their inbox, anyone
+    else to the sign-in page."""
+    found = any_session(request, ledger)
+    if found.role is not Role.ADMIN:
+        raise MembersOnlyInbox()
+    return found
+
+
 SessionDep = Annotated[Session, Depends(current_session)]
+AnySessionDep = Annotated[Session, Depends(any_session)]
 
 
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
@@ -120,51 +136,6 @@ def attention(
     return _page(
         request, "attention.html", {"session": session, "sections": sections, "active": "attention"}
     )
-
-
-@router.get("/inbox", response_class=HTMLResponse)
-def pending_approvals(
-    request: Request,
-    session: SessionDep,
-    ledger: LedgerDep,
-    actor_id: Annotated[str, Query(max_length=200)] = "",
-    status: ProposalStatus = ProposalStatus.PRESENTED,
-    cursor: Annotated[str | None, Query(max_length=400)] = None,
-) -> Response:
-    """An actor's proposals in one status (by default what it still has to approve,
-    soonest expiry first), from the inbox projection; ids, versions, statuses,
-    expiry and attempt ids only."""
-    actor_id = actor_id.strip()
-    context: dict[str, Any] = {
-        "session": session,
-        "active": "inbox",
-        "actor_id": actor_id,
-        "status": status.value,
-        "statuses": [s.value for s in ProposalStatus],
-        "rows": None,
-        "more": None,
-        "problem": None,
-    }
-    if not actor_id:
-        return _page(request, "inbox.html", context)
-    if not ACTOR_ID.fullmatch(actor_id):
-        context["problem"] = "That is not an actor id: letters, digits and _.:@- only."
-        context["actor_id"] = ""
-        return _page(request, "inbox.html", context, 400)
-    page = proposals.inbox(
-        ledger, session.principal, actor_id, status, limit=PAGE_SIZE, cursor=cursor
-    )
-    context["rows"] = [
-        item.model_dump(
-            include={"proposal_id", "version", "status", "created_at", "expires_at", "attempt_id"}
-        )
-        for item in page.items
-    ]
-    if page.next_cursor:
-        context["more"] = "/console/inbox?" + urlencode(
-            {"actor_id": actor_id, "status": status.value, "cursor": page.next_cursor}
-        )
-    return _page(request, "inbox.html", context)
 
 
 def _attempt_page(
@@ -239,15 +210,23 @@ def install_console(app: Any) -> None:
         response.headers["Cache-Control"] = "no-store"
         return response
 
+    async def to_inbox(request: Request, exc: Exception) -> Response:
+        response = RedirectResponse("/console/inbox", status_code=303)
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
     app.add_exception_handler(SignInRequired, to_signin)
+    app.add_exception_handler(MembersOnlyInbox, to_inbox)
     app.include_router(router)
     from api.console.actions import router as actions_router
+    from api.console.inbox import router as inbox_router
     from api.console.oidc import router as oidc_router
     from api.console.search import router as search_router
     from api.console.signin import router as signin_router
     from api.console.webhooks import router as webhooks_router
 
     app.include_router(search_router)
+    app.include_router(inbox_router)
     app.include_router(signin_router)
     app.include_router(oidc_router)
     app.include_router(actions_router)

@@ -3,7 +3,9 @@ that settle what needs a human (acknowledge a failed_safe, reveal a preview).
 
 ``describe`` reads the attempt's and its proposal's streams (one attempt at a
 time, for its page): capability, destination, target and base revision, the
-actor, who asked (the proposer), who approved and through which channel, each
+actor, who asked (the proposer), who approved and through which channel, how
+the version was decided (kind, votes with their times, ``required``, an
+escalation's group: ``api.service.ballots``), each
 step's time, the delivery mode, the receipt, whether a reconciler exists, and,
 because only admins reach it, the idempotency key (what the operator searches
 the provider for). The content stays out (I10): the approved preview is shown
@@ -16,6 +18,7 @@ import json
 from typing import Any
 
 from adapters.bootstrap import Ledger
+from api.service import ballots
 from api.service.attempts import refreshed
 from api.service.principal import Principal, Role, known_id, require_role
 from domain.attempt import AttemptStatus, ExecutionAttempt
@@ -24,6 +27,7 @@ from domain.oversight import PreviewReveals, reveals_id
 from domain.proposal import Proposal
 from domain.redaction import redact
 from domain.services import oversight, resolution
+from domain.services.authorization import DirectoryReads
 from projections.labels import EVENT_WORDS
 
 MAX_ID_CHARS = 80
@@ -119,6 +123,18 @@ def describe(ledger: Ledger, principal: Principal, attempt_id: str) -> dict[str,
     has_reconciler = ledger.registry.reconciler(attempt.capability, attempt.executor_build)
     receipt = (attempt.result or {}).get("receipt")
     reveals = ledger.store.get(PreviewReveals, reveals_id(attempt.id))
+    proposal = ledger.store.get(Proposal, attempt.proposal_id)
+    decision = (
+        None
+        if proposal is None or attempt.proposal_version not in proposal.versions
+        else ballots.decision_of(
+            ledger,
+            proposal,
+            attempt.proposal_version,
+            ledger.clock.now(),
+            DirectoryReads(ledger.context, fresh=False),
+        )
+    )
     status = attempt.status.value
     shown: dict[str, Any] = redact(
         {
@@ -145,6 +161,7 @@ def describe(ledger: Ledger, principal: Principal, attempt_id: str) -> dict[str,
         "has_reconciler": has_reconciler is not None,
         "acknowledgement": attempt.acknowledgement,
         "reveals": [] if reveals is None else reveals.reveals,
+        "decision": decision,
         "guidance": guidance(
             status,
             attempt.delivery_mode.value,

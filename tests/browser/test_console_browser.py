@@ -1,16 +1,18 @@
 """The console in a real headless Chromium (Debian's package), driven by Playwright.
 
 No browser is downloaded: Playwright launches ``/usr/bin/chromium`` (CI installs
-it, see .ci/run). A real ``ledger serve`` on a temporary SQLite store runs the
-worker, which leaves two attempts in ``outcome_unknown``. Then, as an admin:
+it, see .ci/run). A real ``ledger serve`` runs the worker, which leaves two
+attempts in ``outcome_unknown``: once on a temporary SQLite store and once on
+a DynamoDB table of the emulator (one server per store for the module). Then, as an admin:
 sign in, find the attempt in the attention list, open it, resolve it and see it
 leave the list; a form gone stale shows the conflict in words; and a non-admin
 reaches no console page. ``LEDGER_CONSOLE_SCREENSHOTS=docs`` writes the README's
-screenshots.
+screenshots (from the SQLite run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -23,10 +25,12 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.dynamodb.schema import create_table
 from adapters.executors.fake import fake_build_digest
 from adapters.settings import load_settings
 from api.http.auth import mint_token
 from domain.timeutil import format_utc
+from tests.support.dynamodb_fixtures import new_table_name
 from tests.support.http_helpers import PROVENANCE, directory_puts, spec
 from tests.support.http_server import free_port, ledger_command, wait_until_up
 
@@ -57,7 +61,9 @@ class Served:
     base: str
     admin: str
     actor: str
+    proposer: str
     unknown: list[str]
+    store: str
 
 
 def _api(base: str) -> str:
@@ -106,12 +112,49 @@ def _make_unknown(http: httpx.Client, base: str, tokens: dict[str, str]) -> str:
     raise AssertionError(f"attempt never reached outcome_unknown: {view}")
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    tmp = tmp_path_factory.mktemp("console")
+@contextlib.contextmanager
+def _store_env(store: str, tmp: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The environment of a ``ledger serve`` on ``store`` (a fresh emulator table)."""
+    if store == "sqlite":
+        yield {"LEDGER_SQLITE_PATH": str(tmp / "ledger.db")}
+        return
+    endpoint = request.getfixturevalue("dynamodb_endpoint")
+    client = request.getfixturevalue("dynamodb_client")
+    table = new_table_name()
+    create_table(client, table)
+    try:
+        yield {
+            "LEDGER_STORE": "dynamodb",
+            "LEDGER_DYNAMODB_TABLE": table,
+            "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
+            "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": endpoint,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }
+    finally:
+        with contextlib.suppress(Exception):
+            client.delete_table(TableName=table)
+
+
+@pytest.fixture(
+    scope="module",
+    params=["sqlite", pytest.param("dynamodb", marks=[pytest.mark.dynamodb, pytest.mark.slow])],
+)
+def served(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Served]:
+    with _store_env(request.param, tmp_path_factory.mktemp("console"), request) as where:
+        yield from _serve(request.param, tmp_path_factory, where)
+
+
+def _serve(
+    store: str, tmp_path_factory: pytest.TempPathFactory, where: dict[str, str]
+) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp(f"console-{store}")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "OTEL_"))}
-    env.update({"LEDGER_SQLITE_PATH": str(tmp / "ledger.db"), "PYTHONUNBUFFERED": "1"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LEDGER_", "OTEL_", "AWS_"))}
+    env.update({**where, "PYTHONUNBUFFERED": "1"})
     settings = load_settings(env="development")
     header = {
         role: {
@@ -153,7 +196,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 base=base,
                 admin=header["admin"]["Authorization"].split()[1],
                 actor=header["actor"]["Authorization"].split()[1],
+                proposer=header["proposer"]["Authorization"].split()[1],
                 unknown=unknown,
+                store=store,
             )
         finally:
             server.terminate()
@@ -178,9 +223,9 @@ def page(tmp_path: Path) -> Iterator[Any]:
             context.close()
 
 
-def _shot(page: Any, name: str) -> None:
+def _shot(page: Any, name: str, served: Served) -> None:
     target = os.environ.get("LEDGER_CONSOLE_SCREENSHOTS")
-    if target:
+    if target and served.store == "sqlite":  # one set of pictures, the same pages
         page.screenshot(path=str(ROOT / target / f"console-{name}.png"), full_page=True)
 
 
@@ -200,13 +245,13 @@ def test_an_admin_resolves_an_unknown_attempt_and_it_leaves_the_list(
     listed = page.locator("#outcome_unknown a[href^='/console/attempts/']")
     before = listed.count()
     assert before >= 1 and page.locator(f"a[href='/console/attempts/{first}']").count() == 1
-    _shot(page, "attention")
+    _shot(page, "attention", served)
 
     page.click(f"a[href='/console/attempts/{first}']")
     assert page.url == f"{served.base}/console/attempts/{first}"
     assert page.locator("svg.timeline circle").count() >= 4
     assert page.locator("text=hash chains verified").count() == 1
-    _shot(page, "attempt")
+    _shot(page, "attempt", served)
     page.check("input[name=resolution][value=effect_applied]")
     page.fill("#reason", "provider console shows the task")
     page.click("#resolve button[type=submit]")
@@ -221,7 +266,7 @@ def test_an_admin_resolves_an_unknown_attempt_and_it_leaves_the_list(
     page.click("nav a[href='/console/attempts']")
     page.click("a[href='/console/attempts?status=manually_resolved']")
     assert page.locator(f"a[href='/console/attempts/{first}']").count() == 1
-    _shot(page, "attempts")
+    _shot(page, "attempts", served)
 
 
 def test_a_stale_form_shows_the_conflict(served: Served, page: Any) -> None:
@@ -250,19 +295,27 @@ def test_a_stale_form_shows_the_conflict(served: Served, page: Any) -> None:
     assert f"The form was for revision {revision}" in text and "manually_resolved" in text
 
 
-def test_a_non_admin_reaches_no_console_page(served: Served, page: Any) -> None:
-    _sign_in(page, served.base, served.actor)
+def test_a_member_reaches_only_their_inbox_and_other_roles_nothing(
+    served: Served, page: Any
+) -> None:
+    _sign_in(page, served.base, served.proposer)
     assert page.locator(".problem").inner_text() == "This token cannot open the console."
+    assert not [c for c in page.context.cookies() if c["name"] == "ledger_console"]
+    page.goto(f"{served.base}/console")
+    assert page.url == f"{served.base}/console/signin"
+    page.fill("#token", served.actor)  # alice, an enabled actor of the directory
+    page.click("button[type=submit]")
+    assert page.url == f"{served.base}/console/inbox"
+    assert page.locator("h1").inner_text() == "Your approvals"
     for path in (
         "/console",
         "/console/attempts",
         f"/console/attempts/{served.unknown[0]}",
-        "/console/attempts?status=outcome_unknown",
+        "/console/webhooks",
     ):
         page.goto(f"{served.base}{path}")
-        assert page.url == f"{served.base}/console/signin", path
-        assert page.locator("h1").inner_text() == "Sign in"
-    assert not [c for c in page.context.cookies() if c["name"] == "ledger_console"]
+        assert page.url == f"{served.base}/console/inbox", path
+    assert page.locator("nav a").all_inner_texts() == ["Your approvals"]
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -284,4 +337,4 @@ def test_every_page_fits_the_screen(served: Served, page: Any, width: int) -> No
             label = page.locator("table.cards td[data-label='Event']").first
             assert label.is_visible()
             assert page.locator("table.cards thead").first.is_hidden()
-        _shot(page, f"{name}-{width}")
+        _shot(page, f"{name}-{width}", served)

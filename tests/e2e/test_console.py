@@ -193,6 +193,8 @@ def test_pending_approvals_lists_an_actors_inbox_paged_without_tokens(
     )
     assert shown.text.count('data-label="Proposal">prop_') == 1
     assert f'href="/console/attempts/{claimed}"' in shown.text
-    assert browser.get("/console/inbox", params={"actor_id": "nobody"}).text.count("None.") == 1
+    assert '<span class="kind">single</span>' in shown.text  # one person approved it
+    nobody = browser.get("/console/inbox", params={"actor_id": "nobody"}).text
+    assert nobody.count("None.") == 2  # neither proposals of theirs nor votes waiting
     bad = browser.get("/console/inbox", params={"actor_id": "<script>"})
     assert bad.status_code == 400 and "<script>" not in bad.text

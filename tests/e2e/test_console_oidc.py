@@ -1,11 +1,15 @@
 """Console sign-in through OpenID Connect against a real provider on loopback
 (Authlib's authorization server): the whole redirect dance, the admin claim,
-a tampered state, a replayed code, and sign-out ending the session."""
+a member's session, a tampered state, a replayed code, sign-out ending the
+session, the session ending at the ID token's exp and the rate limit on
+starts. On memory, SQLite and the emulator (one table for the module)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,17 +18,24 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger, build_ledger
+from adapters.dynamodb.schema import create_table
 from adapters.settings import Settings, SettingsError, load_settings
-from api.console.oidc import REFUSED
+from api.console.oidc import REFUSED, TOO_MANY
+from api.console.ratelimit import RateLimit
 from api.http.app import create_app
+from domain.directory import DirectoryKind, actor_record_id
+from domain.services.directory import put_record
 from tests.support.clocks import FixedClock
+from tests.support.dynamodb_fixtures import new_table_name
 from tests.support.oidc_provider import OidcProvider
 
 PUBLIC_URL = "http://127.0.0.1"
 USERS = {
     "alice": {"name": "Alice", "groups": ["staff", "ledger-admins"]},
     "bob": {"name": "Bob", "groups": ["staff"]},
+    "carol": {"name": "Carol", "groups": ["staff"], "preferred_username": "m-carol"},
 }
+STORES = ["memory", "sqlite", pytest.param("dynamodb", marks=pytest.mark.dynamodb)]
 
 
 @pytest.fixture(scope="module")
@@ -35,16 +46,42 @@ def idp() -> Iterator[OidcProvider]:
         yield provider
 
 
+@pytest.fixture(scope="module")
+def module_table(request: pytest.FixtureRequest) -> Iterator[str]:
+    """One emulator table for every DynamoDB test of the module (sessions and
+    flows are keyed by fresh random ids, so the tests never meet)."""
+    client = request.getfixturevalue("dynamodb_client")
+    name = new_table_name()
+    create_table(client, name)
+    yield name
+    with contextlib.suppress(Exception):
+        client.delete_table(TableName=name)
+
+
+@pytest.fixture(params=STORES)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def settings(idp: OidcProvider) -> Settings:
+def settings(
+    idp: OidcProvider, store_kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Settings:
+    where: dict[str, str] = {}
+    if store_kind == "sqlite":
+        where = {"sqlite_path": str(tmp_path / "ledger.db")}
+    elif store_kind == "dynamodb":
+        where = {"dynamodb_table": request.getfixturevalue("module_table")}
     return load_settings(
-        store="memory",
+        store=store_kind,
         env="test",
         public_url=PUBLIC_URL,
         console_oidc_issuer=idp.issuer,
         console_oidc_client_id=idp.client.client_id,
         console_oidc_client_secret=idp.client.client_secret,
         console_oidc_scope="openid profile groups",
+        console_oidc_actor_claim="preferred_username",
+        **where,
     )
 
 
@@ -54,10 +91,14 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def ledger(settings: Settings, clock: FixedClock) -> Iterator[Ledger]:
-    wired = build_ledger(settings, clock=clock)
+def ledger(
+    settings: Settings, clock: FixedClock, store_kind: str, request: pytest.FixtureRequest
+) -> Iterator[Ledger]:
+    client = request.getfixturevalue("dynamodb_client") if store_kind == "dynamodb" else None
+    wired = build_ledger(settings, clock=clock, dynamodb_client=client)
     yield wired
-    wired.close()
+    if client is None:
+        wired.close()
 
 
 @pytest.fixture
@@ -132,6 +173,63 @@ def test_a_user_without_the_admin_claim_is_refused(browser: TestClient) -> None:
     assert not opens_console(browser)
 
 
+def test_a_member_named_by_the_actor_claim_opens_only_their_inbox(
+    browser: TestClient, ledger: Ledger, clock: FixedClock
+) -> None:
+    # not in the directory yet: refused like anyone without the admin claim
+    refused = browser.get(to_provider(browser, "carol"), follow_redirects=False)
+    assert refused.status_code == 401 and REFUSED in refused.text
+    put_record(
+        ledger.store,
+        ledger.clock,
+        kind=DirectoryKind.ACTOR,
+        record_id=actor_record_id("m-carol"),
+        values={"enabled": True},
+        cache=ledger.context.cache,
+    )
+    answer = browser.get(to_provider(browser, "carol"), follow_redirects=False)
+    assert answer.status_code == 200 and "url=/console/inbox" in answer.text
+    inbox = browser.get("/console/inbox")
+    assert inbox.status_code == 200 and "Your approvals" in inbox.text and "m-carol" in inbox.text
+    assert browser.get("/console", follow_redirects=False).headers["location"] == "/console/inbox"
+
+
+def test_the_session_ends_when_the_id_token_does(
+    browser: TestClient, idp: OidcProvider, clock: FixedClock
+) -> None:
+    idp.id_token_seconds = 120  # shorter than LEDGER_CONSOLE_SESSION_SECONDS (900)
+    try:
+        answer = browser.get(to_provider(browser, "alice"), follow_redirects=False)
+    finally:
+        idp.id_token_seconds = 3600
+    assert answer.status_code == 200, answer.text
+    exp = idp.issued_exp[-1]
+    cookie = next(c for c in answer.headers.get_list("set-cookie") if "ledger_console=" in c)
+    max_age = int(re.search(r"Max-Age=(\d+)", cookie).group(1))  # type: ignore[union-attr]
+    assert max_age == exp - int(clock.now().timestamp()) and max_age < 900
+    clock.moment = clock.now().fromtimestamp(exp - 1, clock.now().tzinfo)
+    assert opens_console(browser)
+    clock.advance(1)  # the token's exp: the session ends with it
+    assert not opens_console(browser)
+
+
+def test_starting_sign_ins_is_rate_limited_per_address(
+    browser: TestClient, settings: Settings, clock: FixedClock
+) -> None:
+    allowed = settings.console_oidc_starts_per_minute
+    answers = [browser.get("/console/oidc/start", follow_redirects=False) for _ in range(allowed)]
+    assert [a.status_code for a in answers] == [303] * allowed
+    for _ in range(3):  # past the limit: one answer, whatever is asked
+        over = browser.get("/console/oidc/start", follow_redirects=False)
+        assert over.status_code == 429 and TOO_MANY in over.text
+        assert over.headers["Retry-After"] == "6" and "ledger_console_oidc=" not in str(
+            over.headers.get_list("set-cookie")
+        )
+    clock.advance(6)  # one start's worth of the minute refilled
+    assert browser.get("/console/oidc/start", follow_redirects=False).status_code == 303
+    assert browser.get("/console/oidc/start", follow_redirects=False).status_code == 429
+
+
 def test_a_tampered_state_is_refused_and_the_code_stays_unredeemed(
     browser: TestClient, idp: OidcProvider
 ) -> None:
@@ -160,6 +258,20 @@ def test_a_replayed_code_is_refused(browser: TestClient, idp: OidcProvider) -> N
     assert answer.status_code == 401 and REFUSED in answer.text
     assert session_cookie(answer) is None
     assert not opens_console(browser)
+
+
+def test_the_rate_limit_keeps_a_bounded_table_of_addresses() -> None:
+    limit = RateLimit(2, window=60.0, max_addresses=3)
+    now = FixedClock().now()
+    assert [limit.allow("a", now) for _ in range(3)] == [True, True, False]
+    for address in ("b", "c", "d"):  # "a" is the least recently seen: forgotten
+        assert limit.allow(address, now)
+    assert len(limit) == 3
+    assert limit.allow("a", now)  # a fresh bucket, as after a quiet minute
+    later = now + timedelta(seconds=30)  # a bucket never holds more than its capacity
+    assert [limit.allow("b", later) for _ in range(3)] == [True, True, False]
+    earlier = now - timedelta(seconds=60)  # a clock set back refills nothing
+    assert [limit.allow("d", earlier) for _ in range(2)] == [True, False]
 
 
 def test_the_readme_configuration_loads_and_derives_the_redirect_url() -> None:

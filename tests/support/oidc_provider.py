@@ -105,6 +105,8 @@ class OidcProvider:
         self.key = RSAKey.generate_key(2048, parameters={"kid": "k1", "use": "sig"})
         self.codes: dict[str, Code] = {}
         self.redeemed: list[str] = []
+        self.id_token_seconds = 3600  # how long an ID token it signs is valid
+        self.issued_exp: list[int] = []  # the exp of every ID token it signed, in order
         self._server = make_server("127.0.0.1", 0, self._app(), threaded=True)
         self.issuer = f"http://{host}:{self._server.server_port}"  # served on 127.0.0.1
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -157,7 +159,9 @@ class OidcProvider:
                 return provider.key
 
             def get_client_claims(self, client: Client) -> dict[str, Any]:
-                return {"iss": provider.issuer, "aud": [client.client_id]}
+                exp = int(time.time()) + provider.id_token_seconds
+                provider.issued_exp.append(exp)
+                return {"iss": provider.issuer, "aud": [client.client_id], "exp": exp}
 
             def get_encode_header(self, client: Client) -> dict[str, str]:
                 return {"alg": "RS256", "kid": "k1"}
