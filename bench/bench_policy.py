@@ -12,10 +12,10 @@ approval and at the worker's recheck (I15), and its record is one more read
 check of the approval's commit. Cedar answers once per proposal: the approval
 and the recheck ask the same question of the same set and get the remembered
 verdict (``domain.services.policy_decisions``); every proposal has a title of
-its own, so no lifecycle is answered from another's verdict. Samples alternate between the two stores
-(round robin), on the repository's file system (an fsync per commit) and on
-a RAM file system (``/dev/shm``: no sync cost, so the ratio is of CPU alone,
-the strict figure).
+its own, so no lifecycle is answered from another's verdict. Samples
+alternate between the two stores (round robin), on the repository's file
+system (an fsync per commit) and on a RAM file system (``/dev/shm``: no sync
+cost, so the ratio is of CPU alone, the strict figure).
 
 The target (issue 28): policy evaluation adds at most 15 % to an embedded
 lifecycle.
