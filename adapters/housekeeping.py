@@ -59,17 +59,27 @@ def housekeeping_pass(ledger: Ledger) -> HousekeepingReport:
     now = ledger.clock.now()
     lookups = ledger.store.sweep_lookups(now, LOOKUP_BATCH)
     trimmed = trim_delivered(ledger.views, now, ledger.settings.webhook_retention_seconds)
+    escalated = escalation_pass(ledger)
+    if lookups:
+        ledger.metrics.inc("ledger_housekeeping_removed_total", lookups, kind="lookup")
+    if trimmed:
+        ledger.metrics.inc("ledger_housekeeping_removed_total", trimmed, kind="webhook_body")
+    return HousekeepingReport(lookups=lookups, trimmed=trimmed, escalated=escalated)
+
+
+def escalation_pass(ledger: Ledger) -> int:
+    """Escalate the unanswered approvals that are due, at most ``ESCALATION_BATCH``
+    (one read of the escalation watch, then each proposal decided on a
+    consistent read); how many escalated. Also run by the deployed worker's
+    recovery tick (``adapters.aws_lambda.worker``)."""
+    now = ledger.clock.now()
     escalated = sum(
         escalate_if_due(ledger.context, proposal_id)
         for proposal_id in due_for_escalation(ledger.views, now, ESCALATION_BATCH)
     )
     if escalated:
         ledger.metrics.inc("ledger_escalations_total", escalated)
-    if lookups:
-        ledger.metrics.inc("ledger_housekeeping_removed_total", lookups, kind="lookup")
-    if trimmed:
-        ledger.metrics.inc("ledger_housekeeping_removed_total", trimmed, kind="webhook_body")
-    return HousekeepingReport(lookups=lookups, trimmed=trimmed, escalated=escalated)
+    return escalated
 
 
 def housekeeping_loop(

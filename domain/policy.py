@@ -112,6 +112,9 @@ class CompiledPolicies:
     by_parser_id: Mapping[str, PolicyInfo] = field(repr=False, compare=False)
     forms: Mapping[str, Any] = field(repr=False, compare=False)
     """Each policy's Cedar JSON form by ``@id`` (what ``diff`` compares)."""
+    reads_now: bool = True
+    """Whether a policy may look at ``context.now``: False only when no policy's
+    JSON form names ``now`` anywhere (then a verdict does not depend on the time)."""
 
     @property
     def empty(self) -> bool:
@@ -181,6 +184,7 @@ def compile_policies(text: str) -> CompiledPolicies:
         handle=handle,
         by_parser_id=by_parser_id,
         forms=forms,
+        reads_now="now" in json.dumps(static),
     )
 
 

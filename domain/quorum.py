@@ -82,10 +82,15 @@ def strictest(rules: Sequence[QuorumRule]) -> QuorumRule | None:
     return sorted(rules, key=lambda r: (-r.required, r.policy_id))[0]
 
 
-def quorum_approval(rule: QuorumRule, voters: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+def quorum_approval(
+    rule: QuorumRule, voters: Sequence[Mapping[str, str]], *, escalated: bool = False
+) -> dict[str, Any]:
     """The approval a quorum claim records: every counted voter, in vote order,
-    with the bindings they voted through (ids only), the group and the number."""
-    return {
+    with the bindings they voted through (ids only), the group and the number;
+    ``escalated``: the version had escalated and ``group`` is its fallback group
+    (the worker's recheck counts the voters there whatever the policy set says
+    by then, as the claim did)."""
+    found: dict[str, Any] = {
         "kind": "quorum",
         "approvers": [v["actor_id"] for v in voters],
         "group": rule.group,
@@ -101,6 +106,9 @@ def quorum_approval(rule: QuorumRule, voters: Sequence[Mapping[str, str]]) -> di
             for v in voters
         ],
     }
+    if escalated:
+        found["escalated"] = True
+    return found
 
 
 def distinct_votes(votes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

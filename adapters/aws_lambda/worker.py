@@ -18,7 +18,9 @@ record or due entry for another build is acknowledged and left due
 (``not_hosted``) for a function that has it, and does not count against the
 tick's budget. Each tick reports the attempts waiting longer than
 ``LEDGER_WAITING_FOR_BUILD_SECONDS`` for such a worker
-(``AttemptsWaitingForBuild``).
+(``AttemptsWaitingForBuild``), and escalates the unanswered approvals whose
+policy's lead time has come (``adapters.housekeeping.escalation_pass``; the
+deployment has no housekeeping thread), whether or not execution is enabled.
 
 ``LEDGER_EXECUTION_ENABLED=false`` turns leasing off without losing work:
 stream records are acknowledged (the due-work entry written with every
@@ -49,6 +51,7 @@ from adapters.aws_lambda.common import (
     record_keys,
 )
 from adapters.bootstrap import Ledger
+from adapters.housekeeping import escalation_pass
 from adapters.streams import MalformedRecord, work_from_record
 from domain.errors import ConcurrencyConflict, StoreUnavailable
 from domain.ports import Commit, EventStore
@@ -215,13 +218,30 @@ def waiting_for_build(ledger: Ledger) -> int | None:
         return None
 
 
+def escalations(ledger: Ledger) -> int | None:
+    """The escalation pass; None when it failed: an escalation left undone is
+    tried again at the next tick and never stops the recovery (the failure is
+    logged with its reason)."""
+    try:
+        return escalation_pass(ledger)
+    except Exception as exc:
+        logger.warning(
+            "escalation pass failed; tried again at the next tick",
+            extra={"reason": reason_code(exc)},
+        )
+        return None
+
+
 def _recover() -> dict[str, Any]:
     ledger = get_ledger()
     lag = recovery_lag_seconds(ledger)
     waiting = waiting_for_build(ledger)
+    escalated = escalations(ledger)
     metrics.add_metric(name="RecoveryLagSeconds", unit=MetricUnit.Seconds, value=lag)
     if waiting is not None:
         metrics.add_metric(name="AttemptsWaitingForBuild", unit=MetricUnit.Count, value=waiting)
+    if escalated is not None:
+        metrics.add_metric(name="ApprovalsEscalated", unit=MetricUnit.Count, value=escalated)
     if not ledger.settings.execution_enabled:
         logger.info("execution disabled; recovery leased nothing", extra={"lag_seconds": lag})
         return {
@@ -231,6 +251,7 @@ def _recover() -> dict[str, Any]:
             "outcomes": {},
             "lag_seconds": lag,
             "waiting_for_build": waiting,
+            "escalated": escalated,
         }
     worker, store = _worker(ledger)
     report = run_recovery(
@@ -254,6 +275,7 @@ def _recover() -> dict[str, Any]:
         "outcomes": dict(report.outcomes),
         "lag_seconds": lag,
         "waiting_for_build": waiting,
+        "escalated": escalated,
     }
 
 

@@ -206,6 +206,9 @@ def _approve_once(
     # a quorum member's presentation, or any made after the version escalated
     member = presentation["actor_id"] != proposal.actor_id or "escalated" in record
     replayed_vote = member and status is PresentationStatus.CONSUMED
+    if replayed_vote and proposal.effective_status(version, now) is not ProposalStatus.PRESENTED:
+        # a vote replayed once the version conflicted, was declined or superseded
+        raise unavailable("not_claimable")
     if not replayed_vote:
         try:
             proposal.check_claimable(presentation_id, now)

@@ -82,6 +82,9 @@ class Basis:
     """``quorum``: every counted voter, each checked like a person's approval."""
     group: str | None = None
     """``quorum``: the group the voters were counted in."""
+    escalated: bool = False
+    """``quorum``: the version had escalated; ``group`` is the fallback group its
+    escalation recorded, which decides it whatever the policy set says now."""
 
     @classmethod
     def of(cls, approval: dict[str, object] | None) -> Basis:
@@ -98,6 +101,7 @@ class Basis:
             str(grant) if grant is not None else None,
             ballots,
             str(group) if group is not None else None,
+            approval.get("escalated") is True,
         )
 
 
@@ -292,9 +296,14 @@ def authorize(
     records.append(policy_set)
     decision = _policy_verdict(policy_set, who, actor, spec, now, basis)
     if basis.kind is ApprovalKind.QUORUM and basis.ballots:
-        group = decision.quorum.group if decision.quorum is not None else basis.group
-        if decision.escalation is not None and basis.group == decision.escalation.group:
-            group = basis.group  # an escalated version: its fallback group decided
+        # An escalated version is decided by the fallback group its escalation
+        # recorded (immutable: once per version, before the claim), as the
+        # approval counted it; otherwise by the quorum the policy set asks now.
+        # Either way every voter is checked again: one disabled, unbound or
+        # removed from that group since fails it.
+        group = basis.group
+        if not basis.escalated and decision.quorum is not None:
+            group = decision.quorum.group
         for ballot in basis.ballots:
             records += check_ballot(source, ballot, group, who.actor_id)
     if basis.kind is ApprovalKind.GRANT:

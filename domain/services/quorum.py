@@ -5,11 +5,14 @@ Called by ``approve`` for a presentation made to a member (not to the
 proposal's actor). The policy set is evaluated for the requesting actor as at
 any approval; it must still ask for a quorum. Then:
 
-- a voter who already voted for this version is not counted again: the
-  answer is the count as it stands, nothing is appended;
 - the voter must be valid now (``check_ballot``: not the requesting actor,
   enabled, a member of the group, bound through this identity and
   conversation);
+- a voter who already voted for this version is not counted again: the
+  answer is the count as it stands, nothing is appended; unless the votes
+  recorded already reach what is asked now (a policy change or an escalation
+  asks fewer than when they were cast), when this press claims the version
+  with them (a replay of a consumed presentation is refused instead);
 - the votes recorded before are counted again, each voter re-checked the same
   way (a voter disabled or removed from the group since is not counted);
 - fewer than M with this one: ``VoteRecorded`` is appended (the presentation
@@ -32,10 +35,11 @@ from domain.errors import InvalidInput, InvalidPolicySet
 from domain.escalation import escalated_rule
 from domain.policy import PolicyDecision, Verdict
 from domain.ports import Commit, DueWork, ReadCheck
-from domain.proposal import BALLOT_FIELDS, Proposal
+from domain.proposal import BALLOT_FIELDS, PresentationStatus, Proposal
 from domain.quorum import QuorumRule, distinct_votes, quorum_approval
 from domain.services.authorization import (
     Approver,
+    Authorization,
     AuthorizationFailed,
     Basis,
     DirectoryReads,
@@ -91,63 +95,119 @@ def vote(
     rule = member_rule(auth.decision, record)
     if rule is None:
         raise NotCounted("quorum_not_required")
-    earlier = distinct_votes(proposal.votes(version))
-    if already_voted(earlier, who.actor_id):
-        # A second presentation of the same voter, or a replay: never counted twice.
-        return Vote(
-            "vote_recorded", _valid_count(reads, earlier, rule.group, requester), rule.required
-        )
+    # The voter first: one no longer counted (disabled, unbound, outside the group
+    # an escalation named) is refused, even when an earlier vote of theirs is recorded.
     try:
         mine = check_ballot(reads, who, rule.group, requester.actor_id)
     except AuthorizationFailed as failed:
         raise NotCounted(failed.reason) from None
+    earlier = distinct_votes(proposal.votes(version))
+    if already_voted(earlier, who.actor_id):
+        # A second presentation of the same voter, or a replay: never counted twice.
+        counted, records = _valid_ballots(reads, earlier, rule, requester, rule.required)
+        if len(counted) < rule.required:
+            return Vote("vote_recorded", len(counted), rule.required)
+        # The votes recorded reach what is asked now (a policy change or an
+        # escalation asks fewer than when they were cast): this press, through a
+        # presentation of its own, claims with them; a replay of a consumed one
+        # cannot consume it again.
+        if proposal.presentation_status(presentation_id, now) is PresentationStatus.CONSUMED:
+            raise NotCounted("already_counted")
+        return _claim(
+            ctx,
+            Claim(proposal, version, spec, auth, rule, presentation_id, asserted_by, now),
+            counted,
+            records,
+        )
+    counted, records = _valid_ballots(reads, earlier, rule, requester, rule.required - 1)
+    if len(counted) + 1 < rule.required:
+        proposal.record_vote(
+            presentation_id=presentation_id, now=now, at=format_utc(now), asserted_by=asserted_by
+        )
+        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal]))
+        return Vote("vote_recorded", len(counted) + 1, rule.required)
+    return _claim(
+        ctx,
+        Claim(proposal, version, spec, auth, rule, presentation_id, asserted_by, now),
+        [*counted, who],
+        [*records, *mine],
+    )
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a deciding vote claims, and the presentation it consumes."""
+
+    proposal: Proposal
+    version: int
+    spec: ProposalSpec
+    auth: Authorization
+    rule: QuorumRule
+    presentation_id: str
+    asserted_by: str | None
+    now: datetime
+
+
+def _valid_ballots(
+    reads: DirectoryReads,
+    votes: Sequence[Mapping[str, Any]],
+    rule: QuorumRule,
+    requester: Approver,
+    limit: int,
+) -> tuple[list[Approver], list[DirectorySnapshot]]:
+    """The recorded voters still counted (each re-checked), at most ``limit``,
+    in vote order, and their records for the commit's read checks."""
     counted: list[Approver] = []
     records: list[DirectorySnapshot] = []
-    for earlier_vote in earlier:
+    for earlier_vote in votes:
+        if len(counted) >= limit:
+            break
         ballot = Approver(*(str(earlier_vote[k]) for k in BALLOT_FIELDS))
         try:
             records += check_ballot(reads, ballot, rule.group, requester.actor_id)
         except AuthorizationFailed:
             continue  # disabled, removed from the group or unbound since: not counted
         counted.append(ballot)
-        if len(counted) == rule.required - 1:
-            break
+    return counted, records
+
+
+def _claim(
+    ctx: ServiceContext,
+    claim: Claim,
+    ballots: list[Approver],
+    records: list[DirectorySnapshot],
+) -> Vote:
+    """Claim the version with these ballots in ONE commit (module docstring)."""
+    proposal, version, rule, now = claim.proposal, claim.version, claim.rule, claim.now
     at = format_utc(now)
-    if len(counted) + 1 < rule.required:
-        proposal.record_vote(
-            presentation_id=presentation_id, now=now, at=at, asserted_by=asserted_by
-        )
-        commit(ctx.store, ctx.cache, Commit(aggregates=[proposal]))
-        return Vote("vote_recorded", len(counted) + 1, rule.required)
-    ballots = [*counted, who]
-    approval = quorum_approval(rule, [asdict(b) for b in ballots])
-    read_set = auth.read_set + [ReadCheck(r.id, r.version) for r in [*records, *mine]]
+    escalated = "escalated" in proposal.versions[version]
+    approval = quorum_approval(rule, [asdict(b) for b in ballots], escalated=escalated)
+    read_set = claim.auth.read_set + [ReadCheck(r.id, r.version) for r in records]
     attempt = queued_attempt(
         ctx,
         proposal,
         version,
-        record,
-        spec,
-        delivery_mode=auth.delivery_mode,
+        proposal.versions[version],
+        claim.spec,
+        delivery_mode=claim.auth.delivery_mode,
         at=at,
         authorized=[[c.stream_id, c.version] for c in read_set],
         approval=approval,
     )
-    attempt_id = attempt.id
     proposal.claim(
-        presentation_id=presentation_id,
-        attempt_id=attempt_id,
+        presentation_id=claim.presentation_id,
+        attempt_id=attempt.id,
         now=now,
         at=at,
-        asserted_by=asserted_by,
+        asserted_by=claim.asserted_by,
         approval=approval,
     )
     commit(
         ctx.store,
         ctx.cache,
-        Commit(aggregates=[proposal, attempt], read_set=read_set, due=[DueWork(attempt_id, now)]),
+        Commit(aggregates=[proposal, attempt], read_set=read_set, due=[DueWork(attempt.id, now)]),
     )
-    return Vote("execution_pending", rule.required, rule.required, attempt_id, attempt.version)
+    return Vote("execution_pending", rule.required, rule.required, attempt.id, attempt.version)
 
 
 def member_rule(decision: PolicyDecision, record: Mapping[str, Any]) -> QuorumRule | None:
@@ -166,20 +226,6 @@ def member_rule(decision: PolicyDecision, record: Mapping[str, Any]) -> QuorumRu
 def already_voted(votes: Sequence[Mapping[str, Any]], actor_id: str) -> bool:
     """Whether this member's vote is already recorded for the version."""
     return any(vote["actor_id"] == actor_id for vote in votes)
-
-
-def _valid_count(
-    reads: DirectoryReads, votes: list[Mapping[str, Any]], group: str, requester: Approver
-) -> int:
-    count = 0
-    for earlier in votes:
-        ballot = Approver(*(str(earlier[k]) for k in BALLOT_FIELDS))
-        try:
-            check_ballot(reads, ballot, group, requester.actor_id)
-        except AuthorizationFailed:
-            continue
-        count += 1
-    return count
 
 
 def check_member_presentation(

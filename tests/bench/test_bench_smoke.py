@@ -169,3 +169,20 @@ def test_store_growth_benchmark_prints_its_table() -> None:
     assert rows["ledger_lookups"].split("|")[4].strip() == "0"
     assert rows["stored_events"].split("|")[6].strip() == "1.00"
     assert "file (after VACUUM)" in rows
+
+
+def test_policy_benchmark_prints_both_lifecycles_side_by_side(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
+    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "bench_policy.py"), "--quick"],
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "no policy set vs the three worked examples" in done.stdout
+    assert "| RAM file system /dev/shm (no sync cost) |" in done.stdout
+    assert (tmp_path / "bench_policy.quick.md").exists()

@@ -9,6 +9,7 @@ python -m tests.chaos --schedules 2000 --plant no-watch   # likewise
 python -m tests.chaos --schedules 300 --plant grant-over-max          # likewise (I14)
 python -m tests.chaos --schedules 300 --plant ignore-forbid           # likewise (I15)
 python -m tests.chaos --schedules 300 --plant double-vote             # likewise (I13)
+python -m tests.chaos --schedules 300 --plant escalation-keeps-presentations   # likewise
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             "grant-over-max",
             "ignore-forbid",
             "double-vote",
+            "escalation-keeps-presentations",
         ),
         help="re-introduce a known bug (the run must then find violations): "
         "old-lookup-rule trusts a lookup's 'not applied' at lease expiry; "
@@ -55,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         "no-watch never looks again after a lookup's 'not applied' or a no_effect; "
         "grant-over-max lets a claim take a spent standing grant's use; "
         "ignore-forbid lets approvals and rechecks ignore forbid policies; "
-        "double-vote lets one quorum member's second vote count again",
+        "double-vote lets one quorum member's second vote count again; "
+        "escalation-keeps-presentations lets Escalated revoke nothing, so a "
+        "presentation made before it can still decide the version",
     )
     args = parser.parse_args(argv)
     if args.plant == "old-lookup-rule":
@@ -78,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         from tests.chaos.policies import plant_double_vote
 
         plant_double_vote()
+    elif args.plant == "escalation-keeps-presentations":
+        from tests.chaos.escalations import plant_escalation_keeps_presentations
+
+        plant_escalation_keeps_presentations()
     elif args.plant == "ignore-forbid":
         from tests.chaos.policies import plant_ignore_forbid
 
@@ -171,6 +179,7 @@ def _report_many(
         "credential:",
         "resend:",
         "policy:",
+        "escalation:",
         "claimed:",
         "final:",
         "refused:",

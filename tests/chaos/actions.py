@@ -29,10 +29,10 @@ from tests.chaos.world import (
     DIRECTORY,
     GOOD,
     LEASE,
-    MEMBERS,
     POLICY,
     SIMULATE,
     STRANGERS,
+    VOTERS,
     SeededTokens,
 )
 from tests.chaos.wrappers import ChaosStore
@@ -102,6 +102,7 @@ class Actions:
             (3, "vote", self.do_vote),
             (2, "grant", self.do_grant),  # type: ignore[attr-defined]
             (1, "revoke", self.do_revoke),  # type: ignore[attr-defined]
+            (3, "escalate", self.do_escalate),  # type: ignore[attr-defined]
         ]
         total = sum(weight for weight, _, _ in table)
         roll = self.rng.randrange(total)
@@ -170,12 +171,13 @@ class Actions:
         return found
 
     def quorum_sized(self, proposal_id: str) -> bool:
-        """Whether the current version is one the simulation's quorum policy is about."""
+        """Whether the current version is one the simulation's quorum policy is
+        about, or one that escalated (its fallback group's members vote on it)."""
         found = self.store.get(Proposal, proposal_id)
         if found is None:
             return False
-        size = found.versions[found.current_version]["spec"]["content"].get("size")
-        return size in (3, 4)
+        record = found.versions[found.current_version]
+        return record["spec"]["content"].get("size") in (3, 4) or "escalated" in record
 
     def do_present(self) -> str | None:
         if not self.proposals:
@@ -186,7 +188,7 @@ class Actions:
         # asks this version for a quorum), mostly of a proposal a quorum policy
         # may hold for; else the proposal's actor's
         sized = [p for p in candidates if self.quorum_sized(p)]
-        member = self.rng.choice(MEMBERS) if roll < (0.5 if sized else 0.1) else None
+        member = self.rng.choice(VOTERS) if roll < (0.5 if sized else 0.1) else None
         if member is not None and sized:
             candidates = sized
         if not candidates or self.rng.random() < 0.15:
@@ -249,7 +251,7 @@ class Actions:
         proposal_id = self.rng.choice(sized)
         found = self.store.get(Proposal, proposal_id)
         assert found is not None
-        member = self.rng.choice(MEMBERS)
+        member = self.rng.choice(VOTERS)
         shown = present(
             self.ctx,
             proposal_id=proposal_id,
@@ -261,7 +263,7 @@ class Actions:
         )
         self.presentations.append(shown.token)
         self.presented[shown.token] = (proposal_id, member)
-        who = member if self.rng.random() < 0.9 else self.rng.choice(MEMBERS)
+        who = member if self.rng.random() < 0.9 else self.rng.choice(VOTERS)
         return self.approve_token(shown.token, proposal_id, member, who)
 
     def approve_token(

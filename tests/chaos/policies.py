@@ -42,6 +42,7 @@ from domain.services.context import ServiceContext
 from domain.services.policies import apply_policy_set
 from domain.spec import parse_spec, parse_utc
 from projections.audit import event_type
+from tests.chaos.escalations import ESCALATING_SETS
 from tests.chaos.wrappers import ChaosStore
 from tests.support.clocks import FixedClock
 from tests.support.stream_checks import Violation, expect
@@ -68,6 +69,8 @@ POLICY_SETS = (
     SMALL + PAIR,
     NO_DELETIONS + PAIR,
     NO_BIG + PAIR,
+    *ESCALATING_SETS,
+    *ESCALATING_SETS,  # twice: an escalation needs the set in force and the clock moved
 )
 ADMIN = grants.Grantor("admin", "ops")
 
@@ -210,6 +213,8 @@ class PolicyActions:
         spec = parse_spec(proposal.versions[attempt.proposal_version]["spec"])
         actor = self.store.get(DirectoryRecord, actor_record_id(attempt.actor_id))
         groups = tuple(actor.values.get("groups", ())) if actor else ()
+        if "escalated" in proposal.versions[attempt.proposal_version]:
+            return  # the fallback group's quorum: check_escalated_claim
         request = PolicyRequest.of(attempt.actor_id, groups, spec, parse_utc(attempt.created_at))
         decision = evaluate(compiled(text), request) if text.strip() else None
         asked = decision.quorum.required if decision and decision.quorum else 0

@@ -58,6 +58,7 @@ from domain.spec import parse_spec, parse_utc, payload_hash
 from projections.ports import ViewStore
 from projections.projector import Projector
 from tests.chaos.actions import Actions
+from tests.chaos.escalations import EscalationActions
 from tests.chaos.interleave import Actor, Baton
 from tests.chaos.late import LateEffects
 from tests.chaos.oracle import Oracle
@@ -80,7 +81,7 @@ from tests.support.stream_checks import TERMINAL, Violation, expect
 
 
 @dataclass
-class Simulation(Actions, LateEffects, PolicyActions):
+class Simulation(Actions, LateEffects, PolicyActions, EscalationActions):
     """One schedule: ``run()`` returns its trace; a Violation names the broken invariant."""
 
     seed: int
@@ -245,6 +246,14 @@ class Simulation(Actions, LateEffects, PolicyActions):
                     self.check_authorized(aggregate, "dispatch")
             if isinstance(aggregate, Proposal) and aggregate.id not in self.proposals:
                 self.proposals.append(aggregate.id)
+            if isinstance(aggregate, Proposal) and {"Escalated", "Claimed", "VoteRecorded"} & {
+                *kinds
+            }:
+                self.check_escalations(aggregate.id)
+                if "Escalated" in kinds:
+                    stored = self.store.get(Proposal, aggregate.id)
+                    assert stored is not None
+                    self.check_escalated_when_due(stored)
         for _, kinds in pending:
             if "Claimed" in kinds:
                 attempt = next(a for a, _ in pending if isinstance(a, ExecutionAttempt))
@@ -266,6 +275,8 @@ class Simulation(Actions, LateEffects, PolicyActions):
         self.check_not_forbidden(attempt, when)
         if when == "approval" and kind_of(attempt.approval) is ApprovalKind.QUORUM:
             self.check_quorum(attempt)
+        if when == "approval":
+            self.check_escalated_claim(attempt)
         # Decided at the event's own time: the clock may move before the write lands.
         decided = attempt.dispatch_started_at if when == "dispatch" else attempt.created_at
         assert decided is not None
@@ -438,6 +449,8 @@ class Simulation(Actions, LateEffects, PolicyActions):
         """Every stream again, the effect ledger against the outcomes, views rebuilt."""
         self.oracle.check_streams(list(self.oracle.live))
         self.oracle.check_proposals(self.proposals, self.clock.now())
+        for proposal_id in self.proposals:
+            self.check_escalations(proposal_id)
         self.oracle.check_due(self.attempts, self.clock.now() + timedelta(days=3650))
         for key, attempt_ids in self.calls.items():
             expect(len(set(attempt_ids)) == 1, f"{key}: one idempotency key, several attempts")

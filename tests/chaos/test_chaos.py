@@ -265,3 +265,20 @@ def test_the_oracle_catches_an_unwatched_no_effect(monkeypatch: pytest.MonkeyPat
     monkeypatch.undo()
     assert run_schedule(by_model, "memory").ok
     assert run_schedule(by_effect, "memory").ok
+
+
+def test_the_oracle_catches_a_decision_through_a_presentation_escalation_revoked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 28's planted bug for escalation: ``Escalated`` revokes nothing, so a
+    presentation made before it (a finance member's, the requester's) still votes
+    on or claims the escalated version; the oracle's walk of the proposal's
+    events finds it. The same seed passes with the revocation in place."""
+    from domain.proposal import Proposal
+    from tests.chaos.escalations import plant_escalation_keeps_presentations
+
+    monkeypatch.setattr(Proposal, "escalate", Proposal.escalate)  # undone after the test
+    plant_escalation_keeps_presentations()
+    seed = first_seed_caught("a presentation revoked by Escalated")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok

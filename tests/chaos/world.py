@@ -49,6 +49,9 @@ MEMBERS = (
     Provenance("m2", "ib-m2", "cb-m2", "conv-m2"),
     Provenance("m3", "ib-m3", "cb-m3", "conv-m3"),
 )
+# The fallback group an escalating policy names: m3 (also in finance) and l1.
+LEADS = (MEMBERS[2], Provenance("l1", "ib-l1", "cb-l1", "conv-l1"))
+VOTERS = (*MEMBERS, LEADS[1])
 STRANGERS = (
     Provenance("bob", "ib-bob", "cb1", "conv-1"),
     Provenance("alice", "ib1", "cb2", "conv-2"),
@@ -137,17 +140,16 @@ STATIC_DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any]], ...] = (
         {"conversation_key": "conv-2", "channel": "slack", "active": True},
     ),
     (DirectoryKind.PERMISSION_GRANT, grant_record_id("bob", "tasks.write"), {"granted": True}),
-    *(
-        (DirectoryKind.ACTOR, actor_record_id(m.actor_id), {"enabled": True, "groups": ["finance"]})
-        for m in MEMBERS[1:]
-    ),
+    (DirectoryKind.ACTOR, actor_record_id("m2"), {"enabled": True, "groups": ["finance"]}),
+    (DirectoryKind.ACTOR, actor_record_id("m3"), {"enabled": True, "groups": ["finance", "leads"]}),
+    (DirectoryKind.ACTOR, actor_record_id("l1"), {"enabled": True, "groups": ["leads"]}),
     *(
         (
             DirectoryKind.IDENTITY_BINDING,
             identity_binding_record_id(m.identity_binding_id),
             {"actor_id": m.actor_id, "channel": "slack", "external_id": m.actor_id, "active": True},
         )
-        for m in MEMBERS
+        for m in VOTERS
     ),
     *(
         (
@@ -155,7 +157,7 @@ STATIC_DIRECTORY: tuple[tuple[DirectoryKind, str, dict[str, Any]], ...] = (
             channel_binding_record_id(m.channel_binding_id),
             {"conversation_key": m.conversation_key, "channel": "slack", "active": True},
         )
-        for m in MEMBERS
+        for m in VOTERS
     ),
 )
 
@@ -213,6 +215,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "policy": frozenset({"concurrency_conflict", "store_unavailable"}),
     "grant": frozenset({"concurrency_conflict", "store_unavailable", "too_many_standing_grants"}),
     "revoke": frozenset({"concurrency_conflict", "store_unavailable"}),
+    "escalate": frozenset({"store_unavailable"}),
 }
 WORKER_ACTIONS = ("deliver", "recover")
 

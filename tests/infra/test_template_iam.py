@@ -77,7 +77,9 @@ EXPECTED: dict[str, set[Grant]] = {
             TABLE_ARN,
             frozenset({ATTEMPTS, DUE, RESTORES}) | heads(ATTEMPTS, RESTORES),
         ),
-        ("dynamodb:UpdateItem", TABLE_ARN, heads(ATTEMPTS, RESTORES)),
+        ("dynamodb:UpdateItem", TABLE_ARN, heads(ATTEMPTS, RESTORES, PROPOSALS)),
+        # recovery's escalation pass: the Escalated event and the proposal's head
+        ("dynamodb:PutItem", TABLE_ARN, frozenset({PROPOSALS}) | heads(PROPOSALS)),
         ("dynamodb:DeleteItem", TABLE_ARN, frozenset({DUE})),
         ("dynamodb:ConditionCheckItem", TABLE_ARN, DIRECTORY),
         ("dynamodb:BatchGetItem", TABLE_ARN, DIRECTORY | heads(*DIRECTORY)),
@@ -192,18 +194,23 @@ def test_api_cannot_read_the_stream_query_due_work_or_send_to_a_queue(
     assert not any(a.startswith("sqs:") for a in actions)
 
 
-def test_worker_cannot_write_directory_proposal_lookup_or_view_items(
+def test_worker_cannot_write_directory_lookup_or_view_items(
     template: dict[str, Any],
 ) -> None:
+    """Besides attempts, the worker appends to proposal streams only, and only
+    to put (the escalation pass's Escalated event and head): never a delete."""
     role = template["Resources"]["WorkerRole"]
-    writable = {
-        k
+    writes = [
+        (a, keys or frozenset())
         for a, _, keys in grants(role)
         if a in {"dynamodb:PutItem", "dynamodb:DeleteItem"}
-        for k in keys or ()
-    }
-    assert writable == {ATTEMPTS, DUE, RESTORES} | heads(ATTEMPTS, RESTORES)
-    assert not writable & (DIRECTORY | {PROPOSALS, LOOKUPS, VIEWS})
+    ]
+    writable = {k for _, keys in writes for k in keys}
+    assert writable == {ATTEMPTS, DUE, RESTORES, PROPOSALS} | heads(ATTEMPTS, RESTORES, PROPOSALS)
+    assert not writable & (DIRECTORY | {LOOKUPS, VIEWS})
+    assert [(a, k) for a, k in writes if PROPOSALS in k] == [
+        ("dynamodb:PutItem", frozenset({PROPOSALS}) | heads(PROPOSALS))
+    ]
 
 
 def test_no_role_may_scan_update_or_batch_write(template: dict[str, Any]) -> None:

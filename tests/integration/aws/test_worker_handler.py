@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import io
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from adapters.aws_lambda import worker
+from adapters import housekeeping
+from adapters.aws_lambda import projector, worker
 from adapters.bootstrap import Ledger
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.streams import work_from_records
 from domain.attempt import AttemptStatus
 from domain.errors import StoreUnavailable
+from domain.proposal import Proposal
+from domain.services.policies import apply_policy_set
+from domain.timeutil import parse_utc
 from tests.support.aws_lambda import (
     FakeLambdaContext,
     StreamTap,
@@ -23,6 +28,7 @@ from tests.support.aws_lambda import (
     without_image,
 )
 from tests.support.sam_template import filter_patterns, load_template, passes
+from tests.support.worlds.approval import CAPABILITY
 from tests.support.worlds.execution import ExecutionWorld
 
 pytestmark = pytest.mark.dynamodb
@@ -213,6 +219,82 @@ def test_recovery_runs_when_the_waiting_count_cannot_be_read(
     assert world.calls_for(attempt_id) == 1
     assert '"reason":"store_unavailable"' in logs.getvalue().replace(" ", "")
     assert metric_total(capsys.readouterr().out, "AttemptsWaitingForBuild") == 0
+
+
+ON_CALL = f"""
+@id("on-call")
+@escalate_to("leads")
+@escalate_before("10m")
+permit (principal, action == Action::"{CAPABILITY}", resource);
+"""
+
+
+def presented_and_watched(
+    world: ExecutionWorld,
+    stream: StreamTap,
+    projector_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+) -> str:
+    """A proposal under ON_CALL, presented to its actor and projected onto the
+    escalation watch (by the projector function, from the stream), with the
+    clock 5 minutes before it expires: inside the policy's lead time."""
+    view = apply_policy_set(world.store, world.clock, ON_CALL, cache=world.ctx.cache)
+    proposal_id = world.propose(policy_digest=view.digest)
+    world.present(proposal_id)
+    assert projector.handler({"Records": delivered(stream, projector_filter)}, context) == {
+        "batchItemFailures": []
+    }
+    proposal = world.store.get(Proposal, proposal_id)
+    assert proposal is not None
+    world.clock.moment = parse_utc(proposal.expiry_of(1)) - timedelta(minutes=5)
+    return proposal_id
+
+
+def test_recovery_escalates_an_unanswered_approval_that_is_due(
+    world: ExecutionWorld,
+    stream: StreamTap,
+    projector_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    proposal_id = presented_and_watched(world, stream, projector_filter, context)
+
+    answer = worker.handler({"mode": "recovery"}, context)
+
+    assert answer["escalated"] == 1
+    proposal = world.store.get(Proposal, proposal_id)
+    assert proposal is not None and proposal.versions[1]["escalated"]["group"] == "leads"
+    assert metric_total(capsys.readouterr().out, "ApprovalsEscalated") == 1
+    # once per version: the next tick (the watch row not yet gone) escalates nothing
+    assert worker.handler({"mode": "recovery"}, context)["escalated"] == 0
+    topics = [e.topic.rsplit(".", 1)[-1] for e in world.store.read_stream(proposal_id)]
+    assert topics.count("Escalated") == 1
+
+
+def test_a_failed_escalation_pass_never_stops_the_recovery(
+    monkeypatch: pytest.MonkeyPatch,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    projector_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+    logs: io.StringIO,
+) -> None:
+    attempt_id = world.approved("provider_idempotency")  # due when the tick runs
+    proposal_id = presented_and_watched(world, stream, projector_filter, context)
+
+    def refused(*args: Any, **kwargs: Any) -> bool:
+        raise StoreUnavailable()
+
+    monkeypatch.setattr(housekeeping, "escalate_if_due", refused)
+    answer = worker.handler({"mode": "recovery"}, context)
+
+    assert answer["escalated"] is None
+    assert answer["outcomes"] == {"succeeded": 1}
+    assert world.calls_for(attempt_id) == 1
+    line = next(x for x in logs.getvalue().splitlines() if "escalation pass failed" in x)
+    assert '"reason":"store_unavailable"' in line.replace(" ", "")
+    proposal = world.store.get(Proposal, proposal_id)
+    assert proposal is not None and "escalated" not in proposal.versions[1]
 
 
 def test_execution_switch_leaves_work_queued_until_it_is_turned_back_on(

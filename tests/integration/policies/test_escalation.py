@@ -224,3 +224,57 @@ def test_an_escalation_on_a_forbid_is_refused() -> None:
         "lead_seconds": 3600,
         "policy_id": "p",
     }
+
+
+TWO_OF_FINANCE_NO_ESCALATION = f"""
+@id("two-of-finance")
+@quorum("2")
+@group("finance")
+permit (principal, action == Action::"{CAPABILITY}", resource);
+"""
+
+
+@pytest.mark.parametrize(
+    "changed_to",
+    [TWO_OF_FINANCE_NO_ESCALATION, TWO_OF_FINANCE.replace('"leads"', '"ops"')],
+    ids=["escalation-dropped", "escalation-renamed"],
+)
+def test_a_policy_change_after_the_escalation_leaves_the_fallback_group_deciding(
+    world: World, store: LedgerStore, changed_to: str
+) -> None:
+    """The claim counts the leads through the version's recorded escalation; the
+    worker's recheck must count them there too, not in the group the policy set
+    names by then, and still refuse a lead removed from the group since."""
+    view = apply(world, TWO_OF_FINANCE)
+    _, m2, m3 = enrol_members(world, 3, group="leads")
+    proposal_id = proposed(world, view.digest)
+    into_window(world, store, proposal_id)
+    assert escalate_if_due(world.ctx, proposal_id)
+    first = approve(world.ctx, token=present_to(world, proposal_id, m2), provenance=m2)
+    assert (first.status, first.votes) == ("vote_recorded", 1)
+    apply(world, changed_to)  # between the votes: the policy set no longer names the leads
+    done = approve(world.ctx, token=present_to(world, proposal_id, m3), provenance=m3)
+    assert done.status == "execution_pending" and done.attempt_id
+    attempt = store.get(ExecutionAttempt, done.attempt_id)
+    assert attempt is not None and attempt.approval is not None
+    assert (attempt.approval["group"], attempt.approval["escalated"]) == ("leads", True)
+    for fresh in (True, False):
+        recheck(world.ctx, attempt, world.clock.now(), fresh=fresh)
+    world.put(DirectoryKind.ACTOR, actor_record_id("m3"), enabled=True, groups=["finance"])
+    for fresh in (True, False):
+        with pytest.raises(AuthorizationFailed, match="voter_not_member"):
+            recheck(world.ctx, attempt, world.clock.now(), fresh=fresh)
+
+
+def test_a_quorum_that_never_escalated_records_no_escalation(
+    world: World, store: LedgerStore
+) -> None:
+    view = apply(world, TWO_OF_FINANCE)
+    m1, m2 = enrol_members(world, 2)
+    proposal_id = proposed(world, view.digest)
+    approve(world.ctx, token=present_to(world, proposal_id, m1), provenance=m1)
+    done = approve(world.ctx, token=present_to(world, proposal_id, m2), provenance=m2)
+    attempt = store.get(ExecutionAttempt, done.attempt_id or "")
+    assert attempt is not None and attempt.approval is not None
+    assert "escalated" not in attempt.approval
+    recheck(world.ctx, attempt, world.clock.now(), fresh=True)

@@ -8,8 +8,13 @@ import pytest
 
 from adapters.store import LedgerStore
 from domain.attempt import ExecutionAttempt
-from domain.directory import DirectoryKind, actor_record_id
-from domain.errors import ApprovalUnavailable, InvalidInput, InvalidPolicySet
+from domain.directory import DirectoryKind, actor_record_id, target_record_id
+from domain.errors import (
+    ApprovalUnavailable,
+    InvalidInput,
+    InvalidPolicySet,
+    ProposalConflicted,
+)
 from domain.notifications import proposal_notifications
 from domain.policy import compile_policies
 from domain.proposal import Proposal, ProposalStatus
@@ -17,6 +22,7 @@ from domain.quorum import MAX_QUORUM
 from domain.services.approval import approve
 from domain.services.authorization import AuthorizationFailed
 from domain.services.decisions import decline
+from domain.services.directory import put_record
 from domain.services.proposals import propose
 from domain.services.recheck import recheck
 from tests.support.policies import (
@@ -111,6 +117,67 @@ def test_a_voter_disabled_before_the_last_vote_is_not_counted(
     world.put(DirectoryKind.ACTOR, actor_record_id("m3"), enabled=False, groups=["finance"])
     with pytest.raises(AuthorizationFailed, match="voter_disabled"):
         recheck(world.ctx, attempt, world.clock.now(), fresh=True)
+
+
+def test_a_voter_disabled_after_voting_is_refused_when_voting_again(world: World) -> None:
+    """Their earlier vote no longer counts, so a second press is not 'recorded'."""
+    view = apply(world, quorum_policy(2))
+    m1, _ = enrol_members(world, 2)
+    proposal_id = proposed(world, view.digest)
+    assert approve(world.ctx, token=present_to(world, proposal_id, m1), provenance=m1).votes == 1
+    put_record(  # an admin of this process: its read cache sees the change at once
+        world.store,
+        world.clock,
+        kind=DirectoryKind.ACTOR,
+        record_id=actor_record_id("m1"),
+        values={"enabled": False, "groups": ["finance"]},
+        cache=world.ctx.cache,
+    )
+    with pytest.raises(ApprovalUnavailable):
+        approve(world.ctx, token=present_to(world, proposal_id, m1), provenance=m1)
+
+
+def test_recorded_votes_reaching_a_lowered_quorum_claim_on_a_repeat(
+    world: World, store: LedgerStore
+) -> None:
+    """Two of three voted, then the set asks two: a voter's second press, through
+    a new presentation, claims with the recorded votes (each counted once); a
+    replay of a consumed one is refused."""
+    view = apply(world, quorum_policy(3))
+    m1, m2, _ = enrol_members(world, 3)
+    proposal_id = proposed(world, view.digest)
+    first = present_to(world, proposal_id, m1)
+    assert approve(world.ctx, token=first, provenance=m1).votes == 1
+    assert approve(world.ctx, token=present_to(world, proposal_id, m2), provenance=m2).votes == 2
+    repeat = present_to(world, proposal_id, m1)
+    assert approve(world.ctx, token=repeat, provenance=m1).votes == 2  # m1 again: not twice
+    apply(world, quorum_policy(2))
+    with pytest.raises(ApprovalUnavailable):  # m1's consumed presentation, replayed
+        approve(world.ctx, token=first, provenance=m1)
+    again = present_to(world, proposal_id, m2)
+    done = approve(world.ctx, token=again, provenance=m2)
+    assert (done.status, done.votes, done.required) == ("execution_pending", 2, 2)
+    assert done.attempt_id
+    attempt = store.get(ExecutionAttempt, done.attempt_id)
+    assert attempt is not None and attempt.approval is not None
+    assert attempt.approval["approvers"] == ["m1", "m2"]
+    stored = store.get(Proposal, proposal_id)
+    assert stored is not None
+    assert stored.versions[1]["status"] == ProposalStatus.CLAIMED.value
+    recheck(world.ctx, attempt, world.clock.now(), fresh=True)
+
+
+def test_a_vote_replayed_after_the_version_conflicted_is_refused(world: World) -> None:
+    view = apply(world, quorum_policy(2))
+    m1, m2 = enrol_members(world, 2)
+    proposal_id = proposed(world, view.digest)
+    first = present_to(world, proposal_id, m1)
+    assert approve(world.ctx, token=first, provenance=m1).votes == 1
+    world.put(DirectoryKind.TARGET, target_record_id("task:42"), revision="r8")
+    with pytest.raises(ProposalConflicted):
+        approve(world.ctx, token=present_to(world, proposal_id, m2), provenance=m2)
+    with pytest.raises(ApprovalUnavailable):  # not an error about the conflicted version
+        approve(world.ctx, token=first, provenance=m1)
 
 
 def test_a_members_decline_declines_and_a_non_member_cannot_vote(world: World) -> None:
