@@ -221,16 +221,25 @@ class WebhookNotifier:
 
     def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
         """The delivery records (and expiry watches) the named streams imply."""
-        rows: list[ViewRecord] = []
-        for stream_id in dict.fromkeys(stream_ids):
-            if stream_id.startswith(PROPOSAL_PREFIX):
-                proposal = self.store.get(Proposal, stream_id)
-                if proposal is not None:
-                    rows += self._deliveries(proposal_facts(proposal, self.now()))
-                    rows += self._watch(proposal)
-            elif stream_id.startswith(ATTEMPT_ID_PREFIX):
-                rows += self._deliveries(attempt_facts(self.store.audit_events(stream_id)[0]))
-        return rows
+        return streams_records([self], self.store, stream_ids)
+
+    def wants(self, stream_id: str) -> bool:
+        """Whether a stream can imply anything for this subscription: a proposal
+        stream only when it asks for a ``proposal.*`` type, an attempt stream
+        only for an ``attempt.*`` one (a stream it cannot use is not read)."""
+        if stream_id.startswith(PROPOSAL_PREFIX):
+            return any(kind.value.startswith("proposal.") for kind in self.events)
+        if stream_id.startswith(ATTEMPT_ID_PREFIX):
+            return any(kind.value.startswith("attempt.") for kind in self.events)
+        return False
+
+    def proposal_records(self, proposal: Proposal) -> list[ViewRecord]:
+        """The delivery records and the expiry watch one proposal implies."""
+        return self._deliveries(proposal_facts(proposal, self.now())) + self._watch(proposal)
+
+    def attempt_records(self, events: Sequence[LedgerEvent]) -> list[ViewRecord]:
+        """The delivery records one attempt stream's events imply."""
+        return self._deliveries(attempt_facts(events))
 
     def _wanted(self, kind: NotificationType, actor_id: str) -> bool:
         return kind in self.events and self.actor_id in (None, actor_id)
@@ -322,6 +331,31 @@ class WebhookNotifier:
     def apply(self, batch: LogBatch) -> int:
         """New delivery records and the batch's positions, in one atomic write."""
         return self.views.put_views(self.records(batch.stream_ids), batch.tracking)
+
+
+def streams_records(
+    notifiers: Sequence[WebhookNotifier], store: EventStore, stream_ids: Iterable[str]
+) -> list[ViewRecord]:
+    """What the named streams imply for every subscription: each stream that some
+    subscription can use is read once (one consistent read) and folded for all
+    of them."""
+    named = list(dict.fromkeys(stream_ids))
+    if named:  # a start = "now" subscription starts at its first batch, wanted or not
+        for notifier in notifiers:
+            notifier.starts_at()
+    rows: list[ViewRecord] = []
+    for stream_id in named:
+        wanting = [n for n in notifiers if n.wants(stream_id)]
+        if not wanting:
+            continue
+        if stream_id.startswith(PROPOSAL_PREFIX):
+            proposal = store.get(Proposal, stream_id)
+            if proposal is not None:
+                rows += [row for n in wanting for row in n.proposal_records(proposal)]
+        else:
+            events = store.audit_events(stream_id)[0]
+            rows += [row for n in wanting for row in n.attempt_records(events)]
+    return rows
 
 
 def outstanding(views: ViewStore, page_size: int = 200) -> list[ViewRecord]:

@@ -5,10 +5,11 @@ Its event source mapping delivers INSERTs of attempt and proposal events
 (``pk`` begins with ``att_`` or ``prop_``); the handler applies the local
 stream reader's rule again. A
 record only names the stream that changed: the projector re-reads that stream
-with a consistent read and writes the folded view with a version guard
-(``Projector.project_streams``), so duplicates, retries and reordering can
-never regress a view. A stream is read once per batch: every record of a batch
-was written before the batch was delivered, so one read covers them all.
+with a consistent read and writes the folded rows with a version guard, so
+duplicates, retries and reordering can never regress a view. A stream is read
+once per batch (every record of a batch was written before the batch was
+delivered, so one read covers them all), and the rows of every stream of the
+batch are written together: one guarded ``TransactWriteItems`` per 100 rows.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.aws_lambda.common import (
     NAMESPACE,
-    each_stream_once,
+    each_batch_once,
     emf_forwarder,
     get_ledger,
     make_logger,
@@ -44,11 +45,12 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
         raise ValueError("unrecognised event: expected DynamoDB stream records")
     projector = get_ledger().projector
-    response, projected, moved = each_stream_once(
+    response, projected, moved = each_batch_once(
         event,
         context,
         logger,
-        lambda stream_id: projector.project_streams([stream_id]),
+        projector.rows_of,
+        lambda rows: projector.views.put_views(rows, ()),
         skipped="not_an_attempt",
         applied="projected",
     )

@@ -1,13 +1,15 @@
 """The webhook Lambda: records and sends the signed webhooks of design.md 5.10 on AWS.
 
 Its event source mapping delivers INSERTs of attempt and proposal events, the
-same records the projector reads. For every stream a batch names, each
-``[[webhook]]`` subscription's notifier folds the stream and writes the
-delivery records it implies (one per fact and subscription, version-guarded,
-so a retried or replayed batch adds nothing). A record that cannot be written
-is a batch item failure: Lambda retries it, bisects the batch, and finally
-sends the batch's metadata to the failure queue, so the stream position never
-moves past a fact whose delivery is not recorded.
+same records the projector reads. Every stream a batch names is read once
+and folded by each ``[[webhook]]`` subscription's notifier (a stream no
+subscription can use is not read); the delivery records they imply (one per
+fact and subscription, version-guarded, so a retried or replayed batch adds
+nothing) are written together, one guarded ``TransactWriteItems`` per 100.
+A record that cannot be written is a batch item failure: Lambda retries it,
+bisects the batch, and finally sends the batch's metadata to the failure
+queue, so the stream position never moves past a fact whose delivery is not
+recorded.
 
 Then it sends what is outstanding for the streams of the batch (in order per
 attempt, as ``ledger serve`` does), every subscription on a lane of its own so
@@ -32,7 +34,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.aws_lambda.common import (
     NAMESPACE,
-    each_stream_once,
+    each_batch_once,
     emf_forwarder,
     get_ledger,
     make_logger,
@@ -40,6 +42,7 @@ from adapters.aws_lambda.common import (
 )
 from adapters.bootstrap import Ledger
 from projections.webhook_retention import trim_delivered
+from projections.webhooks import streams_records
 
 __all__ = ["DELIVER_MODE", "handler"]
 
@@ -84,14 +87,14 @@ def _record_batch(
 ) -> tuple[dict[str, Any], set[str], int]:
     notifiers = ledger.webhook_notifiers()
     views = ledger.views
-
-    def record(stream_id: str) -> int:
-        return sum(
-            views.put_view(row) for notifier in notifiers for row in notifier.records([stream_id])
-        )
-
-    return each_stream_once(
-        event, context, logger, record, skipped="not_an_event", applied="recorded"
+    return each_batch_once(
+        event,
+        context,
+        logger,
+        lambda stream_id: streams_records(notifiers, ledger.store, [stream_id]),
+        lambda rows: views.put_views(rows, ()),
+        skipped="not_an_event",
+        applied="recorded",
     )
 
 
