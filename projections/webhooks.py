@@ -221,6 +221,8 @@ class WebhookNotifier:
 
     def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
         """The delivery records (and expiry watches) the named streams imply."""
+        from projections.webhook_fold import streams_records
+
         return streams_records([self], self.store, stream_ids)
 
     def wants(self, stream_id: str) -> bool:
@@ -331,31 +333,6 @@ class WebhookNotifier:
     def apply(self, batch: LogBatch) -> int:
         """New delivery records and the batch's positions, in one atomic write."""
         return self.views.put_views(self.records(batch.stream_ids), batch.tracking)
-
-
-def streams_records(
-    notifiers: Sequence[WebhookNotifier], store: EventStore, stream_ids: Iterable[str]
-) -> list[ViewRecord]:
-    """What the named streams imply for every subscription: each stream that some
-    subscription can use is read once (one consistent read) and folded for all
-    of them."""
-    named = list(dict.fromkeys(stream_ids))
-    if named:  # a start = "now" subscription starts at its first batch, wanted or not
-        for notifier in notifiers:
-            notifier.starts_at()
-    rows: list[ViewRecord] = []
-    for stream_id in named:
-        wanting = [n for n in notifiers if n.wants(stream_id)]
-        if not wanting:
-            continue
-        if stream_id.startswith(PROPOSAL_PREFIX):
-            proposal = store.get(Proposal, stream_id)
-            if proposal is not None:
-                rows += [row for n in wanting for row in n.proposal_records(proposal)]
-        else:
-            events = store.audit_events(stream_id)[0]
-            rows += [row for n in wanting for row in n.attempt_records(events)]
-    return rows
 
 
 def outstanding(views: ViewStore, page_size: int = 200) -> list[ViewRecord]:

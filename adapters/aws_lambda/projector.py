@@ -28,13 +28,30 @@ from adapters.aws_lambda.common import (
     make_logger,
 )
 from adapters.aws_lambda.records import stream_id_from_record
+from projections.projector import Projector
 
-__all__ = ["handler", "stream_id_from_record"]
+__all__ = ["handler", "project_batch", "stream_id_from_record"]
 
 SERVICE = "ledger-projector"
 
 logger = make_logger(SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+
+def project_batch(
+    projector: Projector, event: Mapping[str, Any], context: Any
+) -> tuple[dict[str, Any], set[str], int]:
+    """One stream batch: each stream read once, the rows of them all written
+    together (partial batch response, streams projected, rows moved)."""
+    return each_batch_once(
+        event,
+        context,
+        logger,
+        projector.rows_of,
+        lambda rows: projector.views.put_views(rows, ()),
+        skipped="not_an_attempt",
+        applied="projected",
+    )
 
 
 @metrics.log_metrics
@@ -44,16 +61,7 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     batch response)."""
     if not isinstance(event, Mapping) or not isinstance(event.get("Records"), list):
         raise ValueError("unrecognised event: expected DynamoDB stream records")
-    projector = get_ledger().projector
-    response, projected, moved = each_batch_once(
-        event,
-        context,
-        logger,
-        projector.rows_of,
-        lambda rows: projector.views.put_views(rows, ()),
-        skipped="not_an_attempt",
-        applied="projected",
-    )
+    response, projected, moved = project_batch(get_ledger().projector, event, context)
     failed = len(response.get("batchItemFailures", []))
     metrics.add_metric(name="ViewsMoved", unit=MetricUnit.Count, value=moved)
     if moved:

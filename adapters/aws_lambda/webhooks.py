@@ -26,7 +26,7 @@ tombstones without their body (``projections.webhook_retention``).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -41,10 +41,13 @@ from adapters.aws_lambda.common import (
     reason_code,
 )
 from adapters.bootstrap import Ledger
+from domain.ports import EventStore
+from projections.ports import TrackedViewStore
+from projections.webhook_fold import streams_records
 from projections.webhook_retention import trim_delivered
-from projections.webhooks import streams_records
+from projections.webhooks import WebhookNotifier
 
-__all__ = ["DELIVER_MODE", "handler"]
+__all__ = ["DELIVER_MODE", "handler", "record_batch"]
 
 SERVICE = "ledger-webhooks"
 DELIVER_MODE = "deliver"
@@ -82,20 +85,31 @@ def _deliver(ledger: Ledger, context: Any, subjects: set[str] | None) -> int:
         deliverer.close()
 
 
-def _record_batch(
-    ledger: Ledger, event: Mapping[str, Any], context: Any
+def record_batch(
+    notifiers: Sequence[WebhookNotifier],
+    store: EventStore,
+    views: TrackedViewStore,
+    event: Mapping[str, Any],
+    context: Any,
 ) -> tuple[dict[str, Any], set[str], int]:
-    notifiers = ledger.webhook_notifiers()
-    views = ledger.views
+    """The delivery records of one stream batch: each stream read once, the
+    records of them all written together (partial batch response, streams,
+    records written)."""
     return each_batch_once(
         event,
         context,
         logger,
-        lambda stream_id: streams_records(notifiers, ledger.store, [stream_id]),
+        lambda stream_id: streams_records(notifiers, store, [stream_id]),
         lambda rows: views.put_views(rows, ()),
         skipped="not_an_event",
         applied="recorded",
     )
+
+
+def _record_batch(
+    ledger: Ledger, event: Mapping[str, Any], context: Any
+) -> tuple[dict[str, Any], set[str], int]:
+    return record_batch(ledger.webhook_notifiers(), ledger.store, ledger.views, event, context)
 
 
 @metrics.log_metrics

@@ -32,6 +32,7 @@ from adapters.dynamodb.client import (
     is_transient,
     request_error,
 )
+from adapters.dynamodb.known_versions import KnownVersions
 from adapters.dynamodb.positions import (
     ShardTracking,
     position_put,
@@ -84,6 +85,7 @@ class DynamoDBViewStore:
         self.retrier = retrier or Retrier()
         self.sleep = sleep
         self.wall = wall  # a position's TTL attribute: epoch seconds (positions.py)
+        self.known = KnownVersions()  # rows put_views need not send again
 
     def _call(
         self, operation: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None
@@ -208,7 +210,13 @@ class DynamoDBViewStore:
             held = newest.get((record.name, record.key))
             if held is None or record.version >= held.version:
                 newest[(record.name, record.key)] = record
-        rows = list(newest.values())
+        # A row the store is known to hold at its version or newer changes nothing.
+        rows = [row for row in newest.values() if not self.known.holds(row)]
+        if len(rows) == 1 and not tracking:
+            # One row: a conditional PutItem, the same guard at half the write units.
+            moved = self.put_view(rows[0])
+            self.known.remember(rows)  # written, or refused: stored at least that far
+            return int(moved)
         size = max(1, TRANSACTION_ITEMS - len(tracking))
         parts = [rows[i : i + size] for i in range(0, len(rows), size)]
         # A token of its own per call (a resend within it stays idempotent): a
@@ -248,6 +256,7 @@ class DynamoDBViewStore:
                     ),
                     retry_if=_only_transaction_conflicts,
                 )
+                self.known.remember(rows)
                 return len(rows)
             except (ClientError, BotoCoreError, DynamoDBUnavailableError) as exc:
                 reasons = _reasons(exc)
@@ -258,6 +267,7 @@ class DynamoDBViewStore:
                 raise IntegrityError("a subscriber position is already further on")
             if not refused:
                 continue  # a transaction race only: send the same again
+            self.known.remember([r for i, r in enumerate(rows) if i in refused])
             rows = [r for i, r in enumerate(rows) if i not in refused]
         raise StoreUnavailable()
 
