@@ -37,7 +37,6 @@ import itertools
 import json
 import os
 import re
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,10 +47,19 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tests.support.http_server import serve_on_loopback
+from tests.support.http_server import (
+    append_json_line,
+    reply_json,
+    serve_on_loopback,
+    serve_until_signalled,
+)
 
 MAX_SECTION_TEXT = 3000
 MAX_VALUE = 2000
+
+
+# The content type Slack's Web API answers with.
+SLACK_JSON = "application/json; charset=utf-8"
 
 
 @dataclass
@@ -258,11 +266,16 @@ class FakeSlack:
         raw = request.rfile.read(length) if length else b""
         if request.path.startswith("/_fake/"):
             status, body = self._control(verb, request.path, raw)
-            self._reply(request, status, body)
+            reply_json(request, status, body, SLACK_JSON)
             return
         match = re.fullmatch(r"/api/([A-Za-z.]+)", request.path.split("?")[0])
         if match is None:
-            self._reply(request, 404, {"ok": False, "error": "unknown_method"})
+            reply_json(
+                request,
+                404,
+                {"ok": False, "error": "unknown_method"},
+                "application/json; charset=utf-8",
+            )
             return
         method = match.group(1)
         try:
@@ -274,7 +287,7 @@ class FakeSlack:
             self.calls.append(Call(method, params, answer))
             self.changed.notify_all()
         self._log({"method": method, "params": params, "status": status})
-        self._reply(request, status, answer)
+        reply_json(request, status, answer, SLACK_JSON)
 
     def _method(
         self, method: str, params: dict[str, Any], authorization: str
@@ -376,22 +389,8 @@ class FakeSlack:
             return 200, {"ok": True}
         return 404, {"error": "not_found"}
 
-    @staticmethod
-    def _reply(request: BaseHTTPRequestHandler, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        try:
-            request.send_response(status)
-            request.send_header("content-type", "application/json; charset=utf-8")
-            request.send_header("content-length", str(len(data)))
-            request.end_headers()
-            request.wfile.write(data)
-        except OSError:
-            pass
-
     def _log(self, entry: dict[str, Any]) -> None:
-        if self.log_path is not None:
-            with self.lock, self.log_path.open("a") as out:
-                out.write(json.dumps(entry) + "\n")
+        append_json_line(self.log_path, self.lock, entry)
 
 
 def main() -> None:
@@ -412,11 +411,7 @@ def main() -> None:
         args.request_url,
         args.log,
     ).start(args.port)
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    stopped.wait()
-    fake.stop()
+    serve_until_signalled(fake.stop)
 
 
 if __name__ == "__main__":

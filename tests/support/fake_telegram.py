@@ -41,7 +41,6 @@ import itertools
 import json
 import os
 import re
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -52,7 +51,12 @@ from urllib.parse import parse_qs
 
 import httpx
 
-from tests.support.http_server import serve_on_loopback
+from tests.support.http_server import (
+    append_json_line,
+    reply_json,
+    serve_on_loopback,
+    serve_until_signalled,
+)
 
 MAX_TEXT = 4096
 MAX_CALLBACK_DATA = 64
@@ -256,12 +260,12 @@ class FakeTelegram:
         raw = request.rfile.read(length) if length else b""
         if request.path.startswith("/_fake/"):
             status, body = self._control(verb, request.path, raw)
-            self._reply(request, status, body)
+            reply_json(request, status, body)
             return
         match = re.fullmatch(r"/bot([^/]+)/([A-Za-z]+)", request.path.split("?")[0])
         params = self._params(request.headers.get("content-type", ""), raw)
         if match is None:
-            self._reply(request, 404, {"ok": False, "error_code": 404, "description": "Not Found"})
+            reply_json(request, 404, {"ok": False, "error_code": 404, "description": "Not Found"})
             return
         token, method = match.groups()
         if method in self.holding:
@@ -274,7 +278,7 @@ class FakeTelegram:
             self.calls.append(Call(method, params, status, answer))
             self.changed.notify_all()
         self._log({"method": method, "params": params, "status": status})
-        self._reply(request, status, answer)
+        reply_json(request, status, answer)
 
     @staticmethod
     def _params(content_type: str, raw: bytes) -> dict[str, Any]:
@@ -413,22 +417,8 @@ class FakeTelegram:
             return 200, {"ok": True}
         return 404, {"error": "not_found"}
 
-    @staticmethod
-    def _reply(request: BaseHTTPRequestHandler, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        try:
-            request.send_response(status)
-            request.send_header("content-type", "application/json")
-            request.send_header("content-length", str(len(data)))
-            request.end_headers()
-            request.wfile.write(data)
-        except OSError:
-            pass
-
     def _log(self, entry: dict[str, Any]) -> None:
-        if self.log_path is not None:
-            with self.lock, self.log_path.open("a") as out:
-                out.write(json.dumps(entry) + "\n")
+        append_json_line(self.log_path, self.lock, entry)
 
 
 def main() -> None:
@@ -439,11 +429,7 @@ def main() -> None:
     parser.add_argument("--log", type=Path, help="one JSON line per request and update")
     args = parser.parse_args()
     fake = FakeTelegram(os.environ[args.token_env], set(args.chat), args.log).start(args.port)
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    signal.signal(signal.SIGINT, lambda *_: stopped.set())
-    stopped.wait()
-    fake.stop()
+    serve_until_signalled(fake.stop)
 
 
 if __name__ == "__main__":

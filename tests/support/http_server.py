@@ -3,12 +3,15 @@ and a threaded HTTP server on loopback for the fakes that stand in for other sys
 
 from __future__ import annotations
 
+import json
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -67,3 +70,37 @@ def serve_on_loopback(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
     ).start()
     return server
+
+
+def reply_json(
+    request: BaseHTTPRequestHandler,
+    status: int,
+    body: Any,
+    content_type: str = "application/json",
+) -> None:
+    """Answer ``request`` with ``body`` as JSON; a client that went away is ignored."""
+    data = json.dumps(body).encode()
+    try:
+        request.send_response(status)
+        request.send_header("content-type", content_type)
+        request.send_header("content-length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+    except OSError:
+        pass
+
+
+def append_json_line(path: Path | None, lock: AbstractContextManager[Any], entry: Any) -> None:
+    """One JSON line appended to ``path`` (nothing without a path), under ``lock``."""
+    if path is not None:
+        with lock, path.open("a") as out:
+            out.write(json.dumps(entry) + "\n")
+
+
+def serve_until_signalled(stop: Callable[[], None]) -> None:
+    """Block until SIGTERM or SIGINT, then ``stop()``: a fake run as its own process."""
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    signal.signal(signal.SIGINT, lambda *_: stopped.set())
+    stopped.wait()
+    stop()

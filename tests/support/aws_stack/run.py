@@ -39,6 +39,9 @@ NO_RETRIES = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_
 # rule enabled (the phase enables it): up to 70 s, plus the worker's work.
 STREAM_SECONDS = 120
 SCHEDULE_SECONDS = 130
+# What a function logs when the store refused or could not answer a call
+# (adapters' StoreUnavailable and its reason code; AccessDenied from IAM).
+REFUSED_MARKS = ("store_unavailable", "StoreUnavailable", "AccessDenied")
 
 
 class Run:
@@ -338,6 +341,10 @@ class Run:
         self.say(f"   alarms: {len(states)}, states {sorted(set(states.values()))}")
         if len(states) < 6 or "ALARM" in states.values():
             raise AssertionError(f"wanted the template's alarms, none in ALARM: {states}")
+        refused = self.refused_store_calls()
+        self.say(f"   function log lines with a refused store call: {len(refused)}")
+        if refused:
+            raise AssertionError("a function's store call was refused:\n" + "\n".join(refused))
         digest = self.checkpoint()
         env = self.cli_env()
         verified = subprocess.run(
@@ -404,6 +411,25 @@ class Run:
             env["AWS_ENDPOINT_URL"] = self.emulator.url
             env["AWS_CA_BUNDLE"] = self.emulator.ca_file
         return env
+
+    def refused_store_calls(self) -> list[str]:
+        """Every function log line saying a store call was refused or unavailable.
+
+        A role missing a grant shows up here (the call is refused and the
+        function logs store_unavailable), even where the work itself still got
+        done another way, so a least-privilege gap fails the run.
+        """
+        logs = self.aws["logs"]
+        found = []
+        for group in logs.describe_log_groups()["logGroups"]:
+            name = group["logGroupName"]
+            paginator = logs.get_paginator("filter_log_events")
+            for page in paginator.paginate(logGroupName=name):
+                for event in page["events"]:
+                    message = event["message"]
+                    if any(mark in message for mark in REFUSED_MARKS):
+                        found.append(f"  {name}: {message[:300].strip()}")
+        return found
 
     def diagnose(self) -> None:
         """After a failure: the functions' log lines and the emulator's log tail."""
