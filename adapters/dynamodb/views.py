@@ -214,9 +214,9 @@ class DynamoDBViewStore:
         rows = [row for row in newest.values() if not self.known.holds(row)]
         if len(rows) == 1 and not tracking:
             # One row: a conditional PutItem, the same guard at half the write units.
-            moved = self.put_view(rows[0])
+            written = self.put_view(rows[0])
             self.known.remember(rows)  # written, or refused: stored at least that far
-            return int(moved)
+            return int(written)
         size = max(1, TRANSACTION_ITEMS - len(tracking))
         parts = [rows[i : i + size] for i in range(0, len(rows), size)]
         # A token of its own per call (a resend within it stays idempotent): a
