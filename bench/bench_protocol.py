@@ -661,9 +661,9 @@ entry and its due-work entry, and for the marker the condition checks on the
 directory records), so **4 write requests per attempt**, as targeted. With
 the head index no event is a one-item write: a lone event (the proposal's
 first) is a two-item transaction, the event and its stream's head. The
-status projection adds one
-conditional `PutItem` per stream batch (on AWS the projector runs on the
-stream, off the attempt's path).
+status projection adds one guarded `TransactWriteItems` per stream batch (the
+status row and its find rows; on AWS the projector runs on the stream, off the
+attempt's path).
 
 **Reads: the worker makes {after_worker} strongly consistent read per attempt
 (before the read cache: {before_worker}); a worker that has cached nothing
