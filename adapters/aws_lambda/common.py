@@ -233,10 +233,11 @@ def each_batch_once(
     Every record of the batch was written before the batch was delivered, so one
     read per stream covers them all, and one write (or a few, past a
     transaction's bound) carries every stream's rows. A stream whose fold fails
-    fails only its own records; a failed write fails every record of the
-    streams it carried. Failed records are logged with their keys (never their
-    content) and reported in the partial batch response, so Lambda retries
-    them. Returns the response, the streams written and what ``write`` returned.
+    fails only its own records; when the write fails, each stream is written
+    on its own, and only the streams that fail again fail their records.
+    Failed records are logged with their keys (never their content) and
+    reported in the partial batch response, so Lambda retries them. Returns
+    the response, the streams written and what ``write`` returned.
     """
     from adapters.aws_lambda.records import stream_id_from_record
     from adapters.streams import MalformedRecord
@@ -261,9 +262,15 @@ def each_batch_once(
     total = 0
     try:
         total = write([row for rows in folded.values() for row in rows])
-    except Exception as exc:
-        failed.update(dict.fromkeys(folded, reason_code(exc)))
-        folded = {}
+    except Exception:
+        # One stream's rows may be what the store refuses: write each stream on
+        # its own, so only the streams that still fail are retried.
+        for stream_id, rows in list(folded.items()):
+            try:
+                total += write(rows)
+            except Exception as exc:
+                failed[stream_id] = reason_code(exc)
+                del folded[stream_id]
 
     def handle(record: DynamoDBRecord) -> str:
         raw = record.raw_event

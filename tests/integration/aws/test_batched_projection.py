@@ -15,6 +15,7 @@ from adapters.bootstrap import Ledger
 from adapters.dynamodb.known_versions import KnownVersions
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.views import DynamoDBViewStore
+from domain.errors import StoreUnavailable
 from domain.notifications import NotificationType
 from projections.status import STATUS_VIEW
 from projections.webhooks import delivery_list_key
@@ -139,6 +140,44 @@ def test_a_stream_that_cannot_be_folded_fails_only_its_own_records(
         return rows_of(stream_id)
 
     monkeypatch.setattr(ledger.projector, "rows_of", fold)
+
+    response = projector.handler(event, context)
+
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    assert failed == {
+        r["dynamodb"]["SequenceNumber"]
+        for r in event["Records"]
+        if r["dynamodb"]["Keys"]["pk"]["S"] == broken
+    }
+    assert ledger.views is not None
+    assert ledger.views.get_view(STATUS_VIEW, broken) is None
+    view = ledger.views.get_view(STATUS_VIEW, fine)
+    assert view is not None and view.data["status"] == "succeeded"
+
+
+class RefusingRowsOf:
+    """A view store whose writes fail while they carry a row of one stream."""
+
+    def __init__(self, inner: Any, stream_id: str) -> None:
+        self.inner, self.stream_id = inner, stream_id
+
+    def put_views(self, records: Any, tracking: Any) -> int:
+        if any(r.key.startswith(self.stream_id) for r in records):
+            raise StoreUnavailable()
+        return int(self.inner.put_views(records, tracking))
+
+
+def test_a_stream_whose_rows_cannot_be_written_fails_only_its_own_records(
+    ledger: Ledger,
+    world: ExecutionWorld,
+    stream: StreamTap,
+    projector_filter: list[dict[str, Any]],
+    context: FakeLambdaContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    broken, fine = two_lifecycles(world)
+    event = batch(stream, projector_filter)
+    monkeypatch.setattr(ledger.projector, "views", RefusingRowsOf(ledger.projector.views, broken))
 
     response = projector.handler(event, context)
 
