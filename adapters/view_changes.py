@@ -161,11 +161,13 @@ class NotifyingViewStore:
         return moved
 
     def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
-        """A batched (tracked) write: every row named is signalled; as it may not
-        have moved, the waiters read it back from the store."""
+        """A batched (tracked) write: every row named is signalled. When every row
+        moved the waiters get the row as written; otherwise, as a row may not
+        have moved, they read it back from the store."""
         moved = self.inner.put_views(records, tracking)
+        every = moved == len(records)
         for record in records:
-            self.changes.notify(record.name, record.key)
+            self.changes.notify(record.name, record.key, record if every else None)
         return moved
 
     def replace_views(self, records: Sequence[ViewRecord], *, force: bool = False) -> int:

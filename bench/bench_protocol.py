@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import projector_before
 from harness import (
     CAPABILITY,
     CapacityMeter,
@@ -31,16 +32,22 @@ from harness import (
     sqlite_store,
 )
 
+from adapters.aws_lambda.projector import project_batch
+from adapters.aws_lambda.webhooks import record_batch
+from adapters.dynamodb.known_versions import KnownVersions
 from adapters.dynamodb.views import DynamoDBViewStore
 from adapters.executors.fake import fake_build_digest
 from adapters.system import ManualClock
 from domain.attempt import AttemptStatus, ExecutionAttempt, Resolution
+from domain.notifications import NotificationType
 from domain.services.approval import approve
 from domain.services.execution import CrashPoint, SimulatedCrash, Worker, WorkerPolicy
 from domain.services.read_cache import DEFAULT_ENTRIES, ReadCache
 from domain.services.recovery import run_recovery
 from domain.services.resolution import resolve
 from projections.projector import Projector
+from projections.webhooks import WebhookNotifier
+from tests.support.aws_lambda import FakeLambdaContext, StreamTap
 from tests.support.faults import recorder_reads
 from tests.support.worlds.execution import CrashAfterEffect, CrashAt
 
@@ -48,6 +55,15 @@ from tests.support.worlds.execution import CrashAfterEffect, CrashAt
 PRICE_PER_MILLION_WRU = 0.625
 PRICE_PER_MILLION_RRU = 0.125
 LEASE = 60
+LIFECYCLES = 10  # attempts per deployed-shape run (the count is per attempt)
+ESM_BATCH = 100  # the event source mappings' BatchSize (infra/template.yaml)
+SUBSCRIPTION = frozenset(
+    {
+        NotificationType.ATTEMPT_SUCCEEDED,
+        NotificationType.ATTEMPT_FAILED_SAFE,
+        NotificationType.PROPOSAL_DECLINED,
+    }
+)
 
 
 class World:
@@ -64,7 +80,8 @@ class World:
         self.life = Lifecycle(
             self.store, clock=self.clock, lease_seconds=LEASE, cache_entries=cache_entries
         )
-        self.projector = Projector(self.store, DynamoDBViewStore(self.client, self.table))
+        self.views = DynamoDBViewStore(self.client, self.table)
+        self.projector = Projector(self.store, self.views)
 
     def approved(self, capability: str = CAPABILITY, simulate: str = "success") -> str:
         _, token = self.life.propose_and_present(0, capability, simulate)
@@ -272,6 +289,141 @@ def sqlite_side_by_side() -> list[list[Any]]:
     return rows
 
 
+class Deployed:
+    """One attempt's requests from approval to result as deployed on AWS: the
+    approval, the worker, and the projector and webhook Lambdas fed the table's
+    own stream records (as their event source mappings deliver them: INSERTs of
+    attempt and proposal events, at most ``ESM_BATCH`` a batch) with one
+    ``[[webhook]]`` subscription. ``before``: the handlers' batch code before
+    batching (``projector_before``)."""
+
+    def __init__(self, emulator: Emulator, before: bool) -> None:
+        self.w = World(emulator)
+        self.before = before
+        self.views = self.w.views
+        if before:  # the view store before it knew what it had written
+            self.views.known = KnownVersions(size=0)
+        self.notifier = WebhookNotifier(
+            self.w.store, self.views, "bench", SUBSCRIPTION, None, now=self.w.clock.now
+        )
+        arn = self.w.client.describe_table(TableName=self.w.table)["Table"]["LatestStreamArn"]
+        self.tap = StreamTap(emulator.streams_client(), arn)
+        self.seen: set[str] = set()
+        self.work, self.projector, self.fold = Usage(), Usage(), Usage()
+        self.fresh()  # the directory's records: written before, never delivered
+        self.deliver(self.lifecycle(), measured=False)  # this container has run before
+
+    def fresh(self) -> list[dict[str, Any]]:
+        """Stream records written since the last look that the mappings deliver."""
+        found = [r for r in self.tap.records() if r["dynamodb"]["SequenceNumber"] not in self.seen]
+        self.seen.update(r["dynamodb"]["SequenceNumber"] for r in found)
+        return [
+            r
+            for r in found
+            if r.get("eventName") == "INSERT"
+            and r["dynamodb"]["Keys"]["pk"]["S"].startswith(("att_", "prop_"))
+        ]
+
+    def lifecycle(self, measured: bool = False) -> list[dict[str, Any]]:
+        """Propose and present (their records delivered, not counted), then the
+        approval and the worker; returns the records from approval to result."""
+        _, token = self.w.life.propose_and_present()
+        self.deliver(self.fresh(), measured=False)
+        with self.w.meter.measure() as used:
+            attempt_id = self.w.life.approve(token)
+            assert self.w.life.worker().process(attempt_id).value == "succeeded"
+        if measured:
+            self.work += used
+        return self.fresh()
+
+    def deliver(self, records: list[dict[str, Any]], *, measured: bool = True) -> None:
+        for start in range(0, len(records), ESM_BATCH):
+            event = {"Records": records[start : start + ESM_BATCH]}
+            with self.w.meter.measure() as projecting:
+                if self.before:
+                    projector_before.project_batch(self.w.projector, event)
+                else:
+                    project_batch(self.w.projector, event, FakeLambdaContext())
+            with self.w.meter.measure() as folding:
+                if self.before:
+                    projector_before.record_batch([self.notifier], self.views, event)
+                else:
+                    record_batch(
+                        [self.notifier], self.w.store, self.views, event, FakeLambdaContext()
+                    )
+            if measured:
+                self.projector += projecting
+                self.fold += folding
+
+    def run(self, shape: str) -> None:
+        held: list[dict[str, Any]] = []
+        for _ in range(LIFECYCLES):
+            records = self.lifecycle(measured=True)
+            if shape == "record":
+                for record in records:
+                    self.deliver([record])
+            elif shape == "lifecycle":
+                self.deliver(records)
+            else:
+                held += records
+        self.deliver(held)
+
+
+DEPLOYED_SHAPES = [
+    ("record", "one record per batch (the smallest batches)"),
+    ("lifecycle", "one lifecycle per batch (approval to result within the batching window)"),
+    ("all", f"{LIFECYCLES} lifecycles per batch (under load)"),
+]
+
+
+def per_attempt(used: Usage) -> str:
+    return f"{used.total / LIFECYCLES:g}"
+
+
+def deployed_rows(emulator: Emulator) -> tuple[list[list[Any]], dict[str, tuple[Usage, Usage]]]:
+    """Before and after batching, every batch shape, in the same run."""
+    rows: list[list[Any]] = []
+    totals: dict[str, tuple[Usage, Usage]] = {}
+    for shape, label in DEPLOYED_SHAPES:
+        found: list[Usage] = []
+        for before in (True, False):
+            run = Deployed(emulator, before)
+            try:
+                run.run(shape)
+            finally:
+                run.w.close()
+            total = run.work + run.projector + run.fold
+            found.append(total)
+            rows.append(
+                [
+                    label,
+                    "before" if before else "after",
+                    per_attempt(run.work),
+                    per_attempt(run.projector),
+                    per_attempt(run.fold),
+                    f"**{per_attempt(total)}**",
+                    total.ops(),
+                    f"{(total.wcu + total.gsi_wcu) / LIFECYCLES:g}",
+                    f"{total.rcu / LIFECYCLES:g}",
+                ]
+            )
+        totals[shape] = (found[0], found[1])
+    return rows, totals
+
+
+DEPLOYED_HEADERS = [
+    "stream batches",
+    "code",
+    "approval + worker",
+    "projector",
+    "webhook fold",
+    "requests per attempt",
+    f"requests by operation ({LIFECYCLES} attempts)",
+    "WRU per attempt",
+    "RRU per attempt",
+]
+
+
 def recovery_paths(emulator: Emulator, quick: bool) -> list[list[Any]]:
     rows: list[list[Any]] = []
 
@@ -415,6 +567,14 @@ def main() -> None:
             compared,
             align="lrrrrlrrrllrrr",
         )
+        deployed, deployed_totals = deployed_rows(emulator)
+        report.table(
+            "Approval to result as deployed, with the projector and the webhook fold: "
+            "before and after batching per stream batch (same run; requests per attempt)",
+            DEPLOYED_HEADERS,
+            deployed,
+            align="llrrrrlrr",
+        )
         sqlite_rows = sqlite_side_by_side()
         report.table(
             "SQLite reads per lifecycle: read cache off and on (same run; one SELECT each)",
@@ -468,6 +628,13 @@ def main() -> None:
             cold_rcu_after=counts["after_cold_approval"].rcu,
             sqlite_before=sqlite_rows[0][4].strip("*"),
             sqlite_after=sqlite_rows[1][4].strip("*"),
+            deployed_before=per_attempt(deployed_totals["lifecycle"][0]),
+            deployed_after=per_attempt(deployed_totals["lifecycle"][1]),
+            loaded_before=per_attempt(deployed_totals["all"][0]),
+            loaded_after=per_attempt(deployed_totals["all"][1]),
+            single_before=per_attempt(deployed_totals["record"][0]),
+            single_after=per_attempt(deployed_totals["record"][1]),
+            lifecycles=LIFECYCLES,
             wru=PRICE_PER_MILLION_WRU,
             rru=PRICE_PER_MILLION_RRU,
         )
@@ -494,9 +661,9 @@ entry and its due-work entry, and for the marker the condition checks on the
 directory records), so **4 write requests per attempt**, as targeted. With
 the head index no event is a one-item write: a lone event (the proposal's
 first) is a two-item transaction, the event and its stream's head. The
-status projection adds one
-conditional `PutItem` per stream batch (on AWS the projector runs on the
-stream, off the attempt's path).
+status projection adds one guarded `TransactWriteItems` per stream batch (the
+status row and its find rows; on AWS the projector runs on the stream, off the
+attempt's path).
 
 **Reads: the worker makes {after_worker} strongly consistent read per attempt
 (before the read cache: {before_worker}); a worker that has cached nothing
@@ -527,6 +694,24 @@ write unit's price, for four fewer round trips.
 The happy-path table below is with the read cache on. **On SQLite a
 lifecycle makes {sqlite_after} store reads, target at most 6 (before:
 {sqlite_before}).**
+
+**As deployed, approval to result with the projector and the webhook fold:
+{deployed_after} requests per attempt, target at most 12 (before batching:
+{deployed_before})**, when the event source mapping delivers a lifecycle in
+one batch (its 1 s batching window). The approval and the worker make 6 of
+them; the projector reads each stream of a batch once (the attempt and its
+proposal) and writes the rows of every stream of the batch together (the
+status row, its find rows, the inbox and watch rows) in one guarded
+`TransactWriteItems` per 100 rows, where before each stream was written on its
+own (a `PutItem` for the status row and a `TransactWriteItems` for its find
+rows; a `PutItem` each for a proposal's inbox and watch rows). The webhook fold
+reads each stream once for every subscription (a stream no subscription can
+use is not read) and writes the batch's delivery records together. Under load
+({lifecycles} lifecycles in one batch) an attempt costs {loaded_after}
+(before: {loaded_before}); in the smallest batches (one record each, a stream
+read once per record) {single_after} (before: {single_before}). Counted on the
+same metered client ({lifecycles} attempts a run, after one that is not
+counted); the webhook sends are not counted (they depend on the receiver).
 
 The recovery tick adds 16 eventually consistent queries of the `due` index,
 one per bucket (`LEDGER_DUE_WORK_BUCKETS`), whatever the number of attempts:

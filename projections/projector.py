@@ -47,23 +47,26 @@ class Projector:
     def project_attempt(self, attempt_id: str) -> bool:
         """Re-fold one attempt stream into its view and its find rows; True
         when the view moved."""
-        rows = read_rows(self.store, attempt_id)
-        if not rows:
-            return False
-        # The status row's own guarded put says whether the view moved; the find
-        # rows follow it every time, so a crash between the two heals on the
-        # hint's retry (and the log's subscriber writes both with its position).
-        moved = self.views.put_view(rows[0])
-        self.views.put_views(rows[1:], ())
-        return moved
+        # The status row and its find rows share its version: one guarded write
+        # moves them together (a row the store holds at that version is dropped).
+        return self.views.put_views(read_rows(self.store, attempt_id), ()) > 0
 
     def project_proposal(self, proposal_id: str) -> bool:
-        """Re-fold one proposal stream into its inbox row; True when the row moved."""
-        proposal = self.store.get(Proposal, proposal_id)
-        if proposal is None:
-            return False
-        self.views.put_views([watch_record(proposal), *ballot_records(proposal)], ())
-        return self.views.put_view(inbox_record(proposal))
+        """Re-fold one proposal stream into its inbox row, its escalation watch
+        and its members' ballot rows; True when a row moved."""
+        return self.views.put_views(self.rows_of(proposal_id), ()) > 0
+
+    def rows_of(self, stream_id: str) -> list[ViewRecord]:
+        """The rows one stream folds into (one consistent read): an attempt's status
+        row and find rows, a proposal's inbox row, escalation watch and ballot
+        rows; none for an empty stream or a stream of anything else."""
+        if stream_id.startswith(ATTEMPT_ID_PREFIX):
+            return read_rows(self.store, stream_id)
+        if stream_id.startswith(PROPOSAL_PREFIX):
+            proposal = self.store.get(Proposal, stream_id)
+            if proposal is not None:
+                return [inbox_record(proposal), watch_record(proposal), *ballot_records(proposal)]
+        return []
 
     def current_view(self, attempt_id: str) -> ViewRecord | None:
         """The stored view, or (when none is stored yet) the fold of the log,
@@ -80,26 +83,16 @@ class Projector:
         return self.views.get_view(STATUS_VIEW, attempt_id) or rows[0]
 
     def project_streams(self, stream_ids: Iterable[str]) -> int:
-        """Project every attempt and proposal stream named (once each); returns
-        views moved."""
-        moved = 0
-        for stream_id in dict.fromkeys(stream_ids):
-            if stream_id.startswith(ATTEMPT_ID_PREFIX):
-                moved += self.project_attempt(stream_id)
-            elif stream_id.startswith(PROPOSAL_PREFIX):
-                moved += self.project_proposal(stream_id)
-        return moved
+        """Project every attempt and proposal stream named: one read per stream
+        and the rows of them all written together (guarded writes of up to 100
+        rows each); returns rows moved."""
+        rows = [row for stream_id in dict.fromkeys(stream_ids) for row in self.rows_of(stream_id)]
+        return self.views.put_views(rows, ())
 
     def apply(self, batch: LogBatch) -> int:
         """Fold every attempt stream (status) and proposal stream (inbox) of the
         batch; write the rows and the batch's positions atomically (``Subscriber``)."""
-        records: list[ViewRecord] = []
-        for stream_id in dict.fromkeys(batch.stream_ids):
-            if stream_id.startswith(ATTEMPT_ID_PREFIX):
-                records += read_rows(self.store, stream_id)
-            elif stream_id.startswith(PROPOSAL_PREFIX):
-                proposal = self.store.get(Proposal, stream_id)
-                if proposal is not None:
-                    records += [inbox_record(proposal), watch_record(proposal)]
-                    records += ballot_records(proposal)
+        records = [
+            row for stream_id in dict.fromkeys(batch.stream_ids) for row in self.rows_of(stream_id)
+        ]
         return self.views.put_views(records, batch.tracking)

@@ -221,16 +221,27 @@ class WebhookNotifier:
 
     def records(self, stream_ids: Sequence[str]) -> list[ViewRecord]:
         """The delivery records (and expiry watches) the named streams imply."""
-        rows: list[ViewRecord] = []
-        for stream_id in dict.fromkeys(stream_ids):
-            if stream_id.startswith(PROPOSAL_PREFIX):
-                proposal = self.store.get(Proposal, stream_id)
-                if proposal is not None:
-                    rows += self._deliveries(proposal_facts(proposal, self.now()))
-                    rows += self._watch(proposal)
-            elif stream_id.startswith(ATTEMPT_ID_PREFIX):
-                rows += self._deliveries(attempt_facts(self.store.audit_events(stream_id)[0]))
-        return rows
+        from projections.webhook_fold import streams_records
+
+        return streams_records([self], self.store, stream_ids)
+
+    def wants(self, stream_id: str) -> bool:
+        """Whether a stream can imply anything for this subscription: a proposal
+        stream only when it asks for a ``proposal.*`` type, an attempt stream
+        only for an ``attempt.*`` one (a stream it cannot use is not read)."""
+        if stream_id.startswith(PROPOSAL_PREFIX):
+            return any(kind.value.startswith("proposal.") for kind in self.events)
+        if stream_id.startswith(ATTEMPT_ID_PREFIX):
+            return any(kind.value.startswith("attempt.") for kind in self.events)
+        return False
+
+    def proposal_records(self, proposal: Proposal) -> list[ViewRecord]:
+        """The delivery records and the expiry watch one proposal implies."""
+        return self._deliveries(proposal_facts(proposal, self.now())) + self._watch(proposal)
+
+    def attempt_records(self, events: Sequence[LedgerEvent]) -> list[ViewRecord]:
+        """The delivery records one attempt stream's events imply."""
+        return self._deliveries(attempt_facts(events))
 
     def _wanted(self, kind: NotificationType, actor_id: str) -> bool:
         return kind in self.events and self.actor_id in (None, actor_id)

@@ -217,44 +217,69 @@ def process_stream_batch(
     return {**response, "batchItemFailures": failures}
 
 
-def each_stream_once(
+def each_batch_once(
     event: Mapping[str, Any],
     context: Any,
     logger: Logger,
-    apply: Callable[[str], int],
+    fold: Callable[[str], list[T]],
+    write: Callable[[list[T]], int],
     *,
     skipped: str,
     applied: str,
 ) -> tuple[dict[str, Any], set[str], int]:
-    """Run ``apply`` once for every attempt or proposal stream a stream batch names.
+    """Fold every attempt or proposal stream a stream batch names once, then write
+    what they all fold into together (``write`` once for the whole batch).
 
-    A record names only the stream that changed and every record of the batch
-    was written before the batch was delivered, so one call per stream covers
-    them all. A record that fails is logged with its keys (never its content)
-    and reported in the partial batch response, so Lambda retries it. Returns
-    the response, the streams applied and the sum of what ``apply`` returned.
+    Every record of the batch was written before the batch was delivered, so one
+    read per stream covers them all, and one write (or a few, past a
+    transaction's bound) carries every stream's rows. A stream whose fold fails
+    fails only its own records; when the write fails, each stream is written
+    on its own, and only the streams that fail again fail their records.
+    Failed records are logged with their keys (never their content) and
+    reported in the partial batch response, so Lambda retries them. Returns
+    the response, the streams written and what ``write`` returned.
     """
     from adapters.aws_lambda.records import stream_id_from_record
     from adapters.streams import MalformedRecord
 
-    done: set[str] = set()
+    def named(raw: Any) -> tuple[str | None, str | None]:
+        """The stream a record names (None: not one this batch folds), or why not."""
+        try:
+            return stream_id_from_record(raw), None
+        except Exception as exc:
+            return None, "malformed_record" if isinstance(exc, MalformedRecord) else reason_code(
+                exc
+            )
+
+    streams = [named(raw)[0] for raw in event.get("Records", [])]
+    failed: dict[str, str] = {}  # failed streams -> reason code
+    folded: dict[str, list[T]] = {}
+    for stream_id in dict.fromkeys(s for s in streams if s is not None):
+        try:
+            folded[stream_id] = fold(stream_id)
+        except Exception as exc:
+            failed[stream_id] = reason_code(exc)
     total = 0
+    try:
+        total = write([row for rows in folded.values() for row in rows])
+    except Exception:
+        # One stream's rows may be what the store refuses: write each stream on
+        # its own, so only the streams that still fail are retried.
+        for stream_id, rows in list(folded.items()):
+            try:
+                total += write(rows)
+            except Exception as exc:
+                failed[stream_id] = reason_code(exc)
+                del folded[stream_id]
 
     def handle(record: DynamoDBRecord) -> str:
-        nonlocal total
         raw = record.raw_event
-        try:
-            stream_id = stream_id_from_record(raw)
-            if stream_id is None:
-                return skipped
-            if stream_id in done:
-                return "already_" + applied
-            total += apply(stream_id)
-        except Exception as exc:
-            code = "malformed_record" if isinstance(exc, MalformedRecord) else reason_code(exc)
+        stream_id, code = named(raw)
+        if code is None and stream_id is not None:
+            code = failed.get(stream_id)
+        if code is not None:
             logger.warning("stream record failed", extra={"reason": code, **record_keys(raw)})
-            raise RecordFailed(code) from exc
-        done.add(stream_id)
-        return applied
+            raise RecordFailed(code)
+        return skipped if stream_id is None else applied
 
-    return process_stream_batch(event, context, handle), done, total
+    return process_stream_batch(event, context, handle), set(folded), total

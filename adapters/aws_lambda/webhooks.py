@@ -1,13 +1,15 @@
 """The webhook Lambda: records and sends the signed webhooks of design.md 5.10 on AWS.
 
 Its event source mapping delivers INSERTs of attempt and proposal events, the
-same records the projector reads. For every stream a batch names, each
-``[[webhook]]`` subscription's notifier folds the stream and writes the
-delivery records it implies (one per fact and subscription, version-guarded,
-so a retried or replayed batch adds nothing). A record that cannot be written
-is a batch item failure: Lambda retries it, bisects the batch, and finally
-sends the batch's metadata to the failure queue, so the stream position never
-moves past a fact whose delivery is not recorded.
+same records the projector reads. Every stream a batch names is read once
+and folded by each ``[[webhook]]`` subscription's notifier (a stream no
+subscription can use is not read); the delivery records they imply (one per
+fact and subscription, version-guarded, so a retried or replayed batch adds
+nothing) are written together, one guarded ``TransactWriteItems`` per 100.
+A record that cannot be written is a batch item failure: Lambda retries it,
+bisects the batch, and finally sends the batch's metadata to the failure
+queue, so the stream position never moves past a fact whose delivery is not
+recorded.
 
 Then it sends what is outstanding for the streams of the batch (in order per
 attempt, as ``ledger serve`` does), every subscription on a lane of its own so
@@ -24,7 +26,7 @@ tombstones without their body (``projections.webhook_retention``).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -32,16 +34,20 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from adapters.aws_lambda.common import (
     NAMESPACE,
-    each_stream_once,
+    each_batch_once,
     emf_forwarder,
     get_ledger,
     make_logger,
     reason_code,
 )
 from adapters.bootstrap import Ledger
+from domain.ports import EventStore
+from projections.ports import TrackedViewStore
+from projections.webhook_fold import streams_records
 from projections.webhook_retention import trim_delivered
+from projections.webhooks import WebhookNotifier
 
-__all__ = ["DELIVER_MODE", "handler"]
+__all__ = ["DELIVER_MODE", "handler", "record_batch"]
 
 SERVICE = "ledger-webhooks"
 DELIVER_MODE = "deliver"
@@ -79,20 +85,31 @@ def _deliver(ledger: Ledger, context: Any, subjects: set[str] | None) -> int:
         deliverer.close()
 
 
+def record_batch(
+    notifiers: Sequence[WebhookNotifier],
+    store: EventStore,
+    views: TrackedViewStore,
+    event: Mapping[str, Any],
+    context: Any,
+) -> tuple[dict[str, Any], set[str], int]:
+    """The delivery records of one stream batch: each stream read once, the
+    records of them all written together (partial batch response, streams,
+    records written)."""
+    return each_batch_once(
+        event,
+        context,
+        logger,
+        lambda stream_id: streams_records(notifiers, store, [stream_id]),
+        lambda rows: views.put_views(rows, ()),
+        skipped="not_an_event",
+        applied="recorded",
+    )
+
+
 def _record_batch(
     ledger: Ledger, event: Mapping[str, Any], context: Any
 ) -> tuple[dict[str, Any], set[str], int]:
-    notifiers = ledger.webhook_notifiers()
-    views = ledger.views
-
-    def record(stream_id: str) -> int:
-        return sum(
-            views.put_view(row) for notifier in notifiers for row in notifier.records([stream_id])
-        )
-
-    return each_stream_once(
-        event, context, logger, record, skipped="not_an_event", applied="recorded"
-    )
+    return record_batch(ledger.webhook_notifiers(), ledger.store, ledger.views, event, context)
 
 
 @metrics.log_metrics

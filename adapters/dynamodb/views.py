@@ -32,6 +32,7 @@ from adapters.dynamodb.client import (
     is_transient,
     request_error,
 )
+from adapters.dynamodb.known_versions import KnownVersions
 from adapters.dynamodb.positions import (
     ShardTracking,
     position_put,
@@ -52,8 +53,8 @@ T = TypeVar("T")
 __all__ = ["DynamoDBViewStore", "ShardTracking", "shard_tracking_name"]
 
 VIEW_PREFIX = "view#"
-TRANSACTION_ITEMS = 50  # views per atomic write (DynamoDB allows 100 items)
-REBUILD_ITEMS = 100  # rows per guarded rebuild write (DynamoDB's bound per transaction)
+TRANSACTION_ITEMS = 100  # actions per atomic write (DynamoDB's bound per transaction)
+REBUILD_ITEMS = TRANSACTION_ITEMS
 BATCH_GET_KEYS = 100  # DynamoDB's bound per BatchGetItem
 MAX_CONFLICT_ROUNDS = 8
 MAX_UNPROCESSED_ROUNDS = 10
@@ -84,6 +85,7 @@ class DynamoDBViewStore:
         self.retrier = retrier or Retrier()
         self.sleep = sleep
         self.wall = wall  # a position's TTL attribute: epoch seconds (positions.py)
+        self.known = KnownVersions()  # rows put_views need not send again
 
     def _call(
         self, operation: Callable[[], T], on_retry: Callable[[BaseException], None] | None = None
@@ -196,16 +198,35 @@ class DynamoDBViewStore:
 
     def put_views(self, records: Sequence[ViewRecord], tracking: Sequence[Tracking]) -> int:
         """Rows newer than the stored ones and the positions, in TransactWriteItems
-        of at most ``TRANSACTION_ITEMS`` rows; the positions go with the last one,
-        so a crash between two parts leaves the position behind (re-read, never
-        skipped). A row refused by its version guard is dropped and the rest sent
-        again; a refused position raises ``IntegrityError`` (someone got further)."""
-        rows = list(records)
-        parts = [rows[i : i + TRANSACTION_ITEMS] for i in range(0, len(rows), TRANSACTION_ITEMS)]
+        of at most ``TRANSACTION_ITEMS`` actions (a stream batch's rows go
+        together: one request for up to 100 less the positions); the positions go
+        with the last one, so a crash between two parts leaves the position
+        behind (re-read, never skipped). A row refused by its version guard is
+        dropped and the rest sent again; a refused position raises
+        ``IntegrityError`` (someone got further). Two rows of one key (a
+        transaction may touch an item once) leave the newer one."""
+        newest: dict[tuple[str, str], ViewRecord] = {}
+        for record in records:
+            held = newest.get((record.name, record.key))
+            if held is None or record.version >= held.version:
+                newest[(record.name, record.key)] = record
+        # A row the store is known to hold at its version or newer changes nothing.
+        rows = [row for row in newest.values() if not self.known.holds(row)]
+        if len(rows) == 1 and not tracking:
+            # One row: a conditional PutItem, the same guard at half the write units.
+            written = self.put_view(rows[0])
+            self.known.remember(rows)  # written, or refused: stored at least that far
+            return int(written)
+        size = max(1, TRANSACTION_ITEMS - len(tracking))
+        parts = [rows[i : i + size] for i in range(0, len(rows), size)]
+        # A token of its own per call (a resend within it stays idempotent): a
+        # redelivered batch must meet the version guard, not DynamoDB's replay
+        # of the first answer, or rows it did not move would count as moved.
+        nonce = secrets.token_hex(8)
         moved = 0
         for index, part in enumerate(parts or [[]]):
             last = index == max(len(parts), 1) - 1
-            moved += self._transact(part, list(tracking) if last else [])
+            moved += self._transact(part, list(tracking) if last else [], nonce=nonce)
         return moved
 
     def _transact(
@@ -235,6 +256,7 @@ class DynamoDBViewStore:
                     ),
                     retry_if=_only_transaction_conflicts,
                 )
+                self.known.remember(rows)
                 return len(rows)
             except (ClientError, BotoCoreError, DynamoDBUnavailableError) as exc:
                 reasons = _reasons(exc)
@@ -245,6 +267,7 @@ class DynamoDBViewStore:
                 raise IntegrityError("a subscriber position is already further on")
             if not refused:
                 continue  # a transaction race only: send the same again
+            self.known.remember([r for i, r in enumerate(rows) if i in refused])
             rows = [r for i, r in enumerate(rows) if i not in refused]
         raise StoreUnavailable()
 

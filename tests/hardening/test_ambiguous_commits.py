@@ -124,7 +124,10 @@ def only_due_work(kwargs: dict[str, Any]) -> bool:
 
 
 def view_write(kwargs: dict[str, Any]) -> bool:
-    return "Item" in kwargs and kwargs["Item"]["pk"]["S"].startswith("view#")
+    """A status row's write: with its find rows in one transaction, or alone."""
+    items = [kwargs["Item"]] if "Item" in kwargs else []
+    items += [a["Put"]["Item"] for a in kwargs.get("TransactItems", []) if "Put" in a]
+    return any(item["pk"]["S"].startswith(f"view#{STATUS_VIEW}#") for item in items)
 
 
 # -- the write paths ------------------------------------------------------------------
@@ -334,6 +337,10 @@ def _project(rig: Rig, attempt_id: str) -> Any:
     return rig.projector.project_attempt(attempt_id)
 
 
+def _put_status_row(rig: Rig, attempt_id: str) -> Any:
+    return rig.views.put_views([status_record(rig.attempt(attempt_id))], ())
+
+
 def _view_check(rig: Rig, attempt_id: str, moved: Any) -> None:
     view = rig.views.get_view(STATUS_VIEW, attempt_id)
     attempt = rig.attempt(attempt_id)
@@ -453,7 +460,22 @@ PATHS = [
         _stale_due_check,
     ),
     WritePath(
-        "view_write", "put_item", view_write, _worker_prepare, _project, _project, _view_check
+        "view_write",
+        "transact_write_items",
+        view_write,
+        _worker_prepare,
+        _project,
+        _project,
+        _view_check,
+    ),
+    WritePath(
+        "lone_view_write",
+        "put_item",
+        view_write,
+        _worker_prepare,
+        _put_status_row,
+        _put_status_row,
+        _view_check,
     ),
 ]
 

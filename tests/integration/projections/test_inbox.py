@@ -39,7 +39,7 @@ def test_the_inbox_lists_by_status_with_expiry_derived_from_the_clock(
     decline(pworld.ctx, token=refused.token, provenance=pworld.who)
     cancel(pworld.ctx, proposal_id=canceled, version=1)
     streams = [soon, later, declined, canceled]
-    assert projector.project_streams(streams) == 4
+    assert projector.project_streams(streams) == 8  # each an inbox row and a watch row
     assert projector.project_streams(streams) == 0  # idempotent
 
     now = pworld.clock.now()

@@ -17,7 +17,7 @@ from adapters.store import LedgerStore
 from adapters.webhooks.deliverer import BACKOFF_MAX_SECONDS, Deliverer
 from domain.notifications import NotificationType, notification_id
 from domain.services.decisions import decline
-from projections.ports import ViewRecord
+from projections.ports import LogBatch, ViewRecord
 from projections.webhooks import delivery_list_key, outstanding
 from tests.support.subscribers import drain, restarted
 from tests.support.webhook_receiver import Receiver
@@ -346,7 +346,12 @@ def test_a_notifier_killed_after_its_write_or_failing_to_write_loses_and_doubles
     until_crash(failing)
     assert records(ledger, "pending") == []  # nothing recorded, position unmoved
     hook.reader.reset()
-    until_crash(SubscriberRun(hook.subscriber, CrashAfterApply(hook.reader)))
+
+    def holds_the_last_fact(batch: LogBatch) -> bool:  # the declined proposal
+        declined = NotificationType.PROPOSAL_DECLINED
+        return any(notification_id(declined, s, 1) in expected for s in batch.stream_ids)
+
+    until_crash(SubscriberRun(hook.subscriber, CrashAfterApply(hook.reader, holds_the_last_fact)))
     assert len(records(ledger, "pending")) == 3  # the write itself happened
 
     again = restarted(ledger)  # reads the position written with the records
