@@ -22,6 +22,7 @@ from api.service.principal import Principal, Role, require_role
 from domain.attempt import AttemptStatus
 from domain.errors import InvalidInput
 from domain.spec import ATTEMPT_ID_PREFIX
+from domain.timeutil import parse_utc
 from projections.attention import AttentionReason, waiting_for_build
 from projections.find import FIND_VIEW, ID_END, newest_first_key
 from projections.inbox import PROPOSAL_PREFIX
@@ -38,7 +39,8 @@ ATTENTION = (
 
 @dataclass(frozen=True)
 class Query:
-    """A search: every filter optional; ``id_prefix`` excludes the others."""
+    """A search: every filter optional, every filter given must hold (with
+    ``id_prefix`` the id list is read and the other filters applied to its rows)."""
 
     status: AttemptStatus | None = None
     capability: str | None = None
@@ -119,8 +121,17 @@ def _plan(query: Query) -> tuple[str, str | None, str | None]:
 
 
 def _matches(query: Query, data: dict[str, Any]) -> bool:
-    if query.id_prefix is not None:
-        return True
+    """Every filter given holds for the row. The list read already bounds the
+    time range, except the id lists (ordered by id), where it is checked here."""
+    if query.id_prefix is not None and (query.since is not None or query.until is not None):
+        created = data.get("created_at")
+        if created is None:
+            return False
+        moment = parse_utc(str(created))
+        if (query.since is not None and moment < query.since) or (
+            query.until is not None and moment > query.until
+        ):
+            return False
     return (
         (query.status is None or data.get("status") == query.status.value)
         and (not query.capability or data.get("capability") == query.capability)

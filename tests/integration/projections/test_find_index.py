@@ -82,6 +82,11 @@ def test_search_reads_one_list_newest_first_paged(store: LedgerStore, views: Vie
     assert ids(by_id) == ["att_0010", "att_0011"]
     by_proposal, _ = search(id_prefix="prop_0001")
     assert ids(by_proposal) == ["att_0001", "att_0005", "att_0009"]
+    # with an id prefix every other filter given still holds
+    assert ids(search(id_prefix="att_001", capability="fake.a")[0]) == ["att_0010"]
+    assert ids(search(id_prefix="prop_0000", status=AttemptStatus.FAILED_SAFE)[0]) == ["att_0004"]
+    assert ids(search(id_prefix="att_001", since=T0 + timedelta(minutes=11))[0]) == ["att_0011"]
+    assert ids(search(id_prefix="att_001", until=T0 + timedelta(minutes=10))[0]) == ["att_0010"]
     assert everything[0]["capability"] == "fake.b" and everything[0]["destination"] == "tasks"
     assert "idempotency_key" not in everything[0] and "content" not in str(everything[0])
 
