@@ -3,7 +3,7 @@
 No browser is downloaded: Playwright launches ``/usr/bin/chromium`` (CI installs
 it, see .ci/run). A real ``ledger serve`` runs the worker, which leaves two
 attempts in ``outcome_unknown``: once on a temporary SQLite store and once on
-a DynamoDB table of the emulator (one server per store for the module). Then, as an admin:
+a DynamoDB table of the emulator (one server per store for the package). As an admin:
 sign in, find the attempt in the attention list, open it, resolve it and see it
 leave the list; a form gone stale shows the conflict in words; and a non-admin
 reaches no console page. ``LEDGER_CONSOLE_SCREENSHOTS=docs`` writes the README's
