@@ -1,0 +1,168 @@
+"""The on-call console in a real headless Chromium, at 1280 and 390 pixels wide,
+on each served store (tests.support.browser): what the attempt was and the
+recorded Reveal of its preview, acknowledging a failed_safe so it leaves the
+attention list, finding attempts by status and id prefix (newest first), and
+redelivering a page of failing webhooks at once. At 390 every control used is
+on the screen and clicked there."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.bootstrap import Ledger
+from domain.oversight import reveals_id
+from tests.support.browser import (
+    TITLE,
+    WIDTHS,
+    Served,
+    api,
+    reachable,
+    require_chromium,
+    sign_in,
+)
+from tests.support.http_helpers import PROVENANCE
+
+require_chromium()
+
+pytestmark = pytest.mark.parametrize("width", WIDTHS)
+
+
+def _open(page: Any, served: Served, width: int, path: str) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in(page, served.base, served.admin)
+    page.goto(f"{served.base}{path}")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, (path, width, overflow)
+
+
+def _reveals(ledger: Ledger, attempt_id: str) -> list[dict[str, Any]]:
+    events, bad = ledger.store.audit_events(reveals_id(attempt_id))
+    assert bad is None
+    return [e.data() for e in events if type(e).__name__ == "PreviewRevealed"]
+
+
+def test_the_attempt_page_says_what_it_was_and_reveal_is_recorded(
+    served: Served, page: Any, width: int, ledger_of: Callable[[Served], Ledger]
+) -> None:
+    attempt_id = served.what
+    _open(page, served, width, "/console")
+    row = page.locator("#outcome_unknown tr", has=page.locator(f"a[href$='{attempt_id}']"))
+    assert "fake.operator_only" in row.inner_text() and PROVENANCE.actor_id in row.inner_text()
+    reachable(page, f"#outcome_unknown a[href='/console/attempts/{attempt_id}']", width)
+    assert page.url == f"{served.base}/console/attempts/{attempt_id}"
+    what = page.locator("#what").inner_text()
+    for shown in (
+        "fake.operator_only",
+        "tasks",
+        "task:42 at base revision r7",
+        "assistant-backend",
+        f"{PROVENANCE.actor_id} via {PROVENANCE.identity_binding_id}",
+        PROVENANCE.channel_binding_id,
+        "operator_reconciliation_only",
+    ):
+        assert shown in what, shown
+    key = page.locator("#idempotency-key").inner_text()
+    assert key and "redacted" not in key  # to admins, the key to search the provider for
+    assert f"search the provider for key {key}" in page.locator("#guidance").inner_text()
+    assert page.locator("#resolve input[name=resolution]:checked").count() == 0
+    assert TITLE not in page.content()  # content only behind Reveal
+
+    ledger = ledger_of(served)
+    before = len(_reveals(ledger, attempt_id))
+    reachable(page, "#reveal button[type=submit]", width)
+    assert TITLE in page.locator("#preview-text").inner_text()
+    assert "Revealed by ops at" in page.locator("#reveals").inner_text()
+    revealed = _reveals(ledger, attempt_id)  # recorded before the page showed it
+    assert len(revealed) == before + 1
+    assert (revealed[-1]["by"], revealed[-1]["attempt_id"]) == ("ops", attempt_id)
+    page.goto(f"{served.base}/console/attempts/{attempt_id}")
+    assert TITLE not in page.content()  # reloaded, it is hidden again
+
+
+def test_a_succeeded_attempt_shows_its_receipt_as_json(
+    served: Served, page: Any, width: int
+) -> None:
+    _open(page, served, width, f"/console/attempts/{served.succeeded}")
+    receipt = json.loads(page.locator("#receipt").inner_text())
+    assert isinstance(receipt, dict) and receipt
+    assert page.locator("#receipt").is_visible()
+    assert page.locator("#resolve, #acknowledge").count() == 0  # nothing to do
+
+
+def test_a_failed_safe_is_acknowledged_from_the_page_and_leaves_the_list(
+    served: Served, page: Any, width: int
+) -> None:
+    attempt_id = served.failed[width]
+    link = f"#failed_safe a[href='/console/attempts/{attempt_id}']"
+    _open(page, served, width, "/console")
+    reachable(page, link, width)
+    assert "acknowledge it so it leaves the list" in page.locator("#guidance").inner_text()
+    page.fill("#note", f"told the team at {width}")
+    reachable(page, "#acknowledge button[type=submit]", width)
+    assert "Acknowledged: it left the attention list." in page.locator(".notice").inner_text()
+    assert f"told the team at {width}" in page.locator("#what").inner_text()
+    assert page.locator("#acknowledge").count() == 0
+    reachable(page, "nav a[href='/console']", width)
+    assert page.locator(link).count() == 0
+    assert page.locator(f"#failed_safe a[href$='{served.older_failed}']").count() == 1
+
+
+def test_find_attempts_by_status_and_id_prefix(served: Served, page: Any, width: int) -> None:
+    _open(page, served, width, "/console/attempts")
+    page.select_option("#find select[name=status]", "failed_safe")
+    reachable(page, "#find button[type=submit]", width)
+    listed = page.locator("table.cards a[href^='/console/attempts/']")
+    hrefs = [h.rsplit("/", 1)[1] for h in listed.evaluate_all("as => as.map(a => a.href)")]
+    failed = [served.older_failed, served.failed[WIDTHS[0]], served.failed[WIDTHS[1]]]
+    assert hrefs == failed[::-1]  # every failed_safe attempt, newest first, nothing else
+    assert "failed_safe" in page.url
+
+    wanted = served.failed[width]
+    page.fill("#find input[name=id]", wanted[:12])
+    reachable(page, "#find button[type=submit]", width)
+    hrefs = [h.rsplit("/", 1)[1] for h in listed.evaluate_all("as => as.map(a => a.href)")]
+    assert hrefs == [wanted]
+
+
+def _tries(served: Served) -> dict[str, int]:
+    tries: dict[str, int] = {}
+    for status in ("failing", "pending"):
+        answer = httpx.get(
+            f"{api(served.base)}/webhook-deliveries",
+            params={"status": status, "limit": 100},
+            headers={"Authorization": f"Bearer {served.admin}"},
+        )
+        assert answer.status_code == 200, answer.text
+        tries.update({d["delivery_id"]: int(d["attempts"]) for d in answer.json()["items"]})
+    return tries
+
+
+def test_redeliver_a_page_of_failing_webhooks_at_once(
+    served: Served, page: Any, width: int
+) -> None:
+    _open(page, served, width, "/console/webhooks?status=failing")
+    bulk = page.locator("#redeliver-page button[type=submit]")
+    for _ in range(100):  # bounded: the deliverer's first tries against the closed port
+        if bulk.count() == 1:
+            break
+        time.sleep(0.2)
+        page.reload()
+    ids = page.locator("#redeliver-page input[name=delivery_id]").evaluate_all(
+        "inputs => inputs.map(i => i.value)"
+    )
+    assert ids and bulk.inner_text() == f"Redeliver all {len(ids)} on this page"
+    before = _tries(served)
+    reachable(page, "#redeliver-page button[type=submit]", width)
+    assert "deliveries are pending again" in page.locator(".notice").inner_text()
+    for _ in range(150):  # each one is sent again (and fails again) on the next pass
+        now = _tries(served)
+        if all(now.get(i, 0) > before[i] for i in ids):
+            break
+        time.sleep(0.2)
+    assert all(now.get(i, 0) > before[i] for i in ids), (before, now)
