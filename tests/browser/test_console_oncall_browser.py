@@ -1,8 +1,9 @@
 """The on-call console in a real headless Chromium, at 1280 and 390 pixels wide,
 on each served store (tests.support.browser): what the attempt was and the
 recorded Reveal of its preview, acknowledging a failed_safe so it leaves the
-attention list, finding attempts by status and id prefix (newest first), and
-redelivering a page of failing webhooks at once. At 390 every control used is
+attention list, resolving an effect found after "no effect" from its form,
+finding attempts by status and id prefix (newest first), and redelivering a
+page of failing webhooks at once. At 390 every control used is
 on the screen and clicked there."""
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ import httpx
 import pytest
 
 from adapters.bootstrap import Ledger
+from domain.attempt import ExecutionAttempt
 from domain.oversight import reveals_id
+from domain.ports import Commit
 from tests.support.browser import (
     TITLE,
     WIDTHS,
     Served,
     api,
+    make_attempt,
     reachable,
     require_chromium,
+    settled,
     sign_in,
 )
 from tests.support.http_helpers import PROVENANCE
@@ -111,6 +116,48 @@ def test_a_failed_safe_is_acknowledged_from_the_page_and_leaves_the_list(
     reachable(page, "nav a[href='/console']", width)
     assert page.locator(link).count() == 0
     assert page.locator(f"#failed_safe a[href$='{served.older_failed}']").count() == 1
+
+
+def test_an_effect_after_no_effect_is_resolved_from_its_form(
+    served: Served, page: Any, width: int, ledger_of: Callable[[Served], Ledger]
+) -> None:
+    # A failed_safe attempt of its own, whose late result then says the effect
+    # happened: the worst state the ledger reports, written as the worker would.
+    tokens = {
+        role: {"Authorization": f"Bearer {token}"}
+        for role, token in (
+            ("admin", served.admin),
+            ("proposer", served.proposer),
+            ("channel", served.channel),
+        )
+    }
+    with httpx.Client(timeout=10) as http:
+        made = make_attempt(
+            http, served.base, tokens, "fake.provider_idempotency", "no_write_error"
+        )
+        attempt_id = settled(http, served.base, tokens, made, "failed_safe")
+    ledger = ledger_of(served)
+    attempt = ledger.store.get(ExecutionAttempt, attempt_id)
+    assert attempt is not None
+    attempt.observe_late_result(
+        generation=attempt.lease_generation, kind="succeeded", now=ledger.clock.now()
+    )
+    ledger.store.commit(Commit(aggregates=[attempt]))
+    ledger.projector.project_attempt(attempt_id)
+
+    link = f"#effect_after_no_effect a[href='/console/attempts/{attempt_id}']"
+    _open(page, served, width, "/console")
+    assert page.locator(f"#failed_safe a[href='/console/attempts/{attempt_id}']").count() == 0
+    reachable(page, link, width)
+    assert "The effect was found after the attempt" in page.locator("#guidance").inner_text()
+    assert page.locator("input[name=resolution]:checked").count() == 0  # nothing preselected
+    page.check("input[name=resolution][value=effect_applied]")
+    page.fill("#reason", f"the provider kept it ({width})")
+    reachable(page, "#resolve button[type=submit]", width)
+    assert page.url.endswith(f"/console/attempts/{attempt_id}?done=resolved")
+    assert page.locator(".state.manually_resolved").count() >= 1
+    reachable(page, "nav a[href='/console']", width)
+    assert page.locator(link).count() == 0
 
 
 def test_find_attempts_by_status_and_id_prefix(served: Served, page: Any, width: int) -> None:

@@ -66,6 +66,8 @@ class Served:
     admin: str
     actor: str
     proposer: str
+    channel: str
+    """The chat backend's token: with the proposer's, it approves a new action."""
     unknown: list[str]
     store: str
     where: dict[str, str] = field(default_factory=dict)
@@ -232,6 +234,7 @@ def serve(
                 admin=header["admin"]["Authorization"].split()[1],
                 actor=header["actor"]["Authorization"].split()[1],
                 proposer=header["proposer"]["Authorization"].split()[1],
+                channel=header["channel"]["Authorization"].split()[1],
                 unknown=ids[1:3],
                 store=store,
                 where=where,
