@@ -9,25 +9,23 @@ skipped until one of them has."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.bench_runs import BENCH, bench_env
+
 ROOT = Path(__file__).resolve().parents[2]
-BENCH = ROOT / "bench"
 PEER = ROOT / ".venv-dbos"
 
 
 def _run(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
     return subprocess.run(
         [sys.executable, str(BENCH / "bench_peer.py"), "--quick", *args],
         cwd=BENCH,
-        env=env,
+        env=bench_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=timeout,

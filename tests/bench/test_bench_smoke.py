@@ -3,22 +3,20 @@ rot. Nothing here looks at a timing: the figures of a smoke run mean nothing."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.support.bench_runs import BENCH, bench_env, run_bench
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.dynamodb
 def test_ministack_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
+    env = bench_env(tmp_path)
     runs = {  # side by side: each mostly waits for its own emulator
         script: subprocess.Popen(
             [sys.executable, str(BENCH / script), "--quick", *extra],
@@ -71,38 +69,18 @@ def test_ministack_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None
 
 
 def test_waiter_benchmark_runs_and_prints_its_tables(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_waiters.py"), "--quick"],
-        cwd=BENCH,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "long polls waiting at once" in done.stdout
-    assert "From the view change to the waiter's answer" in done.stdout
+    out = run_bench("bench_waiters.py", tmp_path)
+    assert "long polls waiting at once" in out
+    assert "From the view change to the waiter's answer" in out
     assert (tmp_path / "bench_waiters.quick.md").exists()
 
 
 def test_sqlite_callers_benchmark_prints_both_paths_side_by_side(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_throughput.py"), "--quick", "--sqlite-only"],
-        cwd=BENCH,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "SQLite: lifecycles per second, 1 vs 4 callers" in done.stdout
-    assert "| disk | before |" in done.stdout and "| RAM | after |" in done.stdout
-    assert "SQLite: statements per lifecycle" in done.stdout
-    assert "| RAM | one process each (forked) |" in done.stdout
+    out = run_bench("bench_throughput.py", tmp_path, "--sqlite-only", timeout=300)
+    assert "SQLite: lifecycles per second, 1 vs 4 callers" in out
+    assert "| disk | before |" in out and "| RAM | after |" in out
+    assert "SQLite: statements per lifecycle" in out
+    assert "| RAM | one process each (forked) |" in out
     assert "What bounds the threads" in (tmp_path / "bench_throughput.quick.md").read_text()
     assert (tmp_path / "bench_throughput.quick.md").exists()
 
@@ -112,20 +90,8 @@ def test_durability_benchmark_counts_at_most_one_fsync_per_answered_commit(
 ) -> None:
     """Not a timing: the number of fsync/fdatasync calls per lifecycle that
     strace counts (when installed) stays within the durable commits."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_durability.py"), "--quick"],
-        cwd=BENCH,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    rows = [
-        line.split("|")[1:-1] for line in done.stdout.splitlines() if "durable commits |" in line
-    ]
+    out = run_bench("bench_durability.py", tmp_path, timeout=300)
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if "durable commits |" in line]
     assert len(rows) == 2  # disk and RAM
     for cells in rows:
         commit_fsyncs, durable = cells[5].strip(), float(cells[6])
@@ -135,36 +101,16 @@ def test_durability_benchmark_counts_at_most_one_fsync_per_answered_commit(
 
 
 def test_projector_benchmark_prints_both_paths_side_by_side(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_projector.py"), "--quick"],
-        cwd=BENCH,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "SQLite on the repository's disk" in done.stdout
-    assert "| before: through the aggregate |" in done.stdout
-    assert "| after: the status fold of the events' data |" in done.stdout
+    out = run_bench("bench_projector.py", tmp_path)
+    assert "SQLite on the repository's disk" in out
+    assert "| before: through the aggregate |" in out
+    assert "| after: the status fold of the events' data |" in out
     assert (tmp_path / "bench_projector.quick.md").exists()
 
 
 def test_store_growth_benchmark_prints_its_table() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_store_growth.py"), "--quick"],
-        cwd=BENCH,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    rows = {line.split("|")[1].strip(): line for line in done.stdout.splitlines() if "|" in line}
+    out = run_bench("bench_store_growth.py", None, timeout=240)
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if "|" in line}
     # the housekeeping sweeps every expired lookup; events are never deleted
     assert rows["ledger_lookups"].split("|")[4].strip() == "0"
     assert rows["stored_events"].split("|")[6].strip() == "1.00"
@@ -172,17 +118,7 @@ def test_store_growth_benchmark_prints_its_table() -> None:
 
 
 def test_policy_benchmark_prints_both_lifecycles_side_by_side(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
-    env["LEDGER_BENCH_RESULTS"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, str(BENCH / "bench_policy.py"), "--quick"],
-        cwd=BENCH,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "no policy set vs the three worked examples" in done.stdout
-    assert "| RAM file system /dev/shm (no sync cost) |" in done.stdout
+    out = run_bench("bench_policy.py", tmp_path)
+    assert "no policy set vs the three worked examples" in out
+    assert "| RAM file system /dev/shm (no sync cost) |" in out
     assert (tmp_path / "bench_policy.quick.md").exists()
