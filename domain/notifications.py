@@ -88,63 +88,29 @@ def proposal_notifications(proposal: Proposal, now: datetime) -> list[Notificati
     lists the votes so far), and ``proposal.escalated`` once per version handed to
     a fallback group (the view names the group)."""
     found: list[Notification] = []
+
+    def tell(kind: NotificationType, number: int, at: str, about: str = proposal.id) -> None:
+        found.append(
+            Notification(notification_id(kind, about, number), kind, proposal.id, number, at)
+        )
+
     for number, record in sorted(proposal.versions.items()):
         for place, vote in enumerate(record.get("votes", []), start=1):
             # one per recorded vote of a quorum member (the deciding one is the approval)
-            kind = NotificationType.PROPOSAL_VOTE_RECORDED
-            found.append(
-                Notification(
-                    notification_id(kind, f"{proposal.id}/vote/{place}", number),
-                    kind,
-                    proposal.id,
-                    number,
-                    vote["at"],
-                )
-            )
+            about = f"{proposal.id}/vote/{place}"
+            tell(NotificationType.PROPOSAL_VOTE_RECORDED, number, vote["at"], about)
         escalated = record.get("escalated")
         if escalated is not None:
-            kind = NotificationType.PROPOSAL_ESCALATED
-            found.append(
-                Notification(
-                    notification_id(kind, proposal.id, number),
-                    kind,
-                    proposal.id,
-                    number,
-                    escalated["at"],
-                )
-            )
+            tell(NotificationType.PROPOSAL_ESCALATED, number, escalated["at"])
         if record["status"] == ProposalStatus.CLAIMED.value:
-            kind = NotificationType.PROPOSAL_APPROVED
-            found.append(
-                Notification(
-                    notification_id(kind, proposal.id, number),
-                    kind,
-                    proposal.id,
-                    number,
-                    record.get("approved_at") or "",
-                )
-            )
+            tell(NotificationType.PROPOSAL_APPROVED, number, record.get("approved_at") or "")
             continue
         if record["status"] == ProposalStatus.DECLINED.value:
-            kind = NotificationType.PROPOSAL_DECLINED
-            found.append(
-                Notification(
-                    notification_id(kind, proposal.id, number),
-                    kind,
-                    proposal.id,
-                    number,
-                    record.get("decided_at") or "",
-                )
-            )
+            tell(NotificationType.PROPOSAL_DECLINED, number, record.get("decided_at") or "")
             continue
         moment = expired_at(proposal, number, now)
         if moment is not None:
-            kind = NotificationType.PROPOSAL_EXPIRED
-            found.append(
-                Notification(
-                    notification_id(kind, proposal.id, number), kind, proposal.id, number, moment
-                )
-            )
+            tell(NotificationType.PROPOSAL_EXPIRED, number, moment)
     return found
 
 
