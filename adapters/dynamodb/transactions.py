@@ -173,7 +173,9 @@ def plan_commit(
         if slot in slots:  # an event of this commit already claims the slot
             continue
         slots.add(slot)
-        if layout.checks_shards and not key_prefix and it.is_striped(pk):
+        # A record this commit also writes is checked at its event slot: its
+        # copies are written here, and one transaction may not touch an item twice.
+        if layout.checks_shards and not key_prefix and it.is_striped(pk) and pk not in striped:
             plan.actions.append(
                 {"ConditionCheck": _shard_check(table_name, pk, layout.shard_for(seed, pk), check)}  # type: ignore[typeddict-item]
             )

@@ -138,7 +138,7 @@ def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
 
     monkeypatch.setattr(ExecutionAttempt, "lookup_trusted_after", lambda self: None)
     # the first of PLANTED_SEARCH, 61 schedules in
-    seed = first_seed_caught("failed_safe while the provider holds an effect for its key", known=61)
+    seed = first_seed_caught("failed_safe while the provider holds an effect for its key", known=64)
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -156,7 +156,7 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
         self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
 
     monkeypatch.setattr(ExecutionAttempt, "observe_late_result", only_observes)
-    seed = first_seed_caught("was only observed, not flagged", known=144)  # the search's first
+    seed = first_seed_caught("was only observed, not flagged", known=807)  # the search's first
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -227,7 +227,7 @@ def test_the_oracle_catches_a_double_counted_vote(monkeypatch: pytest.MonkeyPatc
     from domain.services import quorum
 
     monkeypatch.setattr(quorum, "already_voted", lambda votes, actor_id: False)
-    seed = first_seed_caught("a member counted twice", known=55)  # the search's first
+    seed = first_seed_caught("a member counted twice", known=9)  # the search's first
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -261,7 +261,7 @@ def test_the_oracle_catches_an_unwatched_no_effect(monkeypatch: pytest.MonkeyPat
     by_model = first_seed_caught("is not watched (I12)")
     monkeypatch.setattr(stream_checks, "check_watched", lambda *args: None)
     # the first of PLANTED_SEARCH, 895 schedules in (about 4 minutes of search)
-    by_effect = first_seed_caught("and no later lookup flagged it (I12)", known=895)
+    by_effect = first_seed_caught("and no later lookup flagged it (I12)", known=605)
     monkeypatch.undo()
     assert run_schedule(by_model, "memory").ok
     assert run_schedule(by_effect, "memory").ok

@@ -90,6 +90,39 @@ def test_a_change_of_a_striped_record_writes_every_copy_and_checks_the_layout() 
     assert "attribute_not_exists" in legacy.actions[-1]["ConditionCheck"]["ConditionExpression"]
 
 
+def action_keys(plan: object) -> list[tuple[str, str]]:
+    """The (pk, sk) of every action: DynamoDB refuses a transaction naming one twice."""
+    keys = []
+    for action in plan.actions:  # type: ignore[attr-defined]
+        (body,) = action.values()
+        key = body.get("Key") or body["Item"]
+        keys.append((key["pk"]["S"], str(key.get("sk", {}))))
+    return keys
+
+
+@pytest.mark.parametrize("written", [1, 4, 5])
+def test_a_commit_that_writes_and_checks_one_striped_record_names_each_item_once(
+    written: int,
+) -> None:
+    # A commit that read the build at version 3 and writes an event of it (the
+    # slot it read, a taken one, or one ahead): its copies are written, so the
+    # check goes to the record's event slot, never to a copy the commit also puts.
+    plan = plan_commit(
+        "t",
+        [event(BUILD, written)],
+        [ReadCheck(BUILD, 3)],
+        heads=[StreamHead(BUILD, written, HEAD)],
+        due_buckets=16,
+        layout=NEW_TABLE,
+    )
+    keys = action_keys(plan)
+    assert len(keys) == len(set(keys)), Counter(keys).most_common(2)
+    assert not any(k.startswith(BUILD + "#") for k in checked_keys(plan))
+    if written != 4:  # the slot after the version read is checked empty
+        assert {"ConditionCheck": plan.actions[1]["ConditionCheck"]} in plan.actions
+        assert plan.actions[1]["ConditionCheck"]["Key"] == it.event_key(BUILD, 4)
+
+
 def test_the_policy_set_has_its_own_copies_and_its_change_fits_one_transaction() -> None:
     policy = "policy-set:default"
     change = plan_commit(
