@@ -122,6 +122,23 @@ def test_a_fresh_container_replaying_an_older_batch_never_regresses_a_view(
     assert view.version == world.attempt(attempt_id).version
 
 
+def only_broken_failed(
+    ledger: Ledger, response: dict[str, Any], event: dict[str, Any], broken: str, fine: str
+) -> None:
+    """Exactly ``broken``'s records are batch item failures, its view is not
+    written, and ``fine`` is projected to its end."""
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    assert failed == {
+        r["dynamodb"]["SequenceNumber"]
+        for r in event["Records"]
+        if r["dynamodb"]["Keys"]["pk"]["S"] == broken
+    }
+    assert ledger.views is not None
+    assert ledger.views.get_view(STATUS_VIEW, broken) is None
+    view = ledger.views.get_view(STATUS_VIEW, fine)
+    assert view is not None and view.data["status"] == "succeeded"
+
+
 def test_a_stream_that_cannot_be_folded_fails_only_its_own_records(
     ledger: Ledger,
     world: ExecutionWorld,
@@ -141,18 +158,7 @@ def test_a_stream_that_cannot_be_folded_fails_only_its_own_records(
 
     monkeypatch.setattr(ledger.projector, "rows_of", fold)
 
-    response = projector.handler(event, context)
-
-    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-    assert failed == {
-        r["dynamodb"]["SequenceNumber"]
-        for r in event["Records"]
-        if r["dynamodb"]["Keys"]["pk"]["S"] == broken
-    }
-    assert ledger.views is not None
-    assert ledger.views.get_view(STATUS_VIEW, broken) is None
-    view = ledger.views.get_view(STATUS_VIEW, fine)
-    assert view is not None and view.data["status"] == "succeeded"
+    only_broken_failed(ledger, projector.handler(event, context), event, broken, fine)
 
 
 class RefusingRowsOf:
@@ -179,18 +185,7 @@ def test_a_stream_whose_rows_cannot_be_written_fails_only_its_own_records(
     event = batch(stream, projector_filter)
     monkeypatch.setattr(ledger.projector, "views", RefusingRowsOf(ledger.projector.views, broken))
 
-    response = projector.handler(event, context)
-
-    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-    assert failed == {
-        r["dynamodb"]["SequenceNumber"]
-        for r in event["Records"]
-        if r["dynamodb"]["Keys"]["pk"]["S"] == broken
-    }
-    assert ledger.views is not None
-    assert ledger.views.get_view(STATUS_VIEW, broken) is None
-    view = ledger.views.get_view(STATUS_VIEW, fine)
-    assert view is not None and view.data["status"] == "succeeded"
+    only_broken_failed(ledger, projector.handler(event, context), event, broken, fine)
 
 
 def test_the_webhook_fold_reads_each_stream_once_for_every_subscription(
