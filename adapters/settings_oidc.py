@@ -10,11 +10,21 @@ admin when the claim ``console_oidc_admin_claim`` of the ID token is (or lists)
 whose claim names an enabled directory actor is that actor's member. One
 client address starts at most ``console_oidc_starts_per_minute`` sign-ins a
 minute.
+
+At the token endpoint the console authenticates as its client the way
+``console_oidc_token_endpoint_auth_method`` says (the provider's name for the
+client's registered method): ``client_secret_basic`` (the secret in HTTP
+Basic, the default with a secret), ``client_secret_post`` (the secret in the
+form), ``private_key_jwt`` (an assertion signed with the PEM private key of
+``console_oidc_private_key_file``, its ``kid`` ``console_oidc_private_key_id``;
+the default with either) or ``none`` (a public client, PKCE only; the
+default with neither). A combination that cannot work (a method without its
+credential, or a credential the method would not send) is refused in one line.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -22,6 +32,10 @@ from pydantic_settings import BaseSettings
 
 CLAIM_PATH = r"^[A-Za-z0-9_:/\-]+(\.[A-Za-z0-9_:/\-]+)*$"
 CALLBACK_PATH = "/console/oidc/callback"
+TokenEndpointAuthMethod = Literal[
+    "client_secret_basic", "client_secret_post", "private_key_jwt", "none"
+]
+AUTH_METHOD_VARIABLE = "LEDGER_CONSOLE_OIDC_TOKEN_ENDPOINT_AUTH_METHOD"
 
 
 class ConsoleOidcSettings(BaseSettings):
@@ -30,6 +44,14 @@ class ConsoleOidcSettings(BaseSettings):
     console_oidc_issuer: Annotated[str | None, Field(min_length=1, max_length=2048)] = None
     console_oidc_client_id: Annotated[str | None, Field(min_length=1, max_length=512)] = None
     console_oidc_client_secret: SecretStr | None = None  # none: a public client (PKCE only)
+    # None: derived from the credential given (console_oidc_token_auth_method)
+    console_oidc_token_endpoint_auth_method: TokenEndpointAuthMethod | None = None
+    console_oidc_private_key_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = (
+        None
+    )
+    console_oidc_private_key_id: Annotated[str | None, Field(pattern=r"^[\x21-\x7e]{1,200}$")] = (
+        None
+    )
     console_oidc_scope: Annotated[str, Field(pattern=r"^openid( [\x21\x23-\x5b\x5d-\x7e]+)*$")] = (
         "openid"
     )
@@ -66,6 +88,7 @@ class ConsoleOidcSettings(BaseSettings):
                 "LEDGER_CONSOLE_OIDC_ISSUER needs LEDGER_PUBLIC_URL (the redirect URL is "
                 f"LEDGER_PUBLIC_URL{CALLBACK_PATH})"
             )
+        self._check_token_endpoint_auth()
         from adapters.urls import LOOPBACK_HOSTS
 
         parts = urlsplit(self.console_oidc_issuer)
@@ -76,6 +99,43 @@ class ConsoleOidcSettings(BaseSettings):
                 "(plain http only to a loopback host)"
             )
         return self
+
+    def _check_token_endpoint_auth(self) -> None:
+        method = self.console_oidc_token_auth_method
+        named = f"{AUTH_METHOD_VARIABLE}={method}"
+        if self.console_oidc_token_endpoint_auth_method is None:
+            named = f"{AUTH_METHOD_VARIABLE} (unset: {method})"
+        secret = self.console_oidc_client_secret is not None
+        key_file = self.console_oidc_private_key_file is not None
+        key_id = self.console_oidc_private_key_id is not None
+        if method in ("client_secret_basic", "client_secret_post") and not secret:
+            raise ValueError(f"{named} needs LEDGER_CONSOLE_OIDC_CLIENT_SECRET")
+        if method in ("private_key_jwt", "none") and secret:
+            raise ValueError(
+                f"{named} sends no client secret: unset LEDGER_CONSOLE_OIDC_CLIENT_SECRET"
+            )
+        if method == "private_key_jwt" and not (key_file and key_id):
+            raise ValueError(
+                f"{named} needs LEDGER_CONSOLE_OIDC_PRIVATE_KEY_FILE and "
+                "LEDGER_CONSOLE_OIDC_PRIVATE_KEY_ID (its kid)"
+            )
+        if method != "private_key_jwt" and (key_file or key_id):
+            raise ValueError(
+                "LEDGER_CONSOLE_OIDC_PRIVATE_KEY_FILE and LEDGER_CONSOLE_OIDC_PRIVATE_KEY_ID "
+                f"are for {AUTH_METHOD_VARIABLE}=private_key_jwt, not {method}"
+            )
+
+    @property
+    def console_oidc_token_auth_method(self) -> TokenEndpointAuthMethod:
+        """How the console authenticates at the token endpoint: the setting, or
+        what the credential given implies."""
+        if self.console_oidc_token_endpoint_auth_method is not None:
+            return self.console_oidc_token_endpoint_auth_method
+        if self.console_oidc_client_secret is not None:
+            return "client_secret_basic"
+        if self.console_oidc_private_key_file or self.console_oidc_private_key_id:
+            return "private_key_jwt"
+        return "none"
 
     @property
     def console_oidc_redirect_url(self) -> str | None:

@@ -64,6 +64,16 @@ def waiting_for_build(
         cursor = next_cursor
 
 
+def is_waiting_for_build(
+    status: str, updated_at: str | None, now: datetime, threshold_seconds: float
+) -> bool:
+    """One attempt's membership of the entry, by the rule the list reads with:
+    queued, and unchanged for longer than ``threshold_seconds``."""
+    if status != AttemptStatus.QUEUED.value or not updated_at:
+        return False
+    return parse_utc(updated_at) <= now - timedelta(seconds=threshold_seconds)
+
+
 def count_waiting_for_build(
     views: ViewStore, now: datetime, threshold_seconds: float, *, cap: int = 10_000
 ) -> int:

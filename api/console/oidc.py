@@ -23,6 +23,14 @@ from (its expiry is the earlier of ``LEDGER_CONSOLE_SESSION_SECONDS`` and the
 token's ``exp``). Every refusal is one page that says nothing more; the reason
 goes to the log, never a token or code.
 
+At the token endpoint the console authenticates as the client the way
+``LEDGER_CONSOLE_OIDC_TOKEN_ENDPOINT_AUTH_METHOD`` says, through authlib's
+public client API: ``client_secret_basic`` and ``client_secret_post`` send the
+secret, ``private_key_jwt`` an assertion good for a minute, signed with the
+client's private key (``PrivateKeyJWT``, the key's ``kid`` in its header; RS256
+for an RSA key, ES256 for a P-256 one), ``none`` only the client id. The key is loaded when the
+app is made, so a key file that does not load stops start-up in one line.
+
 Starting a sign-in writes to the store, so each client address may start
 ``LEDGER_CONSOLE_OIDC_STARTS_PER_MINUTE`` a minute (:mod:`api.console.ratelimit`);
 past that, every start answers the same 429 page until its bucket refills.
@@ -37,18 +45,25 @@ import logging
 import math
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import jwt
 import requests
 from authlib.integrations.requests_client import OAuth2Session, OAuthError
-from fastapi import APIRouter, Query, Request
+from authlib.oauth2.rfc7523 import PrivateKeyJWT
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import RedirectResponse, Response
+from joserfc.jwk import ECKey, RSAKey
 
 from adapters.jwks import ALGORITHMS, JwksCache, JwksError, JwksLimits, http_fetcher
-from adapters.settings import Settings
+from adapters.settings import Settings, SettingsError
 from api.console.ratelimit import RateLimit
 from api.console.routes import _page
 from api.console.session import COOKIE_PATH, SESSION_COOKIE, SessionStore, set_cookie
@@ -112,6 +127,36 @@ class Flow:
         return FLOW_PREFIX + hashlib.sha256(self.state.encode()).hexdigest()
 
 
+KEY_FILE_VARIABLE = "LEDGER_CONSOLE_OIDC_PRIVATE_KEY_FILE"
+MIN_RSA_BITS = 2048
+ASSERTION_SECONDS = 60  # a private_key_jwt assertion is good for one exchange, not an hour
+
+
+def assertion_key(path: str) -> tuple[RSAKey | ECKey, str]:
+    """The private key that signs ``private_key_jwt`` assertions, and its
+    algorithm; a ``SettingsError`` of one line when it cannot be used."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SettingsError(
+            f"invalid settings: {KEY_FILE_VARIABLE}: cannot read the key file ({exc.strerror})"
+        ) from None
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise SettingsError(
+            f"invalid settings: {KEY_FILE_VARIABLE}: not an unencrypted PEM private key"
+        ) from None
+    if isinstance(key, rsa.RSAPrivateKey) and key.key_size >= MIN_RSA_BITS:
+        return RSAKey.import_key(data), "RS256"
+    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
+        return ECKey.import_key(data), "ES256"
+    raise SettingsError(
+        f"invalid settings: {KEY_FILE_VARIABLE}: needs an RSA key of at least "
+        f"{MIN_RSA_BITS} bits or an EC P-256 key"
+    )
+
+
 class OidcClient:
     """The relying party of one configured provider (discovered once per process)."""
 
@@ -120,6 +165,11 @@ class OidcClient:
         self.settings = settings
         self.issuer = settings.console_oidc_issuer
         self.client_id = settings.console_oidc_client_id
+        self.auth_method = settings.console_oidc_token_auth_method
+        self._assertion: tuple[RSAKey | ECKey, str] | None = None
+        if self.auth_method == "private_key_jwt":
+            assert settings.console_oidc_private_key_file
+            self._assertion = assertion_key(settings.console_oidc_private_key_file)
         self._limits = JwksLimits(max_bytes=MAX_DOCUMENT_BYTES, timeout_seconds=TIMEOUT_SECONDS)
         self._provider: Provider | None = None
         self._lock = threading.Lock()
@@ -151,16 +201,34 @@ class OidcClient:
         keys = JwksCache(http_fetcher(jwks_uri, JwksLimits()), JwksLimits())
         return Provider(str(endpoints[0]), str(endpoints[1]), algorithms, keys)
 
-    def _session(self) -> OAuth2Session:
+    def _session(self, token_endpoint: str | None = None) -> OAuth2Session:
+        """A client session; with ``token_endpoint``, one that authenticates there."""
         secret = self.settings.console_oidc_client_secret
+        credential: str | RSAKey | ECKey | None = secret.get_secret_value() if secret else None
+        if self._assertion is not None:
+            credential = self._assertion[0]  # authlib's PrivateKeyJWT signs with it
         session = OAuth2Session(
             client_id=self.client_id,
-            client_secret=secret.get_secret_value() if secret else None,
+            client_secret=credential,
+            token_endpoint_auth_method=self.auth_method,
             scope=self.settings.console_oidc_scope,
             redirect_uri=self.settings.console_oidc_redirect_url,
             code_challenge_method="S256",
         )
         session.max_redirects = 0
+        if self._assertion is not None and token_endpoint is not None:
+            kid = self.settings.console_oidc_private_key_id
+            # the provider checks exp by its own clock, so by the wall clock here; one
+            # exchange per session, so the claim is fresh (authlib's default is an hour)
+            expires = int(time.time()) + ASSERTION_SECONDS
+            session.register_client_auth_method(
+                PrivateKeyJWT(
+                    token_endpoint,
+                    claims={"exp": expires},
+                    headers={"kid": kid},
+                    alg=self._assertion[1],
+                )
+            )
         return session
 
     def authorization_url(self, flow: Flow) -> str:
@@ -177,7 +245,7 @@ class OidcClient:
         """The checked claims of the ID token the code is exchanged for."""
         provider = self.provider()
         try:
-            with self._session() as session:
+            with self._session(provider.token_endpoint) as session:
                 token = session.fetch_token(
                     provider.token_endpoint,
                     grant_type="authorization_code",
@@ -253,6 +321,13 @@ class OidcClient:
             return None
         value = claim_at(claims, path)
         return value if ballots.is_enabled_actor(ledger, value) else None
+
+
+def prepare(app: FastAPI, settings: Settings) -> None:
+    """Make the app's client of the configured provider now, so that a client
+    key that does not load stops start-up rather than the first sign-in."""
+    if settings.console_oidc_issuer is not None:
+        app.state.console_oidc = OidcClient(settings)
 
 
 def _client(request: Request, settings: Settings) -> OidcClient | None:

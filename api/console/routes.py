@@ -220,6 +220,7 @@ def install_console(app: Any) -> None:
     app.include_router(router)
     from api.console.actions import router as actions_router
     from api.console.inbox import router as inbox_router
+    from api.console.oidc import prepare as prepare_oidc
     from api.console.oidc import router as oidc_router
     from api.console.search import router as search_router
     from api.console.signin import router as signin_router
@@ -229,5 +230,6 @@ def install_console(app: Any) -> None:
     app.include_router(inbox_router)
     app.include_router(signin_router)
     app.include_router(oidc_router)
+    prepare_oidc(app, app.state.settings)
     app.include_router(actions_router)
     app.include_router(webhooks_router)

@@ -8,13 +8,17 @@ the version was decided (kind, votes with their times, ``required``, an
 escalation's group: ``api.service.ballots``), each
 step's time, the delivery mode, the receipt, whether a reconciler exists, and,
 because only admins reach it, the idempotency key (what the operator searches
-the provider for). The content stays out (I10): the approved preview is shown
+the provider for). A queued attempt past ``LEDGER_WAITING_FOR_BUILD_SECONDS``
+(the derived ``waiting_for_build`` entry) is told apart from one that just
+arrived: its guidance names the build no worker took, says whether this
+process hosts it, and what to do. The content stays out (I10): the approved preview is shown
 only by ``reveal``, which records the reveal first.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from adapters.bootstrap import Ledger
@@ -28,6 +32,7 @@ from domain.proposal import Proposal
 from domain.redaction import redact
 from domain.services import oversight, resolution
 from domain.services.authorization import DirectoryReads
+from projections.attention import is_waiting_for_build
 from projections.labels import EVENT_WORDS
 
 MAX_ID_CHARS = 80
@@ -77,8 +82,25 @@ def _steps(ledger: Ledger, attempt_id: str) -> list[dict[str, Any]]:
     return steps
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """A queued attempt on the ``waiting_for_build`` entry: the build no worker
+    took it with, and whether this process's registry has that build."""
+
+    capability: str
+    build: str
+    threshold_seconds: int
+    hosted_here: bool
+    dispatched: bool
+
+
 def guidance(
-    status: str, delivery_mode: str, key: str, has_reconciler: bool, acknowledged: bool
+    status: str,
+    delivery_mode: str,
+    key: str,
+    has_reconciler: bool,
+    acknowledged: bool,
+    waiting: Waiting | None = None,
 ) -> str:
     """What the on-call admin should do next, in plain words."""
     if status == AttemptStatus.OUTCOME_UNKNOWN.value:
@@ -106,12 +128,42 @@ def guidance(
             "Provably no effect. Tell whoever asked if they need to know, then "
             "acknowledge it so it leaves the list."
         )
+    if waiting is not None:
+        return _waiting_guidance(waiting)
     if status == AttemptStatus.QUEUED.value:
         return (
             "Queued. If it waits long, no running worker hosts its build: start a "
             "worker with that build (see GET /executors), or let the proposal expire."
         )
     return "Nothing to do: the attempt is in progress or settled."
+
+
+def _waiting_guidance(waiting: Waiting) -> str:
+    # Whether this process hosts the build tells the two causes apart: a build
+    # no deployed worker has (an executors file changed without its check), or
+    # a worker that has it but is off or busy.
+    if waiting.hosted_here:
+        here = (
+            "This server hosts that build, so its own worker is off (--no-worker or "
+            "LEDGER_EXECUTION_ENABLED=false) or busy, and so is every other worker with it."
+        )
+    else:
+        here = "This server does not host that build, and no worker that does has taken it."
+    settled = (
+        "outcome_unknown, since an earlier dispatch may have landed"
+        if waiting.dispatched
+        else "failed_safe, since it was never dispatched"
+    )
+    return (
+        f"Waiting for its build: no worker hosting {waiting.capability} build "
+        f"{waiting.build} has taken it for longer than LEDGER_WAITING_FOR_BUILD_SECONDS "
+        f"({waiting.threshold_seconds} s). {here} Start a worker whose executors file "
+        "lists this build (ledger executors, run with a worker's settings, prints the "
+        "builds it hosts), or withdraw the build in the directory (PUT "
+        f"/directory/executor-builds/{waiting.capability}/{waiting.build} with "
+        '"available": false) and a '
+        f"running worker settles it: {settled}."
+    )
 
 
 def describe(ledger: Ledger, principal: Principal, attempt_id: str) -> dict[str, Any]:
@@ -136,6 +188,19 @@ def describe(ledger: Ledger, principal: Principal, attempt_id: str) -> dict[str,
         )
     )
     status = attempt.status.value
+    hosted_here = ledger.registry.get(attempt.capability, attempt.executor_build) is not None
+    threshold = ledger.settings.waiting_for_build_seconds
+    waiting = (
+        Waiting(
+            attempt.capability,
+            attempt.executor_build,
+            threshold,
+            hosted_here,
+            attempt.dispatched,
+        )
+        if is_waiting_for_build(status, attempt.updated_at, ledger.clock.now(), threshold)
+        else None
+    )
     shown: dict[str, Any] = redact(
         {
             "capability": attempt.capability,
@@ -162,12 +227,15 @@ def describe(ledger: Ledger, principal: Principal, attempt_id: str) -> dict[str,
         "acknowledgement": attempt.acknowledgement,
         "reveals": [] if reveals is None else reveals.reveals,
         "decision": decision,
+        "hosted_here": hosted_here,
+        "waiting_for_build": waiting is not None,
         "guidance": guidance(
             status,
             attempt.delivery_mode.value,
             attempt.idempotency_key,
             has_reconciler is not None,
             attempt.acknowledgement is not None,
+            waiting,
         ),
     }
 

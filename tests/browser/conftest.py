@@ -19,7 +19,8 @@ def served(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Served]:
     with store_env(request.param, tmp_path_factory.mktemp("console"), request) as where:
-        yield from serve(request.param, tmp_path_factory, where)
+        client = request.getfixturevalue("dynamodb_client") if request.param != "sqlite" else None
+        yield from serve(request.param, tmp_path_factory, where, client)
 
 
 @pytest.fixture(scope="package")

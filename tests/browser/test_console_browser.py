@@ -19,7 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.browser import WIDTHS, Served, api, require_chromium, sign_in
+from tests.support.browser import (
+    WIDTHS,
+    Served,
+    api,
+    require_chromium,
+    sign_in,
+    until_listed,
+)
 
 require_chromium()
 
@@ -29,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _shot(page: Any, name: str, served: Served) -> None:
     target = os.environ.get("LEDGER_CONSOLE_SCREENSHOTS")
     if target and served.store == "sqlite":  # one set of pictures, the same pages
+        if name.startswith("attention"):  # every entry of the list drawn, the derived one too
+            until_listed(page, f"#waiting_for_build a[href$='{served.waiting}']", 60)
         page.screenshot(path=str(ROOT / target / f"console-{name}.png"), full_page=True)
 
 
@@ -61,6 +70,8 @@ def test_an_admin_resolves_an_unknown_attempt_and_it_leaves_the_list(
 
     page.click("nav a[href='/console/attempts']")
     page.click("a[href='/console/attempts?status=manually_resolved']")
+    # a click waits for the navigation to commit only: count on the whole page
+    page.wait_for_load_state("load")
     assert page.locator(f"a[href='/console/attempts/{first}']").count() == 1
     _shot(page, "attempts", served)
 

@@ -2,9 +2,10 @@
 on each served store (tests.support.browser): what the attempt was and the
 recorded Reveal of its preview, acknowledging a failed_safe so it leaves the
 attention list, resolving an effect found after "no effect" from its form,
-finding attempts by status and id prefix (newest first), and redelivering a
-page of failing webhooks at once. At 390 every control used is
-on the screen and clicked there."""
+finding attempts by status and id prefix (newest first), redelivering a
+page of failing webhooks at once, and an attempt waiting for a build the
+server does not host, with the guidance that names the build. At 390 every
+control used is on the screen and clicked there."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from domain.oversight import reveals_id
 from domain.ports import Commit
 from tests.support.browser import (
     TITLE,
+    UNHOSTED,
+    WAITING_SECONDS,
     WIDTHS,
     Served,
     api,
@@ -30,6 +33,7 @@ from tests.support.browser import (
     require_chromium,
     settled,
     sign_in,
+    until_listed,
 )
 from tests.support.http_helpers import PROVENANCE
 
@@ -213,3 +217,50 @@ def test_redeliver_a_page_of_failing_webhooks_at_once(
             break
         time.sleep(0.2)
     assert all(now.get(i, 0) > before[i] for i in ids), (before, now)
+
+
+def test_an_attempt_waiting_for_its_build_names_the_build_and_what_to_do(
+    served: Served, page: Any, width: int
+) -> None:
+    admin = {"Authorization": f"Bearer {served.admin}"}
+    hosted = httpx.get(f"{api(served.base)}/executors", headers=admin)
+    assert hosted.status_code == 200, hosted.text
+    builds = {item["executor_build"] for item in hosted.json()["items"]}
+    assert builds and served.waiting_build not in builds  # the server's worker lacks it
+
+    anchor = f"a[href='/console/attempts/{served.waiting}']"
+    link = f"#waiting_for_build {anchor}"
+    _open(page, served, width, "/console")
+    until_listed(page, link, 3 * WAITING_SECONDS)  # the threshold passes once for the package
+    row = page.locator("#waiting_for_build tr", has=page.locator(anchor)).inner_text()
+    for shown in (
+        "queued",
+        "waiting_for_build",
+        UNHOSTED,
+        "tasks",
+        "task:42",
+        PROVENANCE.actor_id,
+        PROVENANCE.channel_binding_id,
+        "provider_idempotency",
+    ):
+        assert shown in row, (shown, row)
+
+    reachable(page, link, width)
+    assert page.url == f"{served.base}/console/attempts/{served.waiting}"
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, (width, overflow)  # the long digests wrap
+    guidance = page.locator("#guidance").inner_text()
+    assert f"no worker hosting {UNHOSTED} build {served.waiting_build} has taken it" in guidance
+    assert f"LEDGER_WAITING_FOR_BUILD_SECONDS ({WAITING_SECONDS} s)" in guidance
+    assert "This server does not host that build" in guidance
+    assert "Start a worker whose executors file lists this build" in guidance
+    assert f"PUT /directory/executor-builds/{UNHOSTED}/{served.waiting_build}" in guidance
+    assert "failed_safe, since it was never dispatched" in guidance
+    what = page.locator("#what").inner_text()
+    assert "waiting_for_build" in what and "(not hosted here)" in what
+    assert page.locator("#build").inner_text() == served.waiting_build
+    assert page.locator("#resolve, #acknowledge").count() == 0  # nothing to settle by hand
+    status = httpx.get(
+        f"{api(served.base)}/execution-attempts/{served.waiting}", headers=admin
+    ).json()
+    assert status["status"] == "queued"  # still untaken: no worker hosts its build

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger
+from adapters.executors.fake import fake_build_digest
 from adapters.settings import Settings
 from api.http.schemas.attempts import AttemptOut
 from tests.support.clocks import FixedClock
@@ -60,14 +61,22 @@ def test_a_queued_attempt_past_the_threshold_is_listed_shown_and_counted(
 
     assert waiting(client, admin) == []  # queued, but not for long
     assert gauge(client, bearer) == 0
+    admin_session(browser, settings)
+    page = browser.get(f"/console/attempts/{attempt_id}").text
+    assert "Queued. If it waits long" in page and "waiting_for_build" not in page
 
     clock.advance(settings.waiting_for_build_seconds + 1)  # no worker took it
     assert waiting(client, admin) == [attempt_id]
     assert gauge(client, bearer) == 1
-    admin_session(browser, settings)
     page = browser.get("/console").text
     section = page[page.index('id="waiting_for_build"') :]
     assert attempt_id[:20] in section and "waiting_for_build" in section
+    # this process hosts the build: the guidance says its worker is off or busy
+    page = browser.get(f"/console/attempts/{attempt_id}").text
+    build = fake_build_digest("fake.provider_idempotency")
+    assert f"no worker hosting fake.provider_idempotency build {build} has taken it" in page
+    assert "This server hosts that build, so its own worker is off" in page
+    assert "(hosted here)" in page and "waiting_for_build</span>" in page
 
     assert run_worker(ledger, attempt_id) == "succeeded"  # a worker with its build
     assert waiting(client, admin) == []

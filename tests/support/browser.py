@@ -2,8 +2,11 @@
 downloaded browser), launched once for the package with a fresh context per
 test, and one real ``ledger serve`` per store (SQLite, and a DynamoDB table of
 the emulator) with the states the tests open, made once through the HTTP API:
-attempts in ``outcome_unknown``, ``failed_safe`` and ``succeeded``, and webhook
-deliveries failing against a closed port."""
+attempts in ``outcome_unknown``, ``failed_safe`` and ``succeeded``, webhook
+deliveries failing against a closed port, and one attempt of a build the server
+does not host, proposed through a ledger in the test process that hosts it
+(``queue_unhosted``): it stays queued, ``waiting_for_build`` after
+``WAITING_SECONDS``."""
 
 from __future__ import annotations
 
@@ -20,9 +23,11 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.bootstrap import build_ledger
 from adapters.dynamodb.schema import create_table
 from adapters.executors.fake import fake_build_digest
 from adapters.settings import load_settings
+from api.embedded import EmbeddedLedger
 from api.http.auth import mint_token
 from domain.timeutil import format_utc
 from tests.support.dynamodb_fixtures import new_table_name
@@ -46,6 +51,10 @@ WIDTHS = [1280, 390]
 """The screen widths every console page is checked at: a laptop and a phone."""
 TITLE = "Call the plumber"
 """The content of the attempts' proposals: only behind Reveal on the console."""
+WAITING_SECONDS = 10
+"""The served servers' LEDGER_WAITING_FOR_BUILD_SECONDS (its least allowed value)."""
+UNHOSTED = "tasks.create"
+"""The capability of the build only the test process hosts (an ``[[http]]`` entry)."""
 
 
 def require_chromium() -> None:
@@ -80,6 +89,10 @@ class Served:
     """A failed_safe attempt per screen width, each acknowledged by one test."""
     older_failed: str = ""
     """A failed_safe attempt made before the others, never acknowledged."""
+    waiting: str = ""
+    """A queued attempt of a build the server does not host, made first."""
+    waiting_build: str = ""
+    """That attempt's build digest."""
 
 
 def api(base: str) -> str:
@@ -169,8 +182,71 @@ def server_env(where: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def queue_unhosted(
+    http: httpx.Client,
+    base: str,
+    tokens: dict[str, dict[str, str]],
+    where: dict[str, str],
+    tmp: Path,
+    dynamodb_client: Any | None,
+) -> tuple[str, str]:
+    """An approved attempt, and its build, of a build the server does not host.
+
+    The proposal is made through a ledger in this process whose executors file
+    has one ``[[http]]`` build of ``UNHOSTED`` (proposing needs the build where
+    it is proposed; approving does not), and approved through the server. This
+    process runs no worker and the server's own lacks the build, so nothing
+    ever takes it: its URL is a closed port that is never called."""
+    executors = tmp / "unhosted-executors.toml"
+    executors.write_text(
+        f'[[http]]\ncapability = "{UNHOSTED}"\ndelivery_mode = "provider_idempotency"\n'
+        f'url = "http://127.0.0.1:{free_port()}/v1/{{destination}}"\nreceipt = ["/id"]\n'
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {**where, "LEDGER_EXECUTORS_FILE": str(executors)}.items():
+            patch.setenv(name, value)
+        wiring = build_ledger(load_settings(env="development"), dynamodb_client=dynamodb_client)
+    try:
+        (build,) = [e for e in wiring.registry.entries() if e.capability == UNHOSTED]
+        allowed = http.put(
+            f"{api(base)}/directory/executor-builds/{UNHOSTED}/{build.build_digest}",
+            json={"delivery_mode": build.delivery_mode.value, "available": True},
+            headers=tokens["admin"],
+        )
+        assert allowed.status_code == 200, allowed.text
+        proposer = EmbeddedLedger(wiring, subject="assistant-backend", start=False)
+        proposal = proposer.propose(
+            PROVENANCE.actor_id,
+            spec(
+                UNHOSTED,
+                executor_build=build.build_digest,
+                schema_digest=build.schema_digest,
+                content={"title": TITLE},
+                expires_at=format_utc(datetime.now(UTC) + timedelta(days=1)),
+            ),
+        )
+        shown = proposer.present(
+            proposal.proposal_id,
+            version=1,
+            identity_binding_id=PROVENANCE.identity_binding_id,
+            channel_binding_id=PROVENANCE.channel_binding_id,
+            conversation_key=PROVENANCE.conversation_key,
+        )
+    finally:
+        if dynamodb_client is None:  # the emulator's client is the session's
+            wiring.close()
+    approved = http.post(
+        f"{api(base)}/approvals", headers=tokens["channel"], json={"token": shown.token}
+    )
+    assert approved.status_code == 202, approved.text
+    return str(approved.json()["attempt_id"]), build.build_digest
+
+
 def serve(
-    store: str, tmp_path_factory: pytest.TempPathFactory, where: dict[str, str]
+    store: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    where: dict[str, str],
+    dynamodb_client: Any | None = None,
 ) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp(f"console-{store}")
     port = free_port()
@@ -181,7 +257,14 @@ def serve(
         'secret = "env:HOOK_SECRET"\ntimeout_seconds = 1\n'
         'events = ["attempt.succeeded", "attempt.failed_safe", "attempt.outcome_unknown"]\n'
     )
-    env = server_env({**where, "LEDGER_EXECUTORS_FILE": str(hooks), "HOOK_SECRET": "s" * 32})
+    env = server_env(
+        {
+            **where,
+            "LEDGER_EXECUTORS_FILE": str(hooks),
+            "HOOK_SECRET": "s" * 32,
+            "LEDGER_WAITING_FOR_BUILD_SECONDS": str(WAITING_SECONDS),
+        }
+    )
     settings = load_settings(env="development")
     header = {
         role: {
@@ -218,6 +301,10 @@ def serve(
                         f"{api(base)}/directory{path}", json=body, headers=header["admin"]
                     )
                     assert answer.status_code == 200, answer.text
+                # first, so that its wait overlaps the settling of the others
+                waiting, waiting_build = queue_unhosted(
+                    http, base, header, where, tmp, dynamodb_client
+                )
                 # approved one after the other (newest last), settled together
                 made = [
                     (make_attempt(http, base, header, capability, simulate), status)
@@ -242,6 +329,8 @@ def serve(
                 succeeded=ids[4],
                 failed=dict(zip(WIDTHS, ids[5:7], strict=True)),
                 older_failed=ids[0],
+                waiting=waiting,
+                waiting_build=waiting_build,
             )
         finally:
             server.terminate()
@@ -253,6 +342,15 @@ def sign_in(page: Any, base: str, token: str) -> None:
     assert page.url.endswith("/console/signin")
     page.fill("#token", token)
     page.click("button[type=submit]")
+
+
+def until_listed(page: Any, selector: str, seconds: float) -> None:
+    """Reload the page until ``selector`` is on it, for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while page.locator(selector).count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        page.reload()
+    assert page.locator(selector).count() == 1, f"{selector} never listed"
 
 
 def reachable(page: Any, selector: str, width: int) -> Any:

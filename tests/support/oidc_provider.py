@@ -4,8 +4,13 @@ single-use codes) in a Flask app served by Werkzeug on a thread.
 
 Users sign in at its ``/authorize`` form by name (``POST username=...``); each
 user's claims are given to the constructor. Discovery and the key set are
-served at the standard paths. ``host`` names it in the issuer (``localhost``
-makes it another site than a ledger on 127.0.0.1, as a real provider is).
+served at the standard paths. Its client authenticates at the token endpoint
+by one method only, ``client.auth_method`` (``client_secret_basic`` unless set:
+``client_secret_post``, ``private_key_jwt`` against ``client.public_keys``, or
+``none``); every other method is refused as a real provider refuses it, and
+``authenticated`` records the method of each accepted token request. ``host``
+names it in the issuer (``localhost`` makes it another site than a ledger on
+127.0.0.1, as a real provider is).
 """
 
 from __future__ import annotations
@@ -19,12 +24,15 @@ from typing import Any
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
+from authlib.oauth2.rfc7523 import JWTBearerClientAssertion
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oidc.core import UserInfo
 from authlib.oidc.core.grants import OpenIDCode
 from flask import Flask, jsonify, request
-from joserfc.jwk import RSAKey
+from joserfc.jwk import KeySet, RSAKey
 from werkzeug.serving import make_server
+
+AUTH_METHODS = ["client_secret_basic", "client_secret_post", "private_key_jwt", "none"]
 
 
 @dataclass
@@ -32,6 +40,10 @@ class Client:
     client_id: str
     client_secret: str
     redirect_uri: str
+    auth_method: str = "client_secret_basic"
+    """The one method this client may authenticate with at the token endpoint."""
+    public_keys: list[dict[str, Any]] = field(default_factory=list)
+    """The public JWKs (each with its ``kid``) its ``private_key_jwt`` assertions verify with."""
 
     def get_client_id(self) -> str:
         return self.client_id
@@ -49,7 +61,7 @@ class Client:
         return secrets.compare_digest(client_secret, self.client_secret)
 
     def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
-        return method == "client_secret_basic"
+        return method == self.auth_method
 
     def check_response_type(self, response_type: str) -> bool:
         return response_type == "code"
@@ -107,6 +119,10 @@ class OidcProvider:
         self.redeemed: list[str] = []
         self.id_token_seconds = 3600  # how long an ID token it signs is valid
         self.issued_exp: list[int] = []  # the exp of every ID token it signed, in order
+        self.authenticated: list[str] = []  # the client's method at each accepted token request
+        self.assertion_headers: list[dict[str, Any]] = []  # of each private_key_jwt assertion
+        self.assertion_claims: list[dict[str, Any]] = []  # and its claims
+        self._assertion_ids: set[str] = set()
         self._server = make_server("127.0.0.1", 0, self._app(), threaded=True)
         self.issuer = f"http://{host}:{self._server.server_port}"  # served on 127.0.0.1
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -126,7 +142,13 @@ class OidcProvider:
         app = Flask("oidc-test-provider")
 
         class CodeGrant(grants.AuthorizationCodeGrant):
-            TOKEN_ENDPOINT_AUTH_METHODS = ["client_secret_basic"]
+            # every method is offered; the client accepts only its own
+            TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
+
+            def authenticate_token_endpoint_client(self) -> Client:
+                client: Client = super().authenticate_token_endpoint_client()
+                provider.authenticated.append(self.request.auth_method)
+                return client
 
             def save_authorization_code(self, code: str, req: Any) -> None:
                 provider.codes[code] = Code(
@@ -169,10 +191,32 @@ class OidcProvider:
             def generate_user_info(self, user: str, scope: str) -> UserInfo:
                 return UserInfo(sub=user, **provider.users[user])
 
+        class PrivateKeyJwt(JWTBearerClientAssertion):  # type: ignore[misc]
+            CLIENT_AUTH_METHOD = "private_key_jwt"
+
+            def get_audiences(self) -> list[str]:
+                return [provider.issuer + "/token"]
+
+            def validate_jti(self, claims: Any, jti: str) -> bool:
+                if jti in provider._assertion_ids:
+                    return False
+                provider._assertion_ids.add(jti)
+                return True
+
+            def resolve_client_public_key(self, client: Client) -> KeySet:
+                return KeySet.import_key_set({"keys": client.public_keys})
+
+            def extract_assertion(self, assertion: str) -> Any:
+                headers, claims = super().extract_assertion(assertion)
+                provider.assertion_headers.append(dict(headers))
+                provider.assertion_claims.append(dict(claims))
+                return headers, claims
+
         def query_client(client_id: str) -> Client | None:
             return provider.client if client_id == provider.client.client_id else None
 
         server = AuthorizationServer(app, query_client=query_client, save_token=lambda t, r: None)
+        server.register_client_auth_method("private_key_jwt", PrivateKeyJwt())
         server.register_grant(
             CodeGrant, [IdToken(require_nonce=True), CodeChallenge(required=True)]
         )
@@ -188,6 +232,7 @@ class OidcProvider:
                 subject_types_supported=["public"],
                 id_token_signing_alg_values_supported=["RS256"],
                 code_challenge_methods_supported=["S256"],
+                token_endpoint_auth_methods_supported=[provider.client.auth_method],
             )
 
         @app.get("/jwks")
