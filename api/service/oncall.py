@@ -132,8 +132,10 @@ def guidance(
         return _waiting_guidance(waiting)
     if status == AttemptStatus.QUEUED.value:
         return (
-            "Queued. If it waits long, no running worker hosts its build: start a "
-            "worker with that build (see GET /executors), or let the proposal expire."
+            "Queued: the next worker hosting its build takes it. If it waits long, no "
+            "running worker hosts that build: start one (see GET /executors), or withdraw "
+            "the build in the directory so that a worker settles it. Its proposal's expiry "
+            "alone settles nothing: a worker refuses an expired attempt only when it takes it."
         )
     return "Nothing to do: the attempt is in progress or settled."
 
