@@ -203,6 +203,8 @@ def install_console(app: Any) -> None:
     live in the ledger's store)."""
     from fastapi import FastAPI
 
+    from api.http.middleware import include
+
     assert isinstance(app, FastAPI)
 
     async def to_signin(request: Request, exc: Exception) -> Response:
@@ -217,7 +219,7 @@ def install_console(app: Any) -> None:
 
     app.add_exception_handler(SignInRequired, to_signin)
     app.add_exception_handler(MembersOnlyInbox, to_inbox)
-    app.include_router(router)
+    include(app, router)
     from api.console.actions import router as actions_router
     from api.console.inbox import router as inbox_router
     from api.console.oidc import prepare as prepare_oidc
@@ -226,10 +228,10 @@ def install_console(app: Any) -> None:
     from api.console.signin import router as signin_router
     from api.console.webhooks import router as webhooks_router
 
-    app.include_router(search_router)
-    app.include_router(inbox_router)
-    app.include_router(signin_router)
-    app.include_router(oidc_router)
+    include(app, search_router)
+    include(app, inbox_router)
+    include(app, signin_router)
+    include(app, oidc_router)
     prepare_oidc(app, app.state.settings)
-    app.include_router(actions_router)
-    app.include_router(webhooks_router)
+    include(app, actions_router)
+    include(app, webhooks_router)

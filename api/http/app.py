@@ -15,7 +15,6 @@ from fastapi import FastAPI
 from adapters.audit.signing import check_signing_key
 from adapters.bootstrap import Ledger, build_ledger
 from adapters.settings import Settings
-from adapters.tracing import OtelTracer
 from api.console.routes import install_console
 from api.http.auth import TokenVerifier
 from api.http.errors import install_error_handlers
@@ -24,6 +23,7 @@ from api.http.middleware import (
     BodyLimitMiddleware,
     ErrorBoundaryMiddleware,
     ObservabilityMiddleware,
+    include,
 )
 from api.http.routers import (
     approvals,
@@ -81,19 +81,18 @@ def create_app(
     # the error boundary's 500 included.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(ErrorBoundaryMiddleware)
-    tracer = wired.tracer if isinstance(wired.tracer, OtelTracer) else None
-    app.add_middleware(ObservabilityMiddleware, metrics=wired.metrics, tracer=tracer)
+    app.add_middleware(ObservabilityMiddleware)
 
-    app.include_router(health.router)
-    app.include_router(directory.router, prefix=API_PREFIX)
-    app.include_router(executors.router, prefix=API_PREFIX)
-    app.include_router(proposals.router, prefix=API_PREFIX)
-    app.include_router(approvals.router, prefix=API_PREFIX)
-    app.include_router(declines.router, prefix=API_PREFIX)
-    app.include_router(attempts.router, prefix=API_PREFIX)
-    app.include_router(audit.router, prefix=API_PREFIX)
-    app.include_router(webhooks.router, prefix=API_PREFIX)
-    app.include_router(policies.router, prefix=API_PREFIX)
-    app.include_router(standing_grants.router, prefix=API_PREFIX)
+    include(app, health.router)
+    include(app, directory.router, prefix=API_PREFIX)
+    include(app, executors.router, prefix=API_PREFIX)
+    include(app, proposals.router, prefix=API_PREFIX)
+    include(app, approvals.router, prefix=API_PREFIX)
+    include(app, declines.router, prefix=API_PREFIX)
+    include(app, attempts.router, prefix=API_PREFIX)
+    include(app, audit.router, prefix=API_PREFIX)
+    include(app, webhooks.router, prefix=API_PREFIX)
+    include(app, policies.router, prefix=API_PREFIX)
+    include(app, standing_grants.router, prefix=API_PREFIX)
     install_console(app)
     return app

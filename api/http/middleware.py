@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import Any
 
 from opentelemetry.trace import SpanKind
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -121,18 +122,21 @@ class ObservabilityMiddleware:
     The route label and span name are the matched *template* (``/x/{id}``),
     never the concrete path, so ids stay out of labels; an unmatched path is
     ``other``. The status label is the class (``2xx``...). A trace context
-    sent by the caller (``traceparent``) is continued.
+    sent by the caller (``traceparent``) is continued. The metrics and the
+    tracer are those of the app's ledger (``app.state.ledger``), read per
+    request as the routes read it.
     """
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, tracer: OtelTracer | None) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.metrics = metrics
-        self.tracer = tracer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        ledger = scope["app"].state.ledger
+        metrics: Metrics = ledger.metrics
+        tracer = ledger.tracer if isinstance(ledger.tracer, OtelTracer) else None
         started = time.perf_counter()
         status = 500
 
@@ -145,7 +149,7 @@ class ObservabilityMiddleware:
         method = str(scope.get("method", "GET"))
         method_label = method if method in _METHODS else "other"
         try:
-            if self.tracer is None:
+            if tracer is None:
                 await self.app(scope, receive, status_send)
             else:
                 parent = {
@@ -153,7 +157,7 @@ class ObservabilityMiddleware:
                     for k, v in scope.get("headers", [])
                     if k in (b"traceparent", b"tracestate")
                 }
-                with self.tracer.span(
+                with tracer.span(
                     f"{method_label} request",
                     {"http.request.method": method_label},
                     parent=parent or None,
@@ -167,7 +171,7 @@ class ObservabilityMiddleware:
                         span.set("http.response.status_code", status)
                         _rename(route, method_label)
         finally:
-            self.metrics.observe(
+            metrics.observe(
                 "ledger_http_request_duration_seconds",
                 time.perf_counter() - started,
                 method=method_label,
@@ -179,24 +183,31 @@ class ObservabilityMiddleware:
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
 
+def include(app: Any, router: Any, prefix: str = "") -> None:
+    """``app.include_router(router, prefix=prefix)``, noting the full template of each
+    of its routes (prefix included) for the metrics' ``route`` label.
+
+    Recent FastAPI builds an included router's route contexts (a pydantic adapter
+    per parameter) on first use; finding the template among them on the first
+    request built every route of the app at once, about half a second of CPU on a
+    small machine, paid by every fresh app (each test's). The templates noted here
+    cost nothing."""
+    app.include_router(router, prefix=prefix)
+    templates = getattr(app.state, "route_templates", None)
+    if templates is None:
+        templates = app.state.route_templates = {}
+    for route in router.routes:
+        templates.setdefault(id(route), prefix + str(getattr(route, "path", "")))
+
+
 def _route_template(scope: Scope) -> str:
     """The full template of the matched route (prefix included), or ``other``."""
     route = scope.get("route")
     if route is None:
         return safe_route(None)
-    app = scope.get("app")
-    templates: dict[int, str] | None = getattr(getattr(app, "state", None), "route_templates", None)
-    if templates is None and app is not None:
-        templates = {}
-        for entry in getattr(app, "routes", []):
-            # Recent FastAPI keeps an included router as one entry whose contexts
-            # know their full path and the original route the scope names.
-            contexts = getattr(entry, "effective_route_contexts", None)
-            for item in contexts() if contexts is not None else [entry]:
-                original = getattr(item, "original_route", item)
-                templates.setdefault(id(original), str(getattr(item, "path", "")))
-        app.state.route_templates = templates
-    found = (templates or {}).get(id(route))
+    state = getattr(scope.get("app"), "state", None)
+    templates: dict[int, str] = getattr(state, "route_templates", None) or {}
+    found = templates.get(id(route))
     return safe_route(found if found is not None else getattr(route, "path", None))
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from adapters.bootstrap import Ledger, build_ledger
@@ -40,9 +41,39 @@ def ledger(settings: Settings) -> Iterator[Ledger]:
     wired.close()
 
 
+_APPS: list[tuple[Settings, FastAPI]] = []
+"""One app per distinct settings in this worker, given each test's own ledger."""
+
+_PER_TEST_STATE = ("console_oidc", "console_oidc_starts")
+"""What a request leaves on ``app.state`` that is the test's (a sign-in rate
+limit, the OIDC client with its discovery), dropped before the next test."""
+
+
+def app_for(settings: Settings, ledger: Ledger) -> FastAPI:
+    """The app of ``settings`` serving ``ledger``.
+
+    FastAPI builds an included router's route contexts (a pydantic adapter per
+    parameter) on the first request that reaches it, about half a second of CPU
+    for the larger routers; a fresh app per test paid it in nearly every HTTP
+    test. The routes read the ledger, its metrics and the settings from
+    ``app.state`` per request, so an app made once per distinct settings and
+    given the test's ledger answers as a fresh one does (test_app_reuse.py)."""
+    found = [app for made_with, app in _APPS if made_with == settings]
+    app = found[0] if found else create_app(settings, ledger=ledger)
+    if not found:
+        _APPS.append((settings, app))
+    app.state.ledger = ledger
+    app.state.idempotency_in_flight = ledger.in_flight
+    app.dependency_overrides.clear()
+    for name in _PER_TEST_STATE:
+        if hasattr(app.state, name):
+            delattr(app.state, name)
+    return app
+
+
 @pytest.fixture
 def client(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, ledger=ledger)) as test_client:
+    with TestClient(app_for(settings, ledger)) as test_client:
         yield test_client
 
 
@@ -74,5 +105,5 @@ def directory(client: TestClient, admin: Headers) -> None:
 @pytest.fixture
 def browser(settings: Settings, ledger: Ledger) -> Iterator[TestClient]:
     """A client on a loopback base URL (the console's development cookies are not Secure)."""
-    with TestClient(create_app(settings, ledger=ledger), base_url="http://127.0.0.1") as c:
+    with TestClient(app_for(settings, ledger), base_url="http://127.0.0.1") as c:
         yield c
