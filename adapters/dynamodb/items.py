@@ -176,7 +176,8 @@ def lookup_expired(item: Mapping[str, Any], now: datetime) -> bool:
 
 
 def due_bucket_name(number: int) -> str:
-    """The due index partition ``due#00`` .. ``due#ff`` (fixed width up to 256)."""
+    """The due index partition ``due#00`` .. ``due#ff``, ``due#100`` and on above 256
+    (the names are only ever compared whole)."""
     return f"{DUE_PREFIX}{number:02x}"
 
 

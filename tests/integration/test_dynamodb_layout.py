@@ -79,10 +79,20 @@ def legacy_table(dynamodb_client: Any) -> Iterator[str]:
     dynamodb_client.delete_table(TableName=name)
 
 
+@pytest.fixture
+def new_table(dynamodb_client: Any) -> Iterator[str]:
+    """A table exactly as ``create_table`` makes it (the test fixtures record fewer
+    due buckets)."""
+    name = new_table_name()
+    create_table(dynamodb_client, name)
+    yield name
+    dynamodb_client.delete_table(TableName=name)
+
+
 def test_a_new_table_is_striped_and_a_change_is_caught_on_every_shard(
-    dynamodb_recorder: DynamoDBLedgerRecorder, dynamodb_endpoint: str
+    dynamodb_client: Any, new_table: str, dynamodb_endpoint: str
 ) -> None:
-    recorder = dynamodb_recorder
+    recorder = DynamoDBLedgerRecorder(new_table, dynamodb_client)
     assert recorder.layout == NEW_TABLE
     shown = invoke(
         ["dynamodb", "layout"],
@@ -94,7 +104,8 @@ def test_a_new_table_is_striped_and_a_change_is_caught_on_every_shard(
     )
     assert shown.exit_code == 0, shown.stderr
     assert (
-        "head buckets 512, directory shards 16, policy-set shards 96, checks read shard copies"
+        "head buckets 512, directory shards 16, policy-set shards 96, due buckets 256, "
+        "checks read shard copies"
     ) in shown.stdout
     seeds = seeds_for_every_shard(recorder.layout)
     with pytest.raises(StreamConflictError):  # absent: no copy says otherwise yet
@@ -147,12 +158,13 @@ def test_a_table_made_before_the_layout_keeps_working_and_migrates(
     )
     assert ran.exit_code == 0, ran.stderr
     assert (
-        "now: head buckets 64, directory shards 8, policy-set shards 24, checks read" in ran.stdout
+        "now: head buckets 64, directory shards 8, policy-set shards 24, due buckets 256, checks"
+        in ran.stdout
     )
     assert "(1 directory records given their copies)" in ran.stdout
 
     new = DynamoDBLedgerRecorder(legacy_table, dynamodb_client)
-    assert new.layout == TableLayout(64, 8, True, 2, policy_set_shards=24)
+    assert new.layout == TableLayout(64, 8, True, 2, policy_set_shards=24, due_buckets=256)
     assert copies(new, ACTOR, 8) == [2] * 8
     for seed in seeds_for_every_shard(new.layout).values():
         with pytest.raises(StreamConflictError):
