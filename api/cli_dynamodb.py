@@ -55,16 +55,19 @@ def _describe(layout: Any, due_setting: int) -> str:
         due = (
             f"due buckets not recorded (each process's LEDGER_DUE_WORK_BUCKETS, here {due_setting})"
         )
+    grants = f"grant use shards {layout.grant_shards}"
+    if not layout.grant_shards:
+        grants = "grant use shards 0 (a grant's uses on its own record)"
     return (
         f"head buckets {layout.head_buckets}, directory shards {layout.directory_shards}, "
-        f"policy-set shards {layout.policy_set_shards}, {due}, checks read {checks}; "
+        f"policy-set shards {layout.policy_set_shards}, {due}, {grants}, checks read {checks}; "
         f"layout {recorded}"
     )
 
 
 @dynamodb_app.command("layout")
 def show_layout() -> None:
-    """Print the table's layout: head-index buckets, directory shards, due buckets."""
+    """Print the table's layout: head buckets, directory shards, due buckets, grant shards."""
     with _one_line_errors():
         recorder = _recorder()
         shown = _describe(recorder.read_layout(), recorder.due_buckets)
@@ -90,8 +93,15 @@ def migrate(
             "records none, else never lowered)."
         ),
     ] = 256,
+    grant_shards: Annotated[
+        int,
+        typer.Option(
+            help="Use shards of each standing grant made from now on (0-47; never lowered). "
+            "Run it once every process runs this version."
+        ),
+    ] = 32,
 ) -> None:
-    """Move the table to more head-index buckets, directory shards and due buckets.
+    """Move the table to more head buckets, directory shards, due buckets and grant shards.
 
     Safe while the ledger runs and safe to run again: every directory record gets
     its shard copies before any check reads them, and every reader of due work
@@ -108,6 +118,7 @@ def migrate(
             directory_shards=directory_shards,
             policy_set_shards=policy_set_shards,
             due_buckets=due_buckets,
+            grant_shards=grant_shards,
         )
         setting = recorder.due_buckets
         typer.echo(f"table {recorder.table_name} was: {_describe(report.before, setting)}")

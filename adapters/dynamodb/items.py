@@ -99,11 +99,20 @@ def stream_pk(stream_id: object, prefix: str = "") -> str:
 
 SHARD_SEPARATOR = "#"
 
-STRIPED_KINDS = frozenset(k.value for k in DirectoryKind if k is not DirectoryKind.STANDING_GRANT)
+UNSTRIPED_KINDS = frozenset(
+    {
+        DirectoryKind.STANDING_GRANT,
+        DirectoryKind.STANDING_GRANT_USES,
+        DirectoryKind.STANDING_GRANT_FENCE,
+    }
+)
+STRIPED_KINDS = frozenset(k.value for k in DirectoryKind if k not in UNSTRIPED_KINDS)
 """The directory kinds whose versions are copied over shards (``adapters.dynamodb.layout``):
 every kind an approval or a dispatch marker checks and that changes only when
-someone changes it. A standing grant is not: every use appends to it (its use
-count), so each attempt it approves writes it, not only checks it."""
+someone changes it. Standing grants are not: a grant made before use shards
+counts each use on its own stream, and a grant with use shards is checked
+through its fences, themselves spread (one per use shard, written once, by the
+revocation); a use shard is appended to by each use it gives."""
 
 
 def is_striped(stream_id: str) -> bool:

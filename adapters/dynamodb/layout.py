@@ -14,6 +14,10 @@ would otherwise share (docs/dynamodb.md, "No hot key"):
   next slot (what a table made before the layout record does).
 - ``directory_checks``: ``slot`` while copies are being filled in (checks still
   read the record's own next slot), ``shard`` once every record has them.
+- ``grant_use_shards``: the use shards a standing grant made now gets
+  (``domain.standing_grants``); a grant keeps the count it was made with. A
+  table that records none makes grants that count their uses on their own
+  record, as every version before use shards does.
 - ``due_buckets``: the ``due`` index partitions (``due#<n>``) a due entry may be
   in. Every writer and every reader of due work uses this count, so no process
   can enumerate fewer buckets than another writes to; a table that records
@@ -33,6 +37,7 @@ from typing import Any
 from adapters.dynamodb import items as it
 from adapters.dynamodb.items import SHARD_SEPARATOR, STRIPED_KINDS, is_shard_key, is_striped
 from domain.directory import DirectoryKind
+from domain.standing_grants import DEFAULT_USE_SHARDS, MAX_USE_SHARDS
 
 POLICY_SET_PREFIX = DirectoryKind.POLICY_SET.value + ":"
 
@@ -45,6 +50,7 @@ POLICY_SET_SHARDS = "policy_set_shards"
 DIRECTORY_CHECKS = "directory_checks"
 LAYOUT_VERSION = "layout_version"
 DUE_BUCKETS = "due_buckets"
+GRANT_SHARDS = "grant_use_shards"
 
 MAX_HEAD_BUCKETS = 4096
 MAX_DIRECTORY_SHARDS = 32
@@ -80,6 +86,7 @@ class TableLayout:
     version: int = 0  # 0: no layout item (a table made before it)
     policy_set_shards: int = 0
     due_buckets: int = 0  # 0: not recorded (each process's LEDGER_DUE_WORK_BUCKETS)
+    grant_shards: int = 0  # 0: standing grants count their uses on their own record
 
     def __post_init__(self) -> None:
         if not 1 <= self.head_buckets <= MAX_HEAD_BUCKETS:
@@ -92,6 +99,8 @@ class TableLayout:
             raise ValueError("checks on shards need at least one shard of each kind")
         if not 0 <= self.due_buckets <= MAX_DUE_BUCKETS:
             raise ValueError(f"due buckets must be between 1 and {MAX_DUE_BUCKETS}")
+        if not 0 <= self.grant_shards <= MAX_USE_SHARDS:
+            raise ValueError(f"grant use shards must be between 0 and {MAX_USE_SHARDS}")
 
     def due_bucket_count(self, setting: int) -> int:
         """The due buckets every process uses: the recorded count, or (a table that
@@ -123,6 +132,7 @@ NEW_TABLE = TableLayout(
     version=1,
     policy_set_shards=DEFAULT_POLICY_SET_SHARDS,
     due_buckets=DEFAULT_DUE_BUCKETS,
+    grant_shards=DEFAULT_USE_SHARDS,
 )
 """What ``create_table`` records on a new table (nothing to fill in yet)."""
 
@@ -155,6 +165,8 @@ def layout_item(layout: TableLayout, recorded_at: str) -> it.Item:
     }
     if layout.due_buckets:
         item[DUE_BUCKETS] = {"N": str(layout.due_buckets)}
+    if layout.grant_shards:
+        item[GRANT_SHARDS] = {"N": str(layout.grant_shards)}
     return item
 
 
@@ -168,6 +180,7 @@ def parse_layout(item: dict[str, Any] | None) -> TableLayout:
         version=int(item.get(LAYOUT_VERSION, {"N": "1"})["N"]),
         policy_set_shards=int(item.get(POLICY_SET_SHARDS, {"N": "0"})["N"]),
         due_buckets=int(item.get(DUE_BUCKETS, {"N": "0"})["N"]),
+        grant_shards=int(item.get(GRANT_SHARDS, {"N": "0"})["N"]),
     )
 
 

@@ -50,6 +50,7 @@ from adapters.dynamodb.layout import (
 )
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from domain.errors import InvalidInput
+from domain.standing_grants import DEFAULT_USE_SHARDS
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,12 @@ def migrate(
     directory_shards: int = DEFAULT_DIRECTORY_SHARDS,
     policy_set_shards: int = DEFAULT_POLICY_SET_SHARDS,
     due_buckets: int = DEFAULT_DUE_BUCKETS,
+    grant_shards: int = DEFAULT_USE_SHARDS,
     after_step: Callable[[int], None] | None = None,
 ) -> MigrationReport:
     """Move the table to at least ``head_buckets``, ``directory_shards``,
-    ``policy_set_shards`` (0 shards: no copies, checks read each record's slot)
-    and ``due_buckets``.
+    ``policy_set_shards`` (0 shards: no copies, checks read each record's slot),
+    ``due_buckets`` and ``grant_shards`` (use shards of new standing grants).
 
     ``after_step(n)`` runs after step n (tests stop or race a migration there)."""
     before = recorder.read_layout()
@@ -83,13 +85,14 @@ def migrate(
         or directory_shards < before.directory_shards
         or policy_set_shards < before.policy_set_shards
         or due_buckets < before.due_buckets
+        or grant_shards < before.grant_shards
     ):
         raise InvalidInput.at(
             "/layout",
             f"the table has {before.head_buckets} head buckets, "
             f"{before.directory_shards} directory shards, {before.policy_set_shards} "
-            f"policy-set shards and {before.due_buckets} due buckets; "
-            "a migration never lowers them",
+            f"policy-set shards, {before.due_buckets} due buckets and "
+            f"{before.grant_shards} grant use shards; a migration never lowers them",
             "argument",
         )
     if not before.due_buckets and due_buckets < SETTING_DUE_BUCKETS_MAX:
@@ -109,6 +112,7 @@ def migrate(
             striping,
             policy_set_shards=policy_set_shards,
             due_buckets=due_buckets,
+            grant_shards=grant_shards,
         )
     except ValueError as exc:
         raise InvalidInput.at("/layout", str(exc), "argument") from None
@@ -128,6 +132,7 @@ def migrate(
         version=before.version + 1,
         policy_set_shards=policy_set_shards,
         due_buckets=due_buckets,
+        grant_shards=grant_shards,
     )
     current = _write_layout(recorder, before, filling)
     _step(after_step, 1)
