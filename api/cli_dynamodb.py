@@ -96,10 +96,10 @@ def migrate(
     grant_shards: Annotated[
         int,
         typer.Option(
-            help="Use shards of each standing grant made from now on (0-47; never lowered). "
-            "Run it once every process runs this version."
+            help="Use shards of each standing grant made from now on (0-1024; never "
+            "lowered). Run it once every process runs this version."
         ),
-    ] = 32,
+    ] = 256,
 ) -> None:
     """Move the table to more head buckets, directory shards, due buckets and grant shards.
 

@@ -143,6 +143,8 @@ class StandingGrantValues(_Values):
     use_shards: int | None = None
     """Set: its uses are counted on that many use shards (``domain.standing_grants``),
     never on this record; absent: each use is a ``Used`` event of this record."""
+    fences: int | None = None
+    """With ``use_shards``: how many fences its revocation makes."""
 
 
 class StandingGrantUsesValues(_Values):
@@ -156,11 +158,11 @@ class StandingGrantUsesValues(_Values):
 
 
 class StandingGrantFenceValues(_Values):
-    """A use shard's fence, made by the grant's revocation: no use of that shard
-    commits once it exists."""
+    """One of a grant's fences, made by its revocation: no use of the shards it
+    covers (``shard mod fences``) commits once it exists."""
 
     grant_id: Ident
-    shard: int
+    fence: int
     revoked_at: str
 
 

@@ -7,20 +7,22 @@ every change is an event of its stream: ``Registered`` when it is made,
 takes them all (docs/dynamodb.md, "No hot key"):
 
 - **Use shards.** A grant made on a store that shards them (``use_shards`` on
-  its record: at most ``DEFAULT_USE_SHARDS``, and never more than its uses)
+  its record: the store's count, 256 by default, never more than its uses)
   splits ``max_uses`` into fixed quotas, one per shard
   (``standing-grant-uses:<grant id>:<n>``). A use appends ``Used`` to one
   shard, with that stream's version check, only while the shard is under its
   quota: two claims can never both take a shard's last use, and the quotas add
   up to ``max_uses``. Use number ``offset(n) + k`` is the k-th use of shard n,
-  so every use has its own number in 1..``max_uses``.
+  so every use has its own number in 1..``max_uses``. Each shard is a counter
+  its claims read and then append to, so it takes one claim per round trip;
+  hundreds of them let thousands of claims a second through one grant.
 - **Fences.** Revoking such a grant appends ``Changed`` to its record and, in
-  the same commit, makes one fence per shard
-  (``standing-grant-fence:<grant id>:<n>``). Every use of shard n, and every
-  dispatch marker of an attempt it approved, checks that fence is still
-  absent: nothing commits through a revoked grant, and no single item is
-  checked by every use. The record itself never changes otherwise, so its
-  cached copy is enough for the bounds.
+  the same commit, makes all its fences (``fences`` on the record, at most
+  ``MAX_FENCES``: ``standing-grant-fence:<grant id>:<n>``). Every use of shard
+  s, and every dispatch marker of an attempt it approved, checks that fence
+  ``s mod fences`` is still absent: nothing commits through a revoked grant,
+  and no single item is checked by every use. The record itself never changes
+  otherwise, so its cached copy is enough for the bounds.
 - A grant made before use shards (no ``use_shards``) counts each use as a
   ``Used`` event of its own record, with the record's version check, as before.
 
@@ -59,10 +61,12 @@ from domain.spec import (
 
 MAX_LIVE_GRANTS = 16
 """Live grants one actor may hold (spent, expired and revoked ones are pruned first)."""
-DEFAULT_USE_SHARDS = 32
-MAX_USE_SHARDS = 47
+DEFAULT_USE_SHARDS = 256
+MAX_USE_SHARDS = 1024
+DEFAULT_FENCES = 32
+MAX_FENCES = 47
 """A revocation is one commit: the record's event and head, a fence and its head
-per shard, and three provenance checks: 2 x (1 + 47) + 3 = 99 of DynamoDB's
+per fence, and three provenance checks: 2 x (1 + 47) + 3 = 99 of DynamoDB's
 100 items."""
 MAX_USES = 10_000
 MAX_CONDITIONS = 8
@@ -165,6 +169,7 @@ def new_grant(
         grant["effect"] = bounds.effect
     if use_shards > 0:
         grant["use_shards"] = min(use_shards, MAX_USE_SHARDS, bounds.max_uses)
+        grant["fences"] = min(DEFAULT_FENCES, grant["use_shards"])
     return grant
 
 
@@ -189,6 +194,15 @@ def first_shard(grant: Mapping[str, Any], seed: str) -> int:
     """The use shard a claim tries first: spread by its own id (``seed``)."""
     digest = hashlib.sha256(f"{grant['grant_id']}/{seed}".encode()).digest()
     return int.from_bytes(digest[:8], "big") % int(grant["use_shards"])
+
+
+def fence_count(grant: Mapping[str, Any]) -> int:
+    return int(grant["fences"])
+
+
+def fence_of(grant: Mapping[str, Any], shard: int) -> int:
+    """The fence a use of ``shard`` (and a dispatch marker of what it approved) checks."""
+    return shard % fence_count(grant)
 
 
 def has_room(uses: int, quota: int) -> bool:

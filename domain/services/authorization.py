@@ -39,6 +39,7 @@ from domain.services.read_cache import (
     read_directory_latest,
 )
 from domain.spec import ProposalSpec
+from domain.standing_grants import fence_of
 
 
 class AuthorizationFailed(Exception):
@@ -90,6 +91,9 @@ class Basis:
     grant_shard: int | None = None
     """``grant``: the use shard the use came from (None: a grant that counts its
     uses on its own record)."""
+    grant_fence: int | None = None
+    """``grant``: the fence of that shard, when known before the grant is read
+    (so an approval reads it with the other records)."""
 
     @classmethod
     def of(cls, approval: dict[str, object] | None) -> Basis:
@@ -149,8 +153,8 @@ def directory_ids(who: Approver, spec: ProposalSpec, basis: Basis = HUMAN) -> li
     ]
     if basis.kind is ApprovalKind.GRANT and basis.grant_id is not None:
         ids.append(standing_grant_record_id(basis.grant_id))
-        if basis.grant_shard is not None:
-            ids.append(standing_grant_fence_id(basis.grant_id, basis.grant_shard))
+        if basis.grant_fence is not None:
+            ids.append(standing_grant_fence_id(basis.grant_id, basis.grant_fence))
     if spec.target is not None:
         ids.append(target_record_id(spec.target.id))
     for ballot in basis.ballots:
@@ -391,7 +395,10 @@ def _standing_grant(
     if basis.grant_shard is None:
         records.append(record)
         return []
-    fence = standing_grant_fence_id(grant_id, basis.grant_shard)
+    number = basis.grant_fence
+    if number is None:
+        number = fence_of(record.values, basis.grant_shard)
+    fence = standing_grant_fence_id(grant_id, number)
     if source.get(fence) is not None:
         raise AuthorizationFailed("standing_grant_revoked")
     return [fence]

@@ -63,6 +63,7 @@ from domain.spec import ProposalSpec
 from domain.standing_grants import (
     GrantState,
     covers,
+    fence_of,
     indexed_ids,
     is_sharded,
     state_of,
@@ -179,7 +180,12 @@ def _automatic(
             pick = pick_shard(ctx, grant, seed)
             if pick is None:
                 continue  # every shard has given its quota: spent
-        basis = Basis(ApprovalKind.GRANT, grant_id, grant_shard=pick.shard if pick else None)
+        basis = Basis(
+            ApprovalKind.GRANT,
+            grant_id,
+            grant_shard=pick.shard if pick else None,
+            grant_fence=fence_of(grant, pick.shard) if pick else None,
+        )
         authorization = _authorized(ctx, who, spec, now, reads, basis)
         if authorization is None:
             return None

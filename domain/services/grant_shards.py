@@ -27,7 +27,14 @@ from domain.directory import (
 )
 from domain.errors import ConcurrencyConflict
 from domain.services.context import ServiceContext
-from domain.standing_grants import first_shard, has_room, is_sharded, use_number, use_quotas
+from domain.standing_grants import (
+    fence_count,
+    first_shard,
+    has_room,
+    is_sharded,
+    use_number,
+    use_quotas,
+)
 from domain.timeutil import format_utc
 
 
@@ -126,9 +133,9 @@ def uses_of(ctx: ServiceContext, grants: Sequence[Mapping[str, Any]]) -> dict[st
     }
 
 
-def fenced_shards(grant: Mapping[str, Any]) -> range:
-    """The shards a revocation fences: every one."""
-    return range(len(use_quotas(grant)))
+def fenced(grant: Mapping[str, Any]) -> range:
+    """The fences a revocation makes: every one the grant has."""
+    return range(fence_count(grant))
 
 
 def fences(grant: Mapping[str, Any], now: datetime) -> list[DirectoryRecord]:
@@ -141,9 +148,9 @@ def fences(grant: Mapping[str, Any], now: datetime) -> list[DirectoryRecord]:
             kind=DirectoryKind.STANDING_GRANT_FENCE.value,
             values=validate_values(
                 DirectoryKind.STANDING_GRANT_FENCE,
-                {"grant_id": grant["grant_id"], "shard": n, "revoked_at": at},
+                {"grant_id": grant["grant_id"], "fence": n, "revoked_at": at},
             ),
             at=at,
         )
-        for n in fenced_shards(grant)
+        for n in fenced(grant)
     ]

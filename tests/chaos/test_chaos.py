@@ -222,10 +222,8 @@ def test_the_oracle_catches_a_revocation_that_misses_a_fence(
     same seed passes with every fence made."""
     from domain.services import grant_shards
 
-    monkeypatch.setattr(
-        grant_shards, "fenced_shards", lambda grant: range(1, int(grant["use_shards"]))
-    )
-    seed = first_seed_caught("revoked without the fences of shards [0]")
+    monkeypatch.setattr(grant_shards, "fenced", lambda grant: range(1, int(grant["fences"])))
+    seed = first_seed_caught("revoked without its fences [0]")
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 

@@ -111,7 +111,7 @@ def test_a_new_table_is_striped_and_a_change_is_caught_on_every_shard(
     assert shown.exit_code == 0, shown.stderr
     assert (
         "head buckets 512, directory shards 16, policy-set shards 96, due buckets 256, "
-        "grant use shards 32, checks read shard copies"
+        "grant use shards 256, checks read shard copies"
     ) in shown.stdout
     seeds = seeds_for_every_shard(recorder.layout)
     with pytest.raises(StreamConflictError):  # absent: no copy says otherwise yet
@@ -165,13 +165,13 @@ def test_a_table_made_before_the_layout_keeps_working_and_migrates(
     assert ran.exit_code == 0, ran.stderr
     assert (
         "now: head buckets 64, directory shards 8, policy-set shards 24, due buckets 256, "
-        "grant use shards 32, checks" in ran.stdout
+        "grant use shards 256, checks" in ran.stdout
     )
     assert "(1 directory records given their copies)" in ran.stdout
 
     new = DynamoDBLedgerRecorder(legacy_table, dynamodb_client)
     assert new.layout == TableLayout(
-        64, 8, True, 2, policy_set_shards=24, due_buckets=256, grant_shards=32
+        64, 8, True, 2, policy_set_shards=24, due_buckets=256, grant_shards=256
     )
     assert copies(new, ACTOR, 8) == [2] * 8
     for seed in seeds_for_every_shard(new.layout).values():

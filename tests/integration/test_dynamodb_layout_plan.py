@@ -19,7 +19,7 @@ from domain.directory import (
 )
 from domain.errors import CommitTooLarge
 from domain.ports import ReadCheck, StreamHead
-from domain.standing_grants import MAX_USE_SHARDS
+from domain.standing_grants import MAX_FENCES
 from tests.support.dynamodb_events import event
 
 AT = "2026-11-29T12:00:00.000001Z"
@@ -288,11 +288,11 @@ def test_a_grant_use_appends_to_its_shard_and_checks_its_fence_neither_striped()
 
 
 def test_the_largest_revocation_of_a_grant_fits_one_transaction() -> None:
-    """A revocation fences every use shard in its own commit: the record's event and
-    head, a fence and its head per shard (at most MAX_USE_SHARDS), and the three
+    """A revocation makes every fence of a grant in its own commit: the record's event
+    and head, a fence and its head per fence (at most MAX_FENCES), and the three
     provenance checks of a channel's revocation: 99 items, each named once."""
     record = standing_grant_record_id("sgr_1")
-    fences = [standing_grant_fence_id("sgr_1", n) for n in range(MAX_USE_SHARDS)]
+    fences = [standing_grant_fence_id("sgr_1", n) for n in range(MAX_FENCES)]
     events = [event(record, 2)] + [event(f, 1) for f in fences]
     heads = [StreamHead(s, 1, HEAD) for s in fences] + [StreamHead(record, 2, HEAD)]
     checks = [
@@ -302,9 +302,9 @@ def test_the_largest_revocation_of_a_grant_fits_one_transaction() -> None:
     ]
     plan = plan_commit("t", events, checks, heads=heads, due_buckets=256, layout=NEW_TABLE)
     keys = action_keys(plan)
-    assert len(keys) == len(set(keys)) == 2 * (1 + MAX_USE_SHARDS) + 3 == 99
-    with pytest.raises(CommitTooLarge):  # one shard more would not fit
-        more = standing_grant_fence_id("sgr_1", MAX_USE_SHARDS)
+    assert len(keys) == len(set(keys)) == 2 * (1 + MAX_FENCES) + 3 == 99
+    with pytest.raises(CommitTooLarge):  # one fence more would not fit
+        more = standing_grant_fence_id("sgr_1", MAX_FENCES)
         plan_commit(
             "t",
             [*events, event(more, 1)],

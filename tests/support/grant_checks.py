@@ -6,7 +6,7 @@ A grant with use shards: every shard's first event registers it with its quota
 one more, never past the quota nor after the grant's expiry; no shard beyond
 the grant's count has events; the uses add up to at most ``max_uses``; each
 use is the claim of the proposal version it names, by this grant, shard and
-use number; a revoked grant has every shard's fence, an unrevoked one none. A
+use number; a revoked grant has every one of its fences, an unrevoked one none. A
 grant without use shards: its own ``Used`` events, in its stream's order,
 never past the maximum, the expiry or the revocation.
 """
@@ -119,14 +119,13 @@ def grant_violations(store: LedgerStore, grant_id: str) -> list[str]:
         problems.append(f"{grant_id}: a use on shard {len(quotas)}, which it does not have")
     if total > maximum:
         problems.append(f"{grant_id}: {total} uses beyond its maximum of {maximum}")
-    fenced = [
-        bool(store.read_stream(standing_grant_fence_id(grant_id, n))) for n in range(len(quotas))
-    ]
+    fences = int(registered["fences"])
+    fenced = [bool(store.read_stream(standing_grant_fence_id(grant_id, n))) for n in range(fences)]
+    if store.read_stream(standing_grant_fence_id(grant_id, fences)):
+        problems.append(f"{grant_id}: a fence {fences}, which it does not have")
     if final.get("revoked") and not all(fenced):
-        problems.append(
-            f"{grant_id}: revoked without the fences of shards "
-            f"{[n for n, f in enumerate(fenced) if not f]}"
-        )
+        missing = [n for n, f in enumerate(fenced) if not f]
+        problems.append(f"{grant_id}: revoked without its fences {missing}")
     if not final.get("revoked") and any(fenced):
         problems.append(f"{grant_id}: fenced but not revoked")
     return problems

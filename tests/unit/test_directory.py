@@ -65,7 +65,7 @@ VALID: dict[DirectoryKind, dict[str, Any]] = {
     DirectoryKind.STANDING_GRANT_USES: {"grant_id": "sgr_1", "shard": 0, "quota": 2, "uses": 1},
     DirectoryKind.STANDING_GRANT_FENCE: {
         "grant_id": "sgr_1",
-        "shard": 0,
+        "fence": 0,
         "revoked_at": "2099-01-02T00:00:00Z",
     },
 }

@@ -282,7 +282,7 @@ def test_a_revocation_that_misses_a_fence_is_caught(
         assert first.approval is not None
         if planted:
             skipped = first.approval["shard"]
-            monkeypatch.setattr(grant_shards, "fenced_shards", lambda grant, s=skipped: [1 - s])
+            monkeypatch.setattr(grant_shards, "fenced", lambda grant, s=skipped: [1 - s])
         elsewhere = replace(xworld.ctx, cache=ReadCache())  # another process revokes
         grants.revoke(elsewhere, grant_id=grant_id, grantor=ADMIN)
         xworld.worker().process(first.attempt_id or "")
@@ -296,4 +296,4 @@ def test_a_revocation_that_misses_a_fence_is_caught(
     calls, claims, problems = found[True]
     assert calls == 1  # dispatched after its grant was revoked: the bug at work
     assert claims >= 1  # and used after it
-    assert any("revoked without the fences of shards" in p for p in problems), problems
+    assert any("revoked without its fences" in p for p in problems), problems
