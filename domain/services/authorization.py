@@ -92,8 +92,7 @@ class Basis:
     """``grant``: the use shard the use came from (None: a grant that counts its
     uses on its own record)."""
     grant_fence: int | None = None
-    """``grant``: the fence of that shard, when known before the grant is read
-    (so an approval reads it with the other records)."""
+    """``grant``: that shard's fence, when known before the grant is read."""
 
     @classmethod
     def of(cls, approval: dict[str, object] | None) -> Basis:
@@ -377,13 +376,10 @@ def _standing_grant(
     source: DirectoryReads, basis: Basis, who: Approver, records: list[DirectorySnapshot]
 ) -> list[str]:
     """I14 after the claim: the grant that approved it is the actor's and not
-    revoked (its use was counted in the claim's commit; expiry and the count
-    bound uses, not the attempts they already made). The records the commit
-    must find unchanged: a grant without use shards, its record (each use moves
-    it); with them, the fence of the use's shard, still absent (the returned
-    ids), and not the record, which no use moves and whose one change, the
-    revocation, makes that fence in the same commit: no single item is checked
-    by every attempt the grant approves."""
+    revoked (expiry and the count bound uses, not the attempts they made). The
+    commit checks, for a grant without use shards, its record; with them, the
+    fence of the use's shard absent (the ids returned), not the record: no
+    use moves it, and its revocation makes that fence in the same commit."""
     grant_id = basis.grant_id or ""
     record = source.get(standing_grant_record_id(grant_id))
     if record is None:
