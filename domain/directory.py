@@ -142,7 +142,8 @@ class StandingGrantValues(_Values):
     revoked_at: str | None = None
     use_shards: int | None = None
     """Set: its uses are counted on that many use shards (``domain.standing_grants``),
-    never on this record; absent: each use is a ``Used`` event of this record."""
+    never on this record (whose ``uses`` then says none is left on it); absent:
+    each use is a ``Used`` event of this record."""
     fences: int | None = None
     """With ``use_shards``: how many fences its revocation makes."""
 

@@ -25,6 +25,10 @@ takes them all (docs/dynamodb.md, "No hot key"):
   otherwise, so its cached copy is enough for the bounds.
 - A grant made before use shards (no ``use_shards``) counts each use as a
   ``Used`` event of its own record, with the record's version check, as before.
+  A grant with use shards records ``uses`` = ``max_uses`` on its record: the
+  record itself gives no use, so a version that knows nothing of shards (one
+  still running beside this one, or one rolled back to) reads it spent and
+  never uses it; this version never reads that count.
 
 An actor's index record, ``standing-grants:<actor id>``, lists its grants (a
 proposal looks there for one that covers it).
@@ -170,6 +174,7 @@ def new_grant(
     if use_shards > 0:
         grant["use_shards"] = min(use_shards, MAX_USE_SHARDS, bounds.max_uses)
         grant["fences"] = min(DEFAULT_FENCES, grant["use_shards"])
+        grant["uses"] = bounds.max_uses  # none left on the record itself
     return grant
 
 
@@ -211,11 +216,14 @@ def has_room(uses: int, quota: int) -> bool:
 
 
 def state_of(grant: Mapping[str, Any], now: datetime, uses: int | None = None) -> GrantState:
-    """As of ``now``; ``uses``: the count from its use shards (a sharded grant's
-    record does not count them)."""
+    """As of ``now``; ``uses``: the count summed over its use shards (without it, a
+    grant with use shards is judged on revocation and expiry only: its record
+    counts no use)."""
     if grant.get("revoked"):
         return GrantState.REVOKED
-    if int(grant["uses"] if uses is None else uses) >= int(grant["max_uses"]):
+    if uses is None and not is_sharded(grant):
+        uses = int(grant["uses"])
+    if uses is not None and uses >= int(grant["max_uses"]):
         return GrantState.SPENT
     if parse_utc(grant["expires_at"]) <= now:
         return GrantState.EXPIRED
@@ -289,8 +297,7 @@ def indexed_ids(index: Mapping[str, Any] | None) -> list[str]:
     return [str(g) for g in (index or {}).get("grant_ids", ())]
 
 
-def shown(grant: Mapping[str, Any], now: datetime, uses: int | None = None) -> dict[str, Any]:
-    """A grant as callers see it: its bounds, counts and state as of ``now``
-    (``uses``: summed over its use shards)."""
-    count = int(grant["uses"] if uses is None else uses)
-    return {**dict(grant), "uses": count, "state": state_of(grant, now, count).value}
+def shown(grant: Mapping[str, Any], now: datetime, uses: int) -> dict[str, Any]:
+    """A grant as callers see it: its bounds, its ``uses`` (summed over its use
+    shards, or as its record counts them) and its state as of ``now``."""
+    return {**dict(grant), "uses": uses, "state": state_of(grant, now, uses).value}

@@ -235,3 +235,23 @@ def test_a_grant_approved_attempt_runs_after_later_uses_moved_the_grant(
     propose(xworld.ctx, actor_id="alice", spec_data=spec)
     xworld.worker().process(first.attempt_id or "")
     assert xworld.attempt(first.attempt_id or "").status is AttemptStatus.SUCCEEDED
+
+
+def test_a_version_that_knows_no_use_shards_reads_a_sharded_grant_as_spent(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a version before use shards (one still running beside this one, or one
+    rolled back to) makes of a grant made with them: it knows only its record's
+    own count, which says no use is left there, so it never uses the grant and
+    a person decides; this version uses it."""
+    from domain import standing_grants
+    from domain.services import automatic
+
+    grant_id = give(world, max_uses=5)
+    monkeypatch.setattr(automatic, "is_sharded", lambda grant: False)
+    monkeypatch.setattr(standing_grants, "is_sharded", lambda grant: False)
+    assert propose(world.ctx, actor_id="alice", spec_data=base_spec()).status == "presented"
+    monkeypatch.undo()
+    claimed = propose(world.ctx, actor_id="alice", spec_data=base_spec())
+    assert claimed.approval is not None and claimed.approval["grant_id"] == grant_id
+    assert grants.get(world.ctx, grant_id)["uses"] == 1
