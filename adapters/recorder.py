@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from eventsourcing.persistence import AggregateRecorder, IntegrityError, StoredEvent
 
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
+from domain.standing_grants import DEFAULT_USE_SHARDS
 
 if TYPE_CHECKING:
     from adapters.backend import Backend
@@ -96,6 +97,20 @@ class LedgerRecorder(AggregateRecorder, ABC):
         for stream_id, version in keys:
             found.extend(self.select_events(stream_id, gt=version - 1, lte=version))
         return found
+
+    def select_stream_versions(self, stream_ids: Sequence[str]) -> dict[str, int]:
+        """The version of each stream that has events (the others are left out).
+
+        From the newest events here; a backend with a head index may answer from
+        it alone, for streams every commit writes together with their head."""
+        return {
+            str(e.originator_id): e.originator_version
+            for e in self.select_latest_events(stream_ids)
+        }
+
+    def grant_use_shards(self) -> int:
+        """How many use shards a new standing grant gets (0: its uses on its record)."""
+        return DEFAULT_USE_SHARDS
 
     def select_latest_events(self, stream_ids: Sequence[str]) -> list[StoredEvent]:
         """The newest stored event of each stream; streams without events are left out.

@@ -121,6 +121,8 @@ class Settings(ConsoleOidcSettings):
     backoff_max_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
     max_predispatch_leases: Annotated[int, Field(ge=1, le=50)] = 5
     max_dispatches: Annotated[int, Field(ge=1, le=50)] = 5
+    # the due index's buckets on a DynamoDB table whose layout record holds no
+    # count (one made by an older version): a table that records one uses it
     due_work_buckets: Annotated[int, Field(ge=1, le=256)] = 16
     recovery_interval_seconds: Annotated[int, Field(ge=1, le=3600)] = 30
     # a queued attempt no worker with its build has taken for this long is on the

@@ -173,6 +173,18 @@ class LedgerStore:
             for e in self._decoded(self.recorder.select_latest_events, stream_ids)
         }
 
+    def stream_versions(self, stream_ids: Sequence[str]) -> Mapping[str, int]:
+        try:
+            return self.recorder.select_stream_versions(stream_ids)
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
+    def grant_use_shards(self) -> int:
+        try:
+            return self.recorder.grant_use_shards()
+        except PersistenceError as exc:
+            raise StoreUnavailable() from exc
+
     def _decoded(
         self, select: Callable[[Any], Sequence[StoredEvent]], asked: Any
     ) -> list[LedgerEvent]:

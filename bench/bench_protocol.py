@@ -713,9 +713,13 @@ read once per record) {single_after} (before: {single_before}). Counted on the
 same metered client ({lifecycles} attempts a run, after one that is not
 counted); the webhook sends are not counted (they depend on the receiver).
 
-The recovery tick adds 16 eventually consistent queries of the `due` index,
-one per bucket (`LEDGER_DUE_WORK_BUCKETS`), whatever the number of attempts:
-see bench_recovery.md.
+The recovery tick adds one consistent `GetItem` of the table's layout record
+(the due-bucket count, read as stored at every page) and 256 eventually
+consistent queries of the `due` index, one per bucket the table records (a
+table that records none: 16 by default, `LEDGER_DUE_WORK_BUCKETS`), whatever
+the number of attempts (130 RCU when nothing is due, 9 with 16 buckets): see
+bench_recovery.md. It is a tick's cost, shared by every attempt the tick
+recovers; the happy path reads no due bucket.
 """
 
 

@@ -272,7 +272,8 @@ Each row: {due} attempts approved through the protocol with their stream
 records missed, then one recovery tick, counted. Between rows the table gains
 terminal attempts written in bulk (the four event items of a real finished
 attempt, without due-work entries). Items read on DynamoDB are the items the
-answers carried (the 16 due-bucket queries return the {due} due entries; the
+answers carried (the due-bucket queries, one per bucket the table records, 256
+on a new table, return the {due} due entries; the
 worker then reads each attempt, its proposal and its directory records), so
 they are the same whatever the table holds. On SQLite "rows read" counts the
 rows the store's read methods returned, and the VM steps come from a progress

@@ -374,6 +374,10 @@ class CapacityMeter:
                     elif "Update" in action:
                         u.items_written += 1
                         u.wcu += 2
+                        # A head's update keeps its index keys (its bucket stays)
+                        # and changes projected attributes: one index write.
+                        if ":lpk" in action["Update"].get("ExpressionAttributeValues", {}):
+                            u.gsi_wcu += 1
             elif op == "BatchWriteItem":
                 for requests in params["RequestItems"].values():
                     for request in requests:

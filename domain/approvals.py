@@ -8,7 +8,8 @@ and shown in the status view, the proposal view, the inbox, the audit and the
 - ``policy``: no approvers; ``policy_id``, ``policy_set_version`` and
   ``policy_digest`` of the ``@auto_approve`` permit that approved it;
 - ``grant``: no approvers; ``grant_id``, which ``use`` of it this was, and its
-  ``max_uses``;
+  ``max_uses``; for a grant with use shards, the ``shard`` the use was taken
+  from (its fence is what the dispatch marker checks);
 - ``quorum``: ``approvers`` lists every counted voter in vote order, with
   ``group``, ``required``, the ``policy_id`` that asked for it and each
   voter's ``ballots`` (the actor and bindings they voted through, ids only;
@@ -48,14 +49,19 @@ def policy_approval(policy_id: str, version: int, digest: str) -> dict[str, Any]
     }
 
 
-def grant_approval(grant_id: str, use: int, max_uses: int) -> dict[str, Any]:
-    return {
+def grant_approval(
+    grant_id: str, use: int, max_uses: int, shard: int | None = None
+) -> dict[str, Any]:
+    approval: dict[str, Any] = {
         "kind": ApprovalKind.GRANT.value,
         "approvers": [],
         "grant_id": grant_id,
         "use": use,
         "max_uses": max_uses,
     }
+    if shard is not None:
+        approval["shard"] = shard
+    return approval
 
 
 def kind_of(approval: Mapping[str, Any] | None) -> ApprovalKind:

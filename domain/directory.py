@@ -40,6 +40,8 @@ class DirectoryKind(StrEnum):
     POLICY_SET = "policy-set"
     STANDING_GRANT = "standing-grant"
     STANDING_GRANT_INDEX = "standing-grants"
+    STANDING_GRANT_USES = "standing-grant-uses"
+    STANDING_GRANT_FENCE = "standing-grant-fence"
 
 
 Ident = Annotated[
@@ -138,6 +140,31 @@ class StandingGrantValues(_Values):
     effect: str | None = None
     revoked_by: dict[str, Any] | None = None
     revoked_at: str | None = None
+    use_shards: int | None = None
+    """Set: its uses are counted on that many use shards (``domain.standing_grants``),
+    never on this record (whose ``uses`` then says none is left on it); absent:
+    each use is a ``Used`` event of this record."""
+    fences: int | None = None
+    """With ``use_shards``: how many fences its revocation makes."""
+
+
+class StandingGrantUsesValues(_Values):
+    """One use shard of a standing grant: its part of the grant's uses (``quota``)
+    and how many it has given."""
+
+    grant_id: Ident
+    shard: int
+    quota: int
+    uses: int
+
+
+class StandingGrantFenceValues(_Values):
+    """One of a grant's fences, made by its revocation: no use of the shards it
+    covers (``shard mod fences``) commits once it exists."""
+
+    grant_id: Ident
+    fence: int
+    revoked_at: str
 
 
 class StandingGrantIndexValues(_Values):
@@ -157,6 +184,8 @@ VALUE_MODELS: dict[DirectoryKind, type[_Values]] = {
     DirectoryKind.POLICY_SET: PolicySetValues,
     DirectoryKind.STANDING_GRANT: StandingGrantValues,
     DirectoryKind.STANDING_GRANT_INDEX: StandingGrantIndexValues,
+    DirectoryKind.STANDING_GRANT_USES: StandingGrantUsesValues,
+    DirectoryKind.STANDING_GRANT_FENCE: StandingGrantFenceValues,
 }
 
 
@@ -255,6 +284,14 @@ def standing_grant_record_id(grant_id: str) -> str:
 
 def standing_grant_index_id(actor_id: str) -> str:
     return record_id(DirectoryKind.STANDING_GRANT_INDEX, actor_id)
+
+
+def standing_grant_uses_id(grant_id: str, shard: int) -> str:
+    return record_id(DirectoryKind.STANDING_GRANT_USES, grant_id, f"{shard:02d}")
+
+
+def standing_grant_fence_id(grant_id: str, shard: int) -> str:
+    return record_id(DirectoryKind.STANDING_GRANT_FENCE, grant_id, f"{shard:02d}")
 
 
 class DirectoryRecord(LedgerAggregate):

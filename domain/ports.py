@@ -235,6 +235,17 @@ class EventStore(Protocol):
         as the backend allows; a stream with no events is left out."""
         ...
 
+    def stream_versions(self, stream_ids: Sequence[str]) -> Mapping[str, int]:
+        """The version of each stream, strongly consistent, in as few requests as the
+        backend allows; a stream with no events is left out. Only for streams
+        whose every commit moves their head (a standing grant's use shards)."""
+        ...
+
+    def grant_use_shards(self) -> int:
+        """How many use shards a standing grant made now gets (0: its uses are
+        counted on its own record, as before use shards)."""
+        ...
+
     def audit_events(self, stream_id: str) -> tuple[list[LedgerEvent], int | None]:
         """A stream's events in version order, decoded one by one for an audit.
 

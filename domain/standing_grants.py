@@ -3,12 +3,35 @@ for the proposals within its bounds (I14).
 
 Each grant is its own directory record, ``standing-grant:<grant id>``, so
 every change is an event of its stream: ``Registered`` when it is made,
-``Changed`` when it is revoked, ``Used`` when it approves a proposal. A use is
-appended in the claim's own commit, with the stream's version check, so two
-claims can never both take the last use: the loser conflicts, reads again and
-finds the grant spent (design.md 5.2). The stream is at most ``max_uses`` + 2
-events long. An actor's index record, ``standing-grants:<actor id>``, lists
-its grants (a proposal looks there for one that covers it).
+``Changed`` when it is revoked. Its uses are counted where no single item
+takes them all (docs/dynamodb.md, "No hot key"):
+
+- **Use shards.** A grant made on a store that shards them (``use_shards`` on
+  its record: the store's count, 256 by default, never more than its uses)
+  splits ``max_uses`` into fixed quotas, one per shard
+  (``standing-grant-uses:<grant id>:<n>``). A use appends ``Used`` to one
+  shard, with that stream's version check, only while the shard is under its
+  quota: two claims can never both take a shard's last use, and the quotas add
+  up to ``max_uses``. Use number ``offset(n) + k`` is the k-th use of shard n,
+  so every use has its own number in 1..``max_uses``. Each shard is a counter
+  its claims read and then append to, so it takes one claim per round trip;
+  hundreds of them let thousands of claims a second through one grant.
+- **Fences.** Revoking such a grant appends ``Changed`` to its record and, in
+  the same commit, makes all its fences (``fences`` on the record, at most
+  ``MAX_FENCES``: ``standing-grant-fence:<grant id>:<n>``). Every use of shard
+  s, and every dispatch marker of an attempt it approved, checks that fence
+  ``s mod fences`` is still absent: nothing commits through a revoked grant,
+  and no single item is checked by every use. The record itself never changes
+  otherwise, so its cached copy is enough for the bounds.
+- A grant made before use shards (no ``use_shards``) counts each use as a
+  ``Used`` event of its own record, with the record's version check, as before.
+  A grant with use shards records ``uses`` = ``max_uses`` on its record: the
+  record itself gives no use, so a version that knows nothing of shards (one
+  still running beside this one, or one rolled back to) reads it spent and
+  never uses it; this version never reads that count.
+
+An actor's index record, ``standing-grants:<actor id>``, lists its grants (a
+proposal looks there for one that covers it).
 
 A grant's bounds: the capability (exact), optionally the destination and the
 effect (exact), conditions on the content fields (``domain.policy.content_fields``),
@@ -18,6 +41,7 @@ live: not revoked, not expired, uses below the maximum.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -41,6 +65,13 @@ from domain.spec import (
 
 MAX_LIVE_GRANTS = 16
 """Live grants one actor may hold (spent, expired and revoked ones are pruned first)."""
+DEFAULT_USE_SHARDS = 256
+MAX_USE_SHARDS = 1024
+DEFAULT_FENCES = 32
+MAX_FENCES = 47
+"""A revocation is one commit: the record's event and head, a fence and its head
+per fence, and three provenance checks: 2 x (1 + 47) + 3 = 99 of DynamoDB's
+100 items."""
 MAX_USES = 10_000
 MAX_CONDITIONS = 8
 MAX_IN_VALUES = 32
@@ -117,9 +148,14 @@ def validate_bounds(data: Any, now: datetime) -> GrantBounds:
 
 
 def new_grant(
-    grant_id: str, bounds: GrantBounds, granted_by: Mapping[str, Any], at: str
+    grant_id: str,
+    bounds: GrantBounds,
+    granted_by: Mapping[str, Any],
+    at: str,
+    use_shards: int = 0,
 ) -> dict[str, Any]:
-    """A grant as stored in the actor's record (JSON-ready)."""
+    """A grant as stored in the actor's record (JSON-ready); ``use_shards`` > 0: its
+    uses are counted on that many shards (at most one per use)."""
     grant: dict[str, Any] = {
         "grant_id": grant_id,
         "capability": bounds.capability,
@@ -135,13 +171,59 @@ def new_grant(
         grant["destination"] = bounds.destination
     if bounds.effect is not None:
         grant["effect"] = bounds.effect
+    if use_shards > 0:
+        grant["use_shards"] = min(use_shards, MAX_USE_SHARDS, bounds.max_uses)
+        grant["fences"] = min(DEFAULT_FENCES, grant["use_shards"])
+        grant["uses"] = bounds.max_uses  # none left on the record itself
     return grant
 
 
-def state_of(grant: Mapping[str, Any], now: datetime) -> GrantState:
+def is_sharded(grant: Mapping[str, Any]) -> bool:
+    """Whether the grant counts its uses on use shards (else on its own record)."""
+    return bool(grant.get("use_shards"))
+
+
+def use_quotas(grant: Mapping[str, Any]) -> list[int]:
+    """Each use shard's share of ``max_uses``: equal, the first ones one more."""
+    count = int(grant["use_shards"])
+    base, extra = divmod(int(grant["max_uses"]), count)
+    return [base + (1 if n < extra else 0) for n in range(count)]
+
+
+def use_number(grant: Mapping[str, Any], shard: int, slot: int) -> int:
+    """The grant-wide number (1..max_uses) of the ``slot``-th use of ``shard``."""
+    return sum(use_quotas(grant)[:shard]) + slot
+
+
+def first_shard(grant: Mapping[str, Any], seed: str) -> int:
+    """The use shard a claim tries first: spread by its own id (``seed``)."""
+    digest = hashlib.sha256(f"{grant['grant_id']}/{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % int(grant["use_shards"])
+
+
+def fence_count(grant: Mapping[str, Any]) -> int:
+    return int(grant["fences"])
+
+
+def fence_of(grant: Mapping[str, Any], shard: int) -> int:
+    """The fence a use of ``shard`` (and a dispatch marker of what it approved) checks."""
+    return shard % fence_count(grant)
+
+
+def has_room(uses: int, quota: int) -> bool:
+    """A shard gives a use only under its quota (the whole of I14's count)."""
+    return uses < quota
+
+
+def state_of(grant: Mapping[str, Any], now: datetime, uses: int | None = None) -> GrantState:
+    """As of ``now``; ``uses``: the count summed over its use shards (without it, a
+    grant with use shards is judged on revocation and expiry only: its record
+    counts no use)."""
     if grant.get("revoked"):
         return GrantState.REVOKED
-    if int(grant["uses"]) >= int(grant["max_uses"]):
+    if uses is None and not is_sharded(grant):
+        uses = int(grant["uses"])
+    if uses is not None and uses >= int(grant["max_uses"]):
         return GrantState.SPENT
     if parse_utc(grant["expires_at"]) <= now:
         return GrantState.EXPIRED
@@ -215,6 +297,7 @@ def indexed_ids(index: Mapping[str, Any] | None) -> list[str]:
     return [str(g) for g in (index or {}).get("grant_ids", ())]
 
 
-def shown(grant: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """A grant as callers see it: its bounds, counts and state as of ``now``."""
-    return {**dict(grant), "state": state_of(grant, now).value}
+def shown(grant: Mapping[str, Any], now: datetime, uses: int) -> dict[str, Any]:
+    """A grant as callers see it: its bounds, its ``uses`` (summed over its use
+    shards, or as its record counts them) and its state as of ``now``."""
+    return {**dict(grant), "uses": uses, "state": state_of(grant, now, uses).value}

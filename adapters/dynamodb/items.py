@@ -99,11 +99,20 @@ def stream_pk(stream_id: object, prefix: str = "") -> str:
 
 SHARD_SEPARATOR = "#"
 
-STRIPED_KINDS = frozenset(k.value for k in DirectoryKind if k is not DirectoryKind.STANDING_GRANT)
+UNSTRIPED_KINDS = frozenset(
+    {
+        DirectoryKind.STANDING_GRANT,
+        DirectoryKind.STANDING_GRANT_USES,
+        DirectoryKind.STANDING_GRANT_FENCE,
+    }
+)
+STRIPED_KINDS = frozenset(k.value for k in DirectoryKind if k not in UNSTRIPED_KINDS)
 """The directory kinds whose versions are copied over shards (``adapters.dynamodb.layout``):
 every kind an approval or a dispatch marker checks and that changes only when
-someone changes it. A standing grant is not: every use appends to it (its use
-count), so each attempt it approves writes it, not only checks it."""
+someone changes it. Standing grants are not: a grant made before use shards
+counts each use on its own stream, and a grant with use shards is checked
+through its fences, themselves spread (one per use shard, written once, by the
+revocation); a use shard is appended to by each use it gives."""
 
 
 def is_striped(stream_id: str) -> bool:
@@ -176,7 +185,8 @@ def lookup_expired(item: Mapping[str, Any], now: datetime) -> bool:
 
 
 def due_bucket_name(number: int) -> str:
-    """The due index partition ``due#00`` .. ``due#ff`` (fixed width up to 256)."""
+    """The due index partition ``due#00`` .. ``due#ff``, ``due#100`` and on above 256
+    (the names are only ever compared whole)."""
     return f"{DUE_PREFIX}{number:02x}"
 
 

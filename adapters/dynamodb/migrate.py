@@ -1,15 +1,21 @@
-"""``ledger dynamodb migrate``: move a table to more head buckets and directory shards.
+"""``ledger dynamodb migrate``: move a table to more head buckets, directory shards
+and due buckets.
 
-A table made before the layout record (16 head buckets, no shards) or with
-fewer buckets or shards than asked keeps working throughout; the migration
-never lowers either count. In three steps, each safe to interrupt and to run
-again:
+A table made before the layout record (16 head buckets, no shards, no due-bucket
+count) or with fewer buckets or shards than asked keeps working throughout;
+the migration never lowers a count. In three steps, each safe to interrupt and
+to run again:
 
 1. The layout record is written with the new counts and ``directory_checks``
    ``slot``: from now on every commit that changes a striped record writes all
    its copies (a process that had not seen the new record yet is refused by
    the layout check its commit carries, reads it and plans again), while every
-   check still reads the record's own next slot.
+   check still reads the record's own next slot. The due-bucket count takes
+   effect here whole: every reader of due work reads the count as stored at
+   each page, writers within a minute (their cached record), and a count only
+   grows, so a reader enumerates every bucket any writer writes to. An entry
+   written under the old count is in a bucket below it, which every larger
+   count still enumerates; it moves to its new bucket on its next change.
 2. Every striped directory record gets its copies at its newest version, in a
    transaction that also checks that version is still the newest (a record
    changed meanwhile is read again).
@@ -33,8 +39,10 @@ from adapters.dynamodb import items as it
 from adapters.dynamodb.client import DynamoDBUnavailableError, error_code
 from adapters.dynamodb.layout import (
     DEFAULT_DIRECTORY_SHARDS,
+    DEFAULT_DUE_BUCKETS,
     DEFAULT_HEAD_BUCKETS,
     DEFAULT_POLICY_SET_SHARDS,
+    SETTING_DUE_BUCKETS_MAX,
     TableLayout,
     layout_item,
     layout_key,
@@ -42,6 +50,7 @@ from adapters.dynamodb.layout import (
 )
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from domain.errors import InvalidInput
+from domain.standing_grants import DEFAULT_USE_SHARDS
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +70,13 @@ def migrate(
     head_buckets: int = DEFAULT_HEAD_BUCKETS,
     directory_shards: int = DEFAULT_DIRECTORY_SHARDS,
     policy_set_shards: int = DEFAULT_POLICY_SET_SHARDS,
+    due_buckets: int = DEFAULT_DUE_BUCKETS,
+    grant_shards: int = DEFAULT_USE_SHARDS,
     after_step: Callable[[int], None] | None = None,
 ) -> MigrationReport:
-    """Move the table to at least ``head_buckets``, ``directory_shards`` and
-    ``policy_set_shards`` (0 shards: no copies, checks read each record's slot).
+    """Move the table to at least ``head_buckets``, ``directory_shards``,
+    ``policy_set_shards`` (0 shards: no copies, checks read each record's slot),
+    ``due_buckets`` and ``grant_shards`` (use shards of new standing grants).
 
     ``after_step(n)`` runs after step n (tests stop or race a migration there)."""
     before = recorder.read_layout()
@@ -72,18 +84,35 @@ def migrate(
         head_buckets < before.head_buckets
         or directory_shards < before.directory_shards
         or policy_set_shards < before.policy_set_shards
+        or due_buckets < before.due_buckets
+        or grant_shards < before.grant_shards
     ):
         raise InvalidInput.at(
             "/layout",
             f"the table has {before.head_buckets} head buckets, "
-            f"{before.directory_shards} directory shards and {before.policy_set_shards} "
-            "policy-set shards; a migration never lowers them",
+            f"{before.directory_shards} directory shards, {before.policy_set_shards} "
+            f"policy-set shards, {before.due_buckets} due buckets and "
+            f"{before.grant_shards} grant use shards; a migration never lowers them",
+            "argument",
+        )
+    if not before.due_buckets and due_buckets < SETTING_DUE_BUCKETS_MAX:
+        # Each process wrote with its own LEDGER_DUE_WORK_BUCKETS, up to 256: a
+        # smaller count would leave the entries of the higher buckets unread.
+        raise InvalidInput.at(
+            "/layout",
+            "the table records no due-bucket count, so its entries may be in any of "
+            f"{SETTING_DUE_BUCKETS_MAX} buckets; record at least {SETTING_DUE_BUCKETS_MAX}",
             "argument",
         )
     striping = directory_shards > 0 and policy_set_shards > 0
     try:
         target = TableLayout(
-            head_buckets, directory_shards, striping, policy_set_shards=policy_set_shards
+            head_buckets,
+            directory_shards,
+            striping,
+            policy_set_shards=policy_set_shards,
+            due_buckets=due_buckets,
+            grant_shards=grant_shards,
         )
     except ValueError as exc:
         raise InvalidInput.at("/layout", str(exc), "argument") from None
@@ -102,6 +131,8 @@ def migrate(
         checks_shards=before.checks_shards and not adding_shards,
         version=before.version + 1,
         policy_set_shards=policy_set_shards,
+        due_buckets=due_buckets,
+        grant_shards=grant_shards,
     )
     current = _write_layout(recorder, before, filling)
     _step(after_step, 1)

@@ -27,10 +27,11 @@ from adapters.dynamodb.client import (
     make_client,
     request_error,
 )
+from adapters.dynamodb.due import DueIndexReader
 from adapters.dynamodb.layout import LEGACY as LEGACY_LAYOUT
 from adapters.dynamodb.layout import TableLayout, layout_key, parse_layout
 from adapters.dynamodb.transactions import CommitWriter, LayoutChangedError, plan_commit
-from adapters.recorder import LedgerRecorder, check_due_page
+from adapters.recorder import LedgerRecorder
 from domain.ports import DueWork, Lookup, ReadCheck, StreamHead
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
         self._layout_read_at = 0.0
         self._layout_ttl = layout_ttl
         self._monotonic = monotonic
+        self._due = DueIndexReader(self.table_name, self._call, lambda: self.client)
 
     # -- the table's layout record ---------------------------------------------
 
@@ -123,10 +125,12 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
     ) -> Sequence[int] | None:
         needs_layout = (
             bool(heads)
+            or bool(due)
             or any(it.is_striped(str(e.originator_id)) for e in stored_events)
             or any(it.is_striped(c.stream_id) for c in read_checks)
         )
         for _ in range(LAYOUT_REPLANS):
+            layout = self.layout if needs_layout else LEGACY_LAYOUT
             plan = plan_commit(
                 self.table_name,
                 stored_events,
@@ -134,9 +138,9 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
                 lookups,
                 due,
                 heads,
-                due_buckets=self.due_buckets,
+                due_buckets=layout.due_bucket_count(self.due_buckets),
                 key_prefix=self.key_prefix,
-                layout=self.layout if needs_layout else LEGACY_LAYOUT,
+                layout=layout,
             )
             try:
                 self._writer.write(plan)
@@ -222,6 +226,26 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
                 )
         return [found[s] for s in wanted if s in found]
 
+    def select_stream_versions(self, stream_ids: Sequence[str]) -> dict[str, int]:
+        """From the head index alone (a ``BatchGetItem`` per 100 streams): a stream
+        without an entry is taken to have no events, which holds for the streams
+        this is asked about (every commit writes their head with their events).
+        Without a ``Query`` per missing stream, a grant's unused shards cost nothing."""
+        if self.key_prefix:
+            return super().select_stream_versions(stream_ids)
+        wanted = list(dict.fromkeys(it.stream_pk(s) for s in stream_ids))
+        versions: dict[str, int] = {}
+        for start in range(0, len(wanted), 100):
+            keys = [it.head_key(s) for s in wanted[start : start + 100]]
+            for item in self._batch_get(keys, "#i, #v", {"#i": it.STREAM_ID, "#v": it.VERSION}):
+                versions[item[it.STREAM_ID]["S"]] = int(item[it.VERSION]["N"])
+        return versions
+
+    def grant_use_shards(self) -> int:
+        """As the table's layout record says (0 on a table that records none: there,
+        a version before use shards may still run; docs/dynamodb.md)."""
+        return 0 if self.key_prefix else self.layout.grant_shards
+
     def _batch_get(
         self, keys: list[dict[str, Any]], projection: str, names: Mapping[str, str]
     ) -> list[dict[str, Any]]:
@@ -280,46 +304,12 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
     def select_due(
         self, upto: datetime, limit: int, cursor: str | None = None
     ) -> tuple[list[DueWork], str | None]:
-        upper = f"{int(upto.timestamp() * 1000):015d}#~"
-        if limit <= 0 or (cursor is not None and cursor >= upper):
-            return [], None
-        per_bucket = [
-            self._due_bucket(it.due_bucket_name(b), upper, cursor, limit + 1)
-            for b in range(self.due_buckets)
-        ]
-        rows = list(heapq.merge(*per_bucket, key=lambda row: row[0]))[: limit + 1]
-        return check_due_page(rows, limit)
-
-    def _due_bucket(
-        self, bucket: str, upper: str, cursor: str | None, wanted: int
-    ) -> list[tuple[str, DueWork]]:
-        # BETWEEN is inclusive: the entry equal to the cursor is dropped below,
-        # so one extra row is asked for.
-        values: dict[str, Any] = {":b": {"S": bucket}, ":hi": {"S": upper}}
-        if cursor is None:
-            condition = "#b = :b AND #s <= :hi"
-        else:
-            condition = "#b = :b AND #s BETWEEN :lo AND :hi"
-            values[":lo"] = {"S": cursor}
-        request: dict[str, Any] = {
-            "TableName": self.table_name,
-            "IndexName": it.DUE_INDEX,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": {
-                "#b": it.DUE_BUCKET,
-                "#s": it.DUE_SK,
-                "#a": it.ATTEMPT_ID,
-                "#n": it.NEXT_ACTION_AT,
-            },
-            "ExpressionAttributeValues": values,
-            "ProjectionExpression": "#s, #a, #n",
-        }
-        rows: list[tuple[str, DueWork]] = []
-        for item in self._query(request, limit=wanted + 1):
-            row = it.due_entry(item)
-            if cursor is None or row[0] > cursor:
-                rows.append(row)
-        return rows[:wanted]
+        # The count as stored now, never a cached one: writers may already use a
+        # count a migration raised, and a reader that enumerated fewer buckets
+        # would never see the entries in the others. Counts only grow, so every
+        # count a writer holds is at most this one.
+        buckets = self.read_layout().due_bucket_count(self.due_buckets)
+        return self._due.select(upto, limit, cursor, buckets)
 
     def select_heads(self) -> Iterator[StreamHead]:
         """The head index: one query per ``heads#`` partition of the ``list`` index
@@ -416,5 +406,6 @@ class DynamoDBLedgerRecorder(LedgerRecorder):
             raise request_error(exc) from exc
 
     def close(self) -> None:
+        self._due.close()
         if self._owns_client:
             self.client.close()

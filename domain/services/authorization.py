@@ -23,6 +23,7 @@ from domain.directory import (
     executor_build_record_id,
     grant_record_id,
     identity_binding_record_id,
+    standing_grant_fence_id,
     standing_grant_record_id,
     target_record_id,
 )
@@ -38,6 +39,7 @@ from domain.services.read_cache import (
     read_directory_latest,
 )
 from domain.spec import ProposalSpec
+from domain.standing_grants import fence_of
 
 
 class AuthorizationFailed(Exception):
@@ -74,7 +76,8 @@ class Basis:
     authorization checks: a person through a presentation (``human``, and
     ``quorum``) needs the identity and channel bindings; a ``policy`` approval
     needs the policy set to approve it automatically still; a ``grant``
-    approval needs the standing grant it used, not revoked."""
+    approval needs the standing grant it used, not revoked (for a grant with
+    use shards: the fence of the shard its use came from, still absent)."""
 
     kind: ApprovalKind = ApprovalKind.HUMAN
     grant_id: str | None = None
@@ -85,6 +88,11 @@ class Basis:
     escalated: bool = False
     """``quorum``: the version had escalated; ``group`` is the fallback group its
     escalation recorded, which decides it whatever the policy set says now."""
+    grant_shard: int | None = None
+    """``grant``: the use shard the use came from (None: a grant that counts its
+    uses on its own record)."""
+    grant_fence: int | None = None
+    """``grant``: that shard's fence, when known before the grant is read."""
 
     @classmethod
     def of(cls, approval: dict[str, object] | None) -> Basis:
@@ -96,12 +104,14 @@ class Basis:
         raw = approval.get("ballots")
         ballots = tuple(Approver(*map(str, b)) for b in raw) if isinstance(raw, list) else ()
         group = approval.get("group")
+        shard = approval.get("shard")
         return cls(
             kind,
             str(grant) if grant is not None else None,
             ballots,
             str(group) if group is not None else None,
             approval.get("escalated") is True,
+            int(shard) if isinstance(shard, int) else None,
         )
 
 
@@ -142,6 +152,8 @@ def directory_ids(who: Approver, spec: ProposalSpec, basis: Basis = HUMAN) -> li
     ]
     if basis.kind is ApprovalKind.GRANT and basis.grant_id is not None:
         ids.append(standing_grant_record_id(basis.grant_id))
+        if basis.grant_fence is not None:
+            ids.append(standing_grant_fence_id(basis.grant_id, basis.grant_fence))
     if spec.target is not None:
         ids.append(target_record_id(spec.target.id))
     for ballot in basis.ballots:
@@ -306,9 +318,9 @@ def authorize(
             group = decision.quorum.group
         for ballot in basis.ballots:
             records += check_ballot(source, ballot, group, who.actor_id)
-    if basis.kind is ApprovalKind.GRANT:
-        _check_standing_grant(need(standing_grant_record_id(basis.grant_id or "")), who)
     absent: list[str] = []
+    if basis.kind is ApprovalKind.GRANT:
+        absent += _standing_grant(source, basis, who, records)
     if spec.target is not None:
         target_id = target_record_id(spec.target.id)
         target = source.get(target_id)
@@ -360,11 +372,29 @@ def _policy_verdict(
     return decision
 
 
-def _check_standing_grant(record: DirectorySnapshot, who: Approver) -> None:
+def _standing_grant(
+    source: DirectoryReads, basis: Basis, who: Approver, records: list[DirectorySnapshot]
+) -> list[str]:
     """I14 after the claim: the grant that approved it is the actor's and not
-    revoked (its use was counted in the claim's commit; expiry and the count
-    bound uses, not the attempts they already made)."""
+    revoked (expiry and the count bound uses, not the attempts they made). The
+    commit checks, for a grant without use shards, its record; with them, the
+    fence of the use's shard absent (the ids returned), not the record: no
+    use moves it, and its revocation makes that fence in the same commit."""
+    grant_id = basis.grant_id or ""
+    record = source.get(standing_grant_record_id(grant_id))
+    if record is None:
+        raise AuthorizationFailed("directory_record_missing")
     if record.text("actor_id") != who.actor_id:
         raise AuthorizationFailed("standing_grant_missing")
     if record.flag("revoked"):
         raise AuthorizationFailed("standing_grant_revoked")
+    if basis.grant_shard is None:
+        records.append(record)
+        return []
+    number = basis.grant_fence
+    if number is None:
+        number = fence_of(record.values, basis.grant_shard)
+    fence = standing_grant_fence_id(grant_id, number)
+    if source.get(fence) is not None:
+        raise AuthorizationFailed("standing_grant_revoked")
+    return [fence]

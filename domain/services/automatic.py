@@ -10,10 +10,12 @@ the actor's standing grants (design.md 5.1, 2.7; docs/policies.md).
 - a ``permit`` marked ``@auto_approve`` that holds, or else a live standing
   grant of the actor whose bounds cover the spec, approves it: the version is
   claimed in the same commit that stores it (``Claimed`` + ``Queued`` + the
-  due entry, and for a grant its ``Used`` event), with a read check of every
-  directory record the decision relied on (the policy set's version among
-  them), exactly the shape of a person's approval (design.md 5.2). The worker
-  rechecks it before dispatch like any other (I7, I15, I14);
+  due entry, and for a grant its ``Used`` event, on one of its use shards when
+  it has them, ``grant_shards.py``), with a read check of every directory
+  record the decision relied on (the policy set's version among them; for a
+  sharded grant the fence of its shard), exactly the shape of a person's
+  approval (design.md 5.2). The worker rechecks it before dispatch like any
+  other (I7, I15, I14);
 - a ``permit`` marked ``@quorum`` that holds leaves it to M members of a group
   (``quorum.py``): no standing grant of the requester's approves it;
 - otherwise a person decides, as before.
@@ -55,9 +57,18 @@ from domain.services.authorization import (
 )
 from domain.services.claims import queued_attempt
 from domain.services.context import ServiceContext
+from domain.services.grant_shards import ShardPick, pick_shard, take_use
 from domain.services.policy_decisions import configured, decide, groups_of, policy_set_snapshot
 from domain.spec import ProposalSpec
-from domain.standing_grants import GrantState, covers, indexed_ids, state_of, with_use
+from domain.standing_grants import (
+    GrantState,
+    covers,
+    fence_of,
+    indexed_ids,
+    is_sharded,
+    state_of,
+    with_use,
+)
 from domain.timeutil import format_utc
 
 
@@ -68,6 +79,9 @@ class Automatic:
     approval_kind: ApprovalKind
     authorization: Authorization
     grant: dict[str, Any] | None = None
+    grant_version: int = 0
+    pick: ShardPick | None = None
+    """A grant with use shards: the shard the use is to come from."""
 
 
 @dataclass
@@ -86,15 +100,19 @@ def screen(
     now: datetime,
     *,
     automatic: bool = True,
+    seed: str = "",
 ) -> Screening:
-    """Policy digest, forbid, and what (if anything) approves the version by itself."""
+    """Policy digest, forbid, and what (if anything) approves the version by itself.
+
+    ``seed`` (the proposal's id) spreads the claims of one standing grant over
+    its use shards."""
     if not ctx.cache.enabled:
-        return _screen(ctx, actor_id, spec, now, automatic, fresh=True)
+        return _screen(ctx, actor_id, spec, now, automatic, seed, fresh=True)
     try:
-        return _screen(ctx, actor_id, spec, now, automatic, fresh=False)
+        return _screen(ctx, actor_id, spec, now, automatic, seed, fresh=False)
     except (PolicyDenied, PolicyDigestMismatch):
         pass  # judged on cached records: a stale entry must not refuse either
-    return _screen(ctx, actor_id, spec, now, automatic, fresh=True)
+    return _screen(ctx, actor_id, spec, now, automatic, seed, fresh=True)
 
 
 def _screen(
@@ -103,6 +121,7 @@ def _screen(
     spec: ProposalSpec,
     now: datetime,
     automatic: bool,
+    seed: str,
     *,
     fresh: bool,
 ) -> Screening:
@@ -118,7 +137,7 @@ def _screen(
         raise PolicyDenied(decision.policy_ids)
     screening = Screening(decision, read_set=[ReadCheck(policy_set.id, policy_set.version)])
     if automatic:
-        screening.automatic = _automatic(ctx, reads, actor_id, spec, now, decision)
+        screening.automatic = _automatic(ctx, reads, actor_id, spec, now, decision, seed)
     return screening
 
 
@@ -129,11 +148,13 @@ def _automatic(
     spec: ProposalSpec,
     now: datetime,
     decision: PolicyDecision,
+    seed: str,
 ) -> Automatic | None:
     """A policy's automatic approval, else the first live covering grant's, if
     the rest of the authorization holds (actor enabled, permission granted,
     build available, target at its base revision); else None (a person decides:
-    what fails here fails at their approval too)."""
+    what fails here fails at their approval too). A grant with use shards is
+    live while one of its shards has room (``grant_shards.pick_shard``)."""
     who = Approver(actor_id, "", "", "")
     if decision.verdict is Verdict.QUORUM:
         return None  # members decide: no standing grant of the requester's stands in
@@ -154,9 +175,21 @@ def _automatic(
         grant = dict(record.values)
         if state_of(grant, now) is not GrantState.ACTIVE or not covers(grant, spec):
             continue
-        basis = Basis(ApprovalKind.GRANT, grant_id)
+        pick = None
+        if is_sharded(grant):
+            pick = pick_shard(ctx, grant, seed)
+            if pick is None:
+                continue  # every shard has given its quota: spent
+        basis = Basis(
+            ApprovalKind.GRANT,
+            grant_id,
+            grant_shard=pick.shard if pick else None,
+            grant_fence=fence_of(grant, pick.shard) if pick else None,
+        )
         authorization = _authorized(ctx, who, spec, now, reads, basis)
-        return Automatic(ApprovalKind.GRANT, authorization, grant) if authorization else None
+        if authorization is None:
+            return None
+        return Automatic(ApprovalKind.GRANT, authorization, grant, record.version, pick)
     return None
 
 
@@ -200,7 +233,21 @@ def claim_automatically(
     record = proposal.versions[version]
     aggregates: list[Any] = []
     read_set = list(auth.read_set)
-    if automatic.approval_kind is ApprovalKind.GRANT:
+    if automatic.approval_kind is ApprovalKind.GRANT and automatic.pick is not None:
+        assert automatic.grant is not None
+        grant = automatic.grant
+        used_shard, use = take_use(
+            grant, automatic.pick, proposal_id=proposal.id, version=version, now=now
+        )
+        approval = grant_approval(
+            str(grant["grant_id"]), use, int(grant["max_uses"]), shard=automatic.pick.shard
+        )
+        aggregates.append(used_shard)
+        # The shard's append and its fence's check (in the read set) are the
+        # grant's whole part of the commit; the record is pinned for the recheck.
+        authorized = [[c.stream_id, c.version] for c in read_set]
+        authorized.append([standing_grant_record_id(grant["grant_id"]), automatic.grant_version])
+    elif automatic.approval_kind is ApprovalKind.GRANT:
         assert automatic.grant is not None
         grant_stream = standing_grant_record_id(automatic.grant["grant_id"])
         # The record to append to, from its stream: if it is not live and covering

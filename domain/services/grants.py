@@ -5,10 +5,12 @@ need: the actor enabled, the identity binding active and the actor's, the
 channel binding active for the conversation on the same channel; and for a
 channel service, both bindings on its channel), or an admin makes it for
 them. Either is recorded on the grant (``granted_by``), and the commit that
-records it checks the provenance records are unchanged. A grant is used only
+records it checks the provenance records are unchanged. A grant made now gets
+the store's use shards (``EventStore.grant_use_shards``). A grant is used only
 by a claim (``automatic.py``); revoking it appends ``Changed`` with
-``revoked``, after which it approves nothing and an attempt it approved that
-has not been dispatched yet fails safe (``standing_grant_revoked``).
+``revoked`` (and, in the same commit, the fence of each of its use shards),
+after which it approves nothing and an attempt it approved that has not been
+dispatched yet fails safe (``standing_grant_revoked``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from domain.errors import ConcurrencyConflict, NotFound, StandingGrantRefused
 from domain.ports import Commit, ReadCheck
 from domain.services.authorization import Approver
 from domain.services.context import ServiceContext
+from domain.services.grant_shards import fences, uses_of
 from domain.services.read_cache import commit, read_directory_latest
 from domain.services.retry import retry_on_conflict
 from domain.standing_grants import (
@@ -38,6 +41,7 @@ from domain.standing_grants import (
     GrantState,
     index_with,
     indexed_ids,
+    is_sharded,
     new_grant,
     shown,
     state_of,
@@ -111,10 +115,8 @@ def grant(ctx: ServiceContext, *, actor_id: str, bounds: Any, grantor: Grantor) 
         read_set = check_provenance(ctx, grantor.provenance, grantor.service_channel)
     grant_id = ctx.tokens.new_id(GRANT_ID_PREFIX)
     at = format_utc(now)
-    values = validate_values(
-        DirectoryKind.STANDING_GRANT,
-        {"actor_id": actor_id, **new_grant(grant_id, checked, grantor.record(), at)},
-    )
+    made = new_grant(grant_id, checked, grantor.record(), at, ctx.store.grant_use_shards())
+    values = validate_values(DirectoryKind.STANDING_GRANT, {"actor_id": actor_id, **made})
 
     def once() -> dict[str, Any]:
         index_id = standing_grant_index_id(actor_id)
@@ -140,7 +142,7 @@ def grant(ctx: ServiceContext, *, actor_id: str, bounds: Any, grantor: Grantor) 
             at=at,
         )
         commit(ctx.store, ctx.cache, Commit(aggregates=[record, index], read_set=read_set))
-        return shown(record.values, now)
+        return shown(record.values, now, 0)
 
     return retry_on_conflict(once, exhausted=_contended(standing_grant_index_id(actor_id)))
 
@@ -150,10 +152,13 @@ def _live_ids(ctx: ServiceContext, grant_ids: Sequence[str]) -> set[str]:
     found, _ = read_directory_latest(
         ctx.store, ctx.cache, [standing_grant_record_id(i) for i in grant_ids]
     )
+    # revoked and expired ones first, without reading any use shard
+    standing = [s.values for s in found.values() if state_of(s.values, now, 0) is GrantState.ACTIVE]
+    uses = uses_of(ctx, standing)
     return {
-        str(s.values["grant_id"])
-        for s in found.values()
-        if state_of(s.values, now) is GrantState.ACTIVE
+        str(g["grant_id"])
+        for g in standing
+        if state_of(g, now, uses[str(g["grant_id"])]) is GrantState.ACTIVE
     }
 
 
@@ -178,7 +183,9 @@ def revoke(
     ctx: ServiceContext, *, grant_id: str, grantor: Grantor, actor_id: str | None = None
 ) -> dict[str, Any]:
     """Revoke a grant (``actor_id``: only if it is that actor's); a revoked one is
-    answered as it is. From the commit on it approves nothing."""
+    answered as it is. From the commit on it approves nothing: a grant with use
+    shards gets every shard's fence in the same commit, and every use and every
+    dispatch marker of an attempt it approved checks its shard's fence."""
     _grant_record(ctx, grant_id, actor_id)  # another actor's grant: the missing answer first
     read_set: list[ReadCheck] = []
     if grantor.provenance is not None:
@@ -192,15 +199,22 @@ def revoke(
             record.update(
                 validate_values(DirectoryKind.STANDING_GRANT, revoked), at=format_utc(now)
             )
-            commit(ctx.store, ctx.cache, Commit(aggregates=[record], read_set=read_set))
-        return shown(record.values, now)
+            fenced = fences(record.values, now) if is_sharded(record.values) else []
+            work = Commit(aggregates=[record, *fenced], read_set=read_set)
+            commit(ctx.store, ctx.cache, work)
+        return _shown(ctx, record.values, now)
 
     return retry_on_conflict(once, exhausted=_contended(standing_grant_record_id(grant_id)))
 
 
+def _shown(ctx: ServiceContext, grant: dict[str, Any], now: Any) -> dict[str, Any]:
+    return shown(grant, now, uses_of(ctx, [grant])[str(grant["grant_id"])])
+
+
 def get(ctx: ServiceContext, grant_id: str, actor_id: str | None = None) -> dict[str, Any]:
-    """One grant as shown (NotFound when missing, or another actor's)."""
-    return shown(_grant_record(ctx, grant_id, actor_id).values, ctx.clock.now())
+    """One grant as shown (NotFound when missing, or another actor's): its uses
+    summed over its use shards."""
+    return _shown(ctx, _grant_record(ctx, grant_id, actor_id).values, ctx.clock.now())
 
 
 def list_grants(ctx: ServiceContext, actor_id: str) -> list[dict[str, Any]]:
@@ -209,4 +223,6 @@ def list_grants(ctx: ServiceContext, actor_id: str) -> list[dict[str, Any]]:
     index = ctx.store.get(DirectoryRecord, standing_grant_index_id(actor_id))
     ids = indexed_ids(index.values if index else None)
     records = [ctx.store.get(DirectoryRecord, standing_grant_record_id(i)) for i in ids]
-    return [shown(r.values, now) for r in records if r is not None]
+    grants = [r.values for r in records if r is not None]
+    uses = uses_of(ctx, grants)
+    return [shown(g, now, uses[str(g["grant_id"])]) for g in grants]

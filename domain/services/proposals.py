@@ -204,7 +204,7 @@ def _propose(
         proposal_id = ctx.tokens.new_id("prop")
 
         def create_once(automatic: bool) -> ProposalResult:
-            screening = screen(ctx, actor_id, spec, now, automatic=automatic)
+            screening = screen(ctx, actor_id, spec, now, automatic=automatic, seed=proposal_id)
             proposal = Proposal(
                 proposal_id=proposal_id,
                 actor_id=actor_id,
@@ -223,7 +223,7 @@ def _propose(
         return screened(create_once, proposal_id)
 
     def revise_once(automatic: bool) -> ProposalResult:
-        screening = screen(ctx, actor_id, spec, now, automatic=automatic)
+        screening = screen(ctx, actor_id, spec, now, automatic=automatic, seed=lineage_id)
         existing = ctx.store.get(Proposal, lineage_id)
         if existing is None:
             raise NotFound()

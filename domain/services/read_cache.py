@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from domain.base import LedgerAggregate, LedgerEvent
-from domain.directory import DirectoryRecord
+from domain.directory import DirectoryKind, DirectoryRecord
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit, EventStore
 from domain.proposal import Proposal, ProposalStatus
@@ -250,6 +250,8 @@ def remember(cache: ReadCache, aggregate: LedgerAggregate, new_events: Sequence[
     if not cache.enabled or not new_events:
         return
     if isinstance(aggregate, DirectoryRecord):
+        if aggregate.kind is DirectoryKind.STANDING_GRANT_USES:
+            return  # read from its stream by every use, never from here
         cache.put(aggregate.id, DirectorySnapshot.from_record(aggregate))
     elif isinstance(aggregate, Proposal):
         if aggregate.version_status(aggregate.current_version) is not ProposalStatus.PRESENTED:

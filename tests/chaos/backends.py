@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ def open_backend(
 
 
 def _dynamodb(seed: int, client: Any, write_fault_rate: float) -> Iterator[Backend]:
+    from adapters.dynamodb.layout import NEW_TABLE
     from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
     from adapters.dynamodb.schema import create_table
     from adapters.dynamodb.views import DynamoDBViewStore
@@ -73,7 +74,9 @@ def _dynamodb(seed: int, client: Any, write_fault_rate: float) -> Iterator[Backe
     if client is None:
         raise ValueError("the dynamodb store needs a client")
     table = new_table_name()
-    create_table(client, table)
+    # Two due buckets recorded: every recovery tick queries each one, and the
+    # seeded fault client draws one fault roll per request.
+    create_table(client, table, layout=replace(NEW_TABLE, due_buckets=2))
     faulty = RandomFaultClient(client, seed=seed, write_rate=write_fault_rate, read_rate=0.02)
     faulty.armed = False
     recorder = DynamoDBLedgerRecorder(table, faulty, due_buckets=2, sleep=lambda _: None)

@@ -12,9 +12,13 @@ oracle's own checks of I14 and I15 from the raw store.
 
 The oracle (independently of ``authorization.py``, evaluating the policy set
 itself with ``domain.policy``): no claim and no dispatch marker commits while
-the policy set in force forbids the proposal (I15); no standing grant's stream
-ever records a use beyond its maximum, after its expiry or after its
-revocation, and every use is the claim of exactly one proposal version (I14);
+the policy set in force forbids the proposal (I15); no standing grant's streams
+(its record, its use shards and their fences, read back raw by
+``tests.support.grant_checks``) ever record a use beyond a shard's quota or the
+grant's maximum or after its expiry, and every use is the claim of exactly one
+proposal version; and no use and no dispatch marker of an attempt a grant
+approved commits after the commit that revoked it (I14, judged on the order of
+commits the simulation sees);
 no claim without M distinct counted members, none the requester, each earlier
 vote recorded, M what the set in force asks, and no single approval of what
 needs a quorum (I13).
@@ -31,9 +35,9 @@ from domain.approvals import ApprovalKind, kind_of
 from domain.attempt import ExecutionAttempt
 from domain.directory import (
     POLICY_SET_RECORD_ID,
+    DirectoryKind,
     DirectoryRecord,
     actor_record_id,
-    standing_grant_record_id,
 )
 from domain.policy import PolicyRequest, Verdict, compiled, evaluate, policy_set_digest
 from domain.proposal import Proposal
@@ -41,11 +45,11 @@ from domain.services import grants
 from domain.services.context import ServiceContext
 from domain.services.policies import apply_policy_set
 from domain.spec import parse_spec, parse_utc
-from projections.audit import event_type
 from tests.chaos.escalations import ESCALATING_SETS
 from tests.chaos.wrappers import ChaosStore
 from tests.support.clocks import FixedClock
-from tests.support.stream_checks import Violation, expect
+from tests.support.grant_checks import grant_violations
+from tests.support.stream_checks import expect
 
 SMALL = """@id("small") @auto_approve
 permit (principal, action == Action::"fake.provider_idempotency", resource)
@@ -76,17 +80,11 @@ ADMIN = grants.Grantor("admin", "ops")
 
 
 def plant_grant_over_max() -> None:
-    """Test-only switch: a claim that takes a standing grant's use without looking at
-    its count (a spent grant looks live), so uses can pass the maximum."""
-    from domain.services import automatic
-    from domain.standing_grants import GrantState, state_of
+    """Test-only switch: a use shard that gives one use more than its quota, so a
+    grant's uses can pass its maximum."""
+    from domain.services import grant_shards
 
-    def ignores_count(grant: Any, now: Any) -> GrantState:
-        return (
-            GrantState.ACTIVE if state_of(grant, now) is GrantState.SPENT else state_of(grant, now)
-        )
-
-    automatic.state_of = ignores_count  # type: ignore[assignment]
+    grant_shards.has_room = lambda uses, quota: uses <= quota  # type: ignore[assignment]
 
 
 def plant_double_vote() -> None:
@@ -116,6 +114,7 @@ class PolicyActions:
     ctx: ServiceContext
     counts: dict[str, int]
     grant_ids: list[str]
+    revoked_grants: set[str]
 
     def count(self, name: str) -> None:
         raise NotImplementedError
@@ -223,45 +222,30 @@ class PolicyActions:
     def check_grants(self) -> None:
         """I14 from the raw store, for every grant made so far."""
         for grant_id in self.grant_ids:
-            stream = standing_grant_record_id(grant_id)
-            uses = 0
-            revoked = False
-            values: dict[str, Any] = {}
-            for event in self._events(stream):
-                kind = event_type(event)
-                data = event.data()
-                if kind == "Used":
-                    at = parse_utc(data["at"])
-                    expect(not revoked, f"{grant_id}: used after its revocation (I14)")
-                    expect(
-                        uses < int(values["max_uses"]),
-                        f"{grant_id}: used beyond its maximum of {values['max_uses']} (I14)",
-                    )
-                    expect(
-                        at < parse_utc(values["expires_at"]), f"{grant_id}: used after expiry (I14)"
-                    )
-                    uses += 1
-                    expect(
-                        int(data["values"]["uses"]) == uses, f"{grant_id}: a use was not counted"
-                    )
-                    self._check_use_claimed(grant_id, data, uses)
-                values = dict(data["values"])
-                revoked = bool(values.get("revoked"))
+            problems = grant_violations(self.store, grant_id)
+            expect(not problems, f"{'; '.join(problems)} (I14)")
+
+    def grant_commit(self, pending: Any) -> None:
+        """I14 on the order of commits, right after each one: no use of a revoked
+        grant (on its record or one of its use shards) and no dispatch marker of an
+        attempt it approved commits after the commit that revoked it."""
+        for aggregate, kinds in pending:
+            if not isinstance(aggregate, DirectoryRecord):
+                continue
+            grant_id = str(aggregate.values.get("grant_id", ""))
+            if "Used" in kinds:
+                expect(
+                    grant_id not in self.revoked_grants,
+                    f"{grant_id}: used after its revocation (I14)",
+                )
+            if aggregate.kind is DirectoryKind.STANDING_GRANT and aggregate.values.get("revoked"):
+                self.revoked_grants.add(grant_id)
+
+    def check_marker_grant(self, attempt: ExecutionAttempt) -> None:
+        approval = attempt.approval or {}
+        if kind_of(approval) is ApprovalKind.GRANT:
+            grant_id = approval.get("grant_id")
             expect(
-                int(values.get("uses", 0)) == uses, f"{grant_id}: uses differ from its Used events"
+                grant_id not in self.revoked_grants,
+                f"{attempt.id}: dispatched after its grant {grant_id} was revoked (I14)",
             )
-
-    def _events(self, stream: str) -> list[Any]:
-        return [self.store.mapper.to_domain_event(s) for s in self.store.read_stream(stream)]
-
-    def _check_use_claimed(self, grant_id: str, data: dict[str, Any], use: int) -> None:
-        """Each use is the claim of the proposal version it names, by this grant."""
-        proposal = self.store.get(Proposal, data["proposal_id"])
-        if proposal is None:
-            raise Violation(f"{grant_id}: use {use} names a proposal that does not exist")
-        record = proposal.versions.get(int(data["version"]))
-        approval = (record or {}).get("approval") or {}
-        expect(
-            approval.get("grant_id") == grant_id and approval.get("use") == use,
-            f"{grant_id}: use {use} is not the claim of {data['proposal_id']} v{data['version']}",
-        )

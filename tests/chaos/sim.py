@@ -163,6 +163,7 @@ class Simulation(Actions, LateEffects, PolicyActions, EscalationActions):
         self.credential_rotated = False  # the provider refuses every request (401)
         self.counts: dict[str, int] = {}
         self.grant_ids: list[str] = []
+        self.revoked_grants: set[str] = set()
 
     # -- randomness --------------------------------------------------------
 
@@ -233,6 +234,7 @@ class Simulation(Actions, LateEffects, PolicyActions, EscalationActions):
         self, pending: Sequence[tuple[Any, list[str]]], lookups: Sequence[Lookup]
     ) -> None:
         """Right after a successful commit: nothing else can have run in between."""
+        self.grant_commit(pending)
         for aggregate, kinds in pending:
             self.oracle.committed(aggregate)
             self.touched[aggregate.id] = None
@@ -244,6 +246,7 @@ class Simulation(Actions, LateEffects, PolicyActions, EscalationActions):
                     self.deliveries.append(aggregate.id)
                 if "DispatchStarted" in kinds:
                     self.check_authorized(aggregate, "dispatch")
+                    self.check_marker_grant(aggregate)
             if isinstance(aggregate, Proposal) and aggregate.id not in self.proposals:
                 self.proposals.append(aggregate.id)
             if isinstance(aggregate, Proposal) and {"Escalated", "Claimed", "VoteRecorded"} & {

@@ -138,7 +138,7 @@ def test_the_oracle_catches_a_late_effect_recorded_as_no_effect(
 
     monkeypatch.setattr(ExecutionAttempt, "lookup_trusted_after", lambda self: None)
     # the first of PLANTED_SEARCH, 61 schedules in
-    seed = first_seed_caught("failed_safe while the provider holds an effect for its key", known=64)
+    seed = first_seed_caught("failed_safe while the provider holds an effect for its key", known=57)
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -156,7 +156,7 @@ def test_the_oracle_catches_a_late_success_kept_silently(monkeypatch: pytest.Mon
         self._late_result_observed(generation=generation, kind=kind, at=format_utc(now))
 
     monkeypatch.setattr(ExecutionAttempt, "observe_late_result", only_observes)
-    seed = first_seed_caught("was only observed, not flagged", known=807)  # the search's first
+    seed = first_seed_caught("was only observed, not flagged", known=314)  # the search's first
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -203,18 +203,27 @@ def test_the_oracle_catches_an_attempt_failed_for_where_it_ran(
 def test_the_oracle_catches_a_standing_grant_used_beyond_its_maximum(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 28's planted bug for I14: a claim that takes a spent grant's use (the
-    count not looked at) records a use past the maximum; the oracle's fold of the
-    grant's stream finds it. The same seed passes with the count in place."""
-    from domain.services import automatic
-    from domain.standing_grants import GrantState, state_of
+    """Issue 28's planted bug for I14, on use shards: a shard that gives one use more
+    than its quota lets the grant's uses pass its maximum; the oracle's fold of the
+    grant's streams finds it. The same seed passes with the quota in place."""
+    from domain.services import grant_shards
 
-    def ignores_count(grant: Any, now: Any) -> GrantState:
-        found = state_of(grant, now)
-        return GrantState.ACTIVE if found is GrantState.SPENT else found
+    monkeypatch.setattr(grant_shards, "has_room", lambda uses, quota: uses <= quota)
+    seed = first_seed_caught("beyond its quota")
+    monkeypatch.undo()
+    assert run_schedule(seed, "memory").ok
 
-    monkeypatch.setattr(automatic, "state_of", ignores_count)
-    seed = first_seed_caught("used beyond its maximum")
+
+def test_the_oracle_catches_a_revocation_that_misses_a_fence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A revocation that leaves one use shard unfenced would let that shard's uses
+    and markers commit after it; the oracle finds the grant revoked without it. The
+    same seed passes with every fence made."""
+    from domain.services import grant_shards
+
+    monkeypatch.setattr(grant_shards, "fenced", lambda grant: range(1, int(grant["fences"])))
+    seed = first_seed_caught("revoked without its fences [0]")
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 
@@ -227,7 +236,7 @@ def test_the_oracle_catches_a_double_counted_vote(monkeypatch: pytest.MonkeyPatc
     from domain.services import quorum
 
     monkeypatch.setattr(quorum, "already_voted", lambda votes, actor_id: False)
-    seed = first_seed_caught("a member counted twice", known=9)  # the search's first
+    seed = first_seed_caught("a member counted twice", known=124)  # the search's first
     monkeypatch.undo()
     assert run_schedule(seed, "memory").ok
 

@@ -70,6 +70,14 @@ class ChaosStore:
         self.sim.maybe_read_fault()
         return self.inner.latest_events(stream_ids)
 
+    def stream_versions(self, stream_ids: Any) -> Any:
+        self.sim.yield_point("read", self.sim.profile.read_switch_rate)
+        self.sim.maybe_read_fault()
+        return self.inner.stream_versions(stream_ids)
+
+    def grant_use_shards(self) -> int:
+        return self.inner.grant_use_shards()
+
     def due_work(self, now: datetime, limit: int, cursor: str | None = None) -> DuePage:
         self.sim.maybe_read_fault()
         return self.inner.due_work(now, limit, cursor)

@@ -90,6 +90,8 @@ def test_the_readme_migration_moves_a_table_made_before_the_layout(dynamodb_clie
     assert len(lines) == 4, lines  # layout, the migration's before and after, layout
     assert "head buckets 16, directory shards 0" in before and "not recorded" in before
     assert "head buckets 512, directory shards 16, policy-set shards 96" in after
+    assert "due buckets not recorded" in before and "due buckets 256" in after
+    assert "grant use shards 0" in before and "grant use shards 256" in after
     assert "checks read shard copies" in after
 
 

@@ -20,12 +20,18 @@ from adapters.dynamodb.migrate import migrate
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.schema import create_table
 from adapters.recorder import StreamConflictError
+from adapters.store import LedgerStore
 from domain.directory import actor_record_id, executor_build_record_id
 from domain.errors import InvalidInput
 from domain.ports import ReadCheck, StreamHead
+from domain.services import grants
+from domain.services.proposals import propose
 from tests.support.cli import invoke
 from tests.support.dynamodb_events import event
 from tests.support.dynamodb_fixtures import new_table_name
+from tests.support.grant_checks import grant_violations
+from tests.support.policies import grant_bounds
+from tests.support.worlds.approval import World, base_spec
 
 pytestmark = pytest.mark.dynamodb
 
@@ -79,10 +85,20 @@ def legacy_table(dynamodb_client: Any) -> Iterator[str]:
     dynamodb_client.delete_table(TableName=name)
 
 
+@pytest.fixture
+def new_table(dynamodb_client: Any) -> Iterator[str]:
+    """A table exactly as ``create_table`` makes it (the test fixtures record fewer
+    due buckets)."""
+    name = new_table_name()
+    create_table(dynamodb_client, name)
+    yield name
+    dynamodb_client.delete_table(TableName=name)
+
+
 def test_a_new_table_is_striped_and_a_change_is_caught_on_every_shard(
-    dynamodb_recorder: DynamoDBLedgerRecorder, dynamodb_endpoint: str
+    dynamodb_client: Any, new_table: str, dynamodb_endpoint: str
 ) -> None:
-    recorder = dynamodb_recorder
+    recorder = DynamoDBLedgerRecorder(new_table, dynamodb_client)
     assert recorder.layout == NEW_TABLE
     shown = invoke(
         ["dynamodb", "layout"],
@@ -94,7 +110,8 @@ def test_a_new_table_is_striped_and_a_change_is_caught_on_every_shard(
     )
     assert shown.exit_code == 0, shown.stderr
     assert (
-        "head buckets 512, directory shards 16, policy-set shards 96, checks read shard copies"
+        "head buckets 512, directory shards 16, policy-set shards 96, due buckets 256, "
+        "grant use shards 256, checks read shard copies"
     ) in shown.stdout
     seeds = seeds_for_every_shard(recorder.layout)
     with pytest.raises(StreamConflictError):  # absent: no copy says otherwise yet
@@ -147,12 +164,15 @@ def test_a_table_made_before_the_layout_keeps_working_and_migrates(
     )
     assert ran.exit_code == 0, ran.stderr
     assert (
-        "now: head buckets 64, directory shards 8, policy-set shards 24, checks read" in ran.stdout
+        "now: head buckets 64, directory shards 8, policy-set shards 24, due buckets 256, "
+        "grant use shards 256, checks" in ran.stdout
     )
     assert "(1 directory records given their copies)" in ran.stdout
 
     new = DynamoDBLedgerRecorder(legacy_table, dynamodb_client)
-    assert new.layout == TableLayout(64, 8, True, 2, policy_set_shards=24)
+    assert new.layout == TableLayout(
+        64, 8, True, 2, policy_set_shards=24, due_buckets=256, grant_shards=256
+    )
     assert copies(new, ACTOR, 8) == [2] * 8
     for seed in seeds_for_every_shard(new.layout).values():
         with pytest.raises(StreamConflictError):
@@ -239,3 +259,35 @@ def test_changes_racing_a_migration_leave_every_copy_at_the_newest_version(
         newest = setup.select_events(record, desc=True, limit=1)[0].originator_version
         assert newest > 1
         assert copies(setup, record, 8) == [newest] * 8, record
+
+
+def test_grants_made_before_the_migration_keep_counting_on_their_record(
+    dynamodb_client: Any, legacy_table: str
+) -> None:
+    """A table that records no grant shards makes grants that count their uses on
+    their own record (what every older version reads and writes); after the
+    migration new grants count on use shards, and the older grant keeps its way
+    to its last use."""
+    store = LedgerStore(DynamoDBLedgerRecorder(legacy_table, dynamodb_client))
+    world = World(store)
+    admin = grants.Grantor("admin", "ops")
+
+    def give(max_uses: int) -> dict[str, Any]:
+        bounds = grant_bounds(world, max_uses=max_uses)
+        return grants.grant(world.ctx, actor_id="alice", bounds=bounds, grantor=admin)
+
+    old = give(2)
+    assert "use_shards" not in old
+    first = propose(world.ctx, actor_id="alice", spec_data=base_spec())
+    assert first.approval is not None and "shard" not in first.approval
+    migrate(DynamoDBLedgerRecorder(legacy_table, dynamodb_client))
+    store.recorder.forget_layout()  # what a running process does within a minute
+    new = give(3)
+    assert new["use_shards"] == 3
+    uses = [propose(world.ctx, actor_id="alice", spec_data=base_spec()).approval for _ in range(5)]
+    assert [u["grant_id"] for u in uses if u] == [old["grant_id"]] + [new["grant_id"]] * 3
+    assert "shard" not in uses[0] and all("shard" in u for u in uses[1:4] if u)  # type: ignore[operator]
+    assert uses[4] is None  # both spent: a person decides
+    for made in (old, new):
+        assert grant_violations(store, made["grant_id"]) == []
+        assert grants.get(world.ctx, made["grant_id"])["state"] == "spent"

@@ -13,9 +13,13 @@ from domain.directory import (
     actor_record_id,
     executor_build_record_id,
     grant_record_id,
+    standing_grant_fence_id,
     standing_grant_record_id,
+    standing_grant_uses_id,
 )
+from domain.errors import CommitTooLarge
 from domain.ports import ReadCheck, StreamHead
+from domain.standing_grants import MAX_FENCES
 from tests.support.dynamodb_events import event
 
 AT = "2026-11-29T12:00:00.000001Z"
@@ -230,3 +234,82 @@ def test_a_layout_out_of_bounds_is_refused() -> None:
             TableLayout(**kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         TableLayout(16, 0, checks_shards=True)
+
+
+def test_a_grant_use_appends_to_its_shard_and_checks_its_fence_neither_striped() -> None:
+    """A claim by a grant with use shards: the shard's first use registers it and
+    counts one (two events of one stream, one head), the fence of that shard is
+    checked absent on its own slot (never copied: each fence is already one of a
+    grant's many), and every item is named once."""
+    shard = standing_grant_uses_id("sgr_1", 7)
+    fence = standing_grant_fence_id("sgr_1", 7)
+    events = [
+        event("prop_1", 1),
+        event("prop_1", 2),
+        event("att_1", 1),
+        event(shard, 1),
+        event(shard, 2),
+    ]
+    heads = [
+        StreamHead("prop_1", 2, HEAD),
+        StreamHead("att_1", 1, HEAD),
+        StreamHead(shard, 2, HEAD),
+    ]
+    checks = [
+        ReadCheck(actor_record_id("alice"), 1),
+        ReadCheck(grant_record_id("alice", "tasks.write"), 1),
+        ReadCheck(BUILD, 2),
+        ReadCheck("policy-set:default", 3),
+        ReadCheck("target:t1", 1),
+        ReadCheck(fence, 0),
+    ]
+    from domain.ports import DueWork
+    from tests.support.dynamodb_events import at
+
+    plan = plan_commit(
+        "t",
+        events,
+        checks,
+        due=[DueWork("att_1", at(0))],
+        heads=heads,
+        due_buckets=256,
+        layout=NEW_TABLE,
+    )
+    keys = action_keys(plan)
+    assert len(keys) == len(set(keys)) == 5 + 6 + 1 + 3
+    assert it.event_key(fence, 1) in [
+        a["ConditionCheck"]["Key"] for a in plan.actions if "ConditionCheck" in a
+    ]
+    assert not any(k.startswith((shard + "#", fence + "#")) for k, _ in keys)  # no copies
+    marker = plan_commit(
+        "t", [event("att_1", 3)], [ReadCheck(fence, 0)], due_buckets=256, layout=NEW_TABLE
+    )
+    assert checked_keys(marker) == [fence]
+
+
+def test_the_largest_revocation_of_a_grant_fits_one_transaction() -> None:
+    """A revocation makes every fence of a grant in its own commit: the record's event
+    and head, a fence and its head per fence (at most MAX_FENCES), and the three
+    provenance checks of a channel's revocation: 99 items, each named once."""
+    record = standing_grant_record_id("sgr_1")
+    fences = [standing_grant_fence_id("sgr_1", n) for n in range(MAX_FENCES)]
+    events = [event(record, 2)] + [event(f, 1) for f in fences]
+    heads = [StreamHead(s, 1, HEAD) for s in fences] + [StreamHead(record, 2, HEAD)]
+    checks = [
+        ReadCheck(actor_record_id("alice"), 1),
+        ReadCheck("identity-binding:ib1", 1),
+        ReadCheck("channel-binding:cb1", 1),
+    ]
+    plan = plan_commit("t", events, checks, heads=heads, due_buckets=256, layout=NEW_TABLE)
+    keys = action_keys(plan)
+    assert len(keys) == len(set(keys)) == 2 * (1 + MAX_FENCES) + 3 == 99
+    with pytest.raises(CommitTooLarge):  # one fence more would not fit
+        more = standing_grant_fence_id("sgr_1", MAX_FENCES)
+        plan_commit(
+            "t",
+            [*events, event(more, 1)],
+            checks,
+            heads=[*heads, StreamHead(more, 1, HEAD)],
+            due_buckets=256,
+            layout=NEW_TABLE,
+        )

@@ -15,6 +15,7 @@ Where the endpoint comes from, first match wins:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import uuid
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from adapters.dynamodb.client import make_client
+from adapters.dynamodb.layout import NEW_TABLE
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
 from adapters.dynamodb.schema import create_table
 from tests.support import emulator_container, ministack
@@ -62,6 +64,14 @@ def new_client(endpoint_url: str, **config: Any) -> Any:
 
 def new_table_name() -> str:
     return f"ledger-test-{uuid.uuid4().hex[:16]}"
+
+
+TEST_LAYOUT = dataclasses.replace(NEW_TABLE, due_buckets=16)
+"""The layout of a test's table: a new table's, with 16 due buckets recorded
+instead of 256. Every page of due work queries each bucket, and on the emulator
+256 queries make a recovery tick (and the suites that run many) several times
+slower; tests/integration/test_dynamodb_due_buckets.py runs the 256 of a new
+table, with workers throughout a migration."""
 
 
 @pytest.fixture(scope="session")
@@ -117,7 +127,7 @@ def dynamodb_tables(dynamodb_client: Any) -> Iterator[list[str]]:
 def dynamodb_table_name(dynamodb_client: Any) -> Iterator[str]:
     """A fresh ledger table, created with ``schema.create_table``, dropped afterwards."""
     name = new_table_name()
-    create_table(dynamodb_client, name)
+    create_table(dynamodb_client, name, layout=TEST_LAYOUT)
     yield name
     with contextlib.suppress(Exception):  # cleanup must not hide the test's result
         dynamodb_client.delete_table(TableName=name)

@@ -62,6 +62,12 @@ VALID: dict[DirectoryKind, dict[str, Any]] = {
         "granted_at": "2099-01-01T00:00:00Z",
     },
     DirectoryKind.STANDING_GRANT_INDEX: {"actor_id": "alice", "grant_ids": ["sgr_1"]},
+    DirectoryKind.STANDING_GRANT_USES: {"grant_id": "sgr_1", "shard": 0, "quota": 2, "uses": 1},
+    DirectoryKind.STANDING_GRANT_FENCE: {
+        "grant_id": "sgr_1",
+        "fence": 0,
+        "revoked_at": "2099-01-02T00:00:00Z",
+    },
 }
 
 

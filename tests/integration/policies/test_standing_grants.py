@@ -10,7 +10,13 @@ import pytest
 
 from adapters.store import LedgerStore
 from domain.attempt import AttemptStatus, ExecutionAttempt
-from domain.directory import DirectoryKind, DirectoryRecord, standing_grant_record_id
+from domain.directory import (
+    DirectoryKind,
+    DirectoryRecord,
+    standing_grant_fence_id,
+    standing_grant_record_id,
+    standing_grant_uses_id,
+)
 from domain.errors import (
     InvalidInput,
     NotFound,
@@ -36,9 +42,48 @@ def give(world: World, **changes: object) -> str:
     return str(made["grant_id"])
 
 
-def test_a_proposal_within_a_grant_is_claimed_by_it_and_the_use_is_counted(
+def topics(store: LedgerStore, stream_id: str) -> list[str]:
+    return [e.topic.rsplit(".", 1)[-1] for e in store.read_stream(stream_id)]
+
+
+def test_a_proposal_within_a_grant_is_claimed_by_it_and_the_use_counted_on_a_shard(
     world: World, store: LedgerStore
 ) -> None:
+    grant_id = give(world, max_uses=2)
+    assert grants.get(world.ctx, grant_id)["use_shards"] == 2  # one per use, at most
+    first = propose(world.ctx, actor_id="alice", spec_data=base_spec())
+    assert first.status == "claimed" and first.approval is not None
+    shard = first.approval["shard"]
+    assert first.approval == {
+        "kind": "grant",
+        "approvers": [],
+        "grant_id": grant_id,
+        "use": shard + 1,  # each shard's quota is 1: use n is shard n - 1's
+        "max_uses": 2,
+        "shard": shard,
+    }
+    assert topics(store, standing_grant_record_id(grant_id)) == ["Registered"]  # never moved
+    assert topics(store, standing_grant_uses_id(grant_id, shard)) == ["Registered", "Used"]
+    attempt = store.get(ExecutionAttempt, first.attempt_id or "")
+    assert attempt is not None and attempt.approval == first.approval
+    pins = [list(p) for p in attempt.authorized or []]
+    assert [standing_grant_fence_id(grant_id, shard), 0] in pins  # what the marker checks
+    assert [standing_grant_record_id(grant_id), 1] in pins
+    second = propose(world.ctx, actor_id="alice", spec_data=base_spec())
+    assert second.approval is not None and second.approval["shard"] == 1 - shard
+    assert {first.approval["use"], second.approval["use"]} == {1, 2}
+    third = propose(world.ctx, actor_id="alice", spec_data=base_spec())
+    assert third.status == "presented"  # spent: a person decides
+    shown = grants.get(world.ctx, grant_id)
+    assert (shown["uses"], shown["state"]) == (2, "spent")
+
+
+def test_a_grant_made_without_use_shards_counts_its_uses_on_its_record(
+    world: World, store: LedgerStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a store that shards nothing makes (a DynamoDB table whose layout records
+    no grant shards), and every grant made before use shards."""
+    monkeypatch.setattr(world.ctx.store, "grant_use_shards", lambda: 0)
     grant_id = give(world, max_uses=2)
     first = propose(world.ctx, actor_id="alice", spec_data=base_spec())
     assert first.status == "claimed"
@@ -49,10 +94,7 @@ def test_a_proposal_within_a_grant_is_claimed_by_it_and_the_use_is_counted(
         "use": 1,
         "max_uses": 2,
     }
-    stream = [
-        e.topic.rsplit(".", 1)[-1] for e in store.read_stream(standing_grant_record_id(grant_id))
-    ]
-    assert stream == ["Registered", "Used"]
+    assert topics(store, standing_grant_record_id(grant_id)) == ["Registered", "Used"]
     attempt = store.get(ExecutionAttempt, first.attempt_id or "")
     assert attempt is not None and attempt.approval == first.approval
     assert [standing_grant_record_id(grant_id), 2] in [list(p) for p in attempt.authorized or []]
@@ -61,6 +103,9 @@ def test_a_proposal_within_a_grant_is_claimed_by_it_and_the_use_is_counted(
     assert third.status == "presented"  # spent: a person decides
     shown = grants.get(world.ctx, grant_id)
     assert (shown["uses"], shown["state"]) == (2, "spent")
+    revoked = grants.revoke(world.ctx, grant_id=grant_id, grantor=ADMIN)
+    assert revoked["state"] == "revoked"
+    assert not store.read_stream(standing_grant_fence_id(grant_id, 0))  # no fences to make
 
 
 def test_bounds_decide_what_a_grant_covers(world: World) -> None:
@@ -190,3 +235,23 @@ def test_a_grant_approved_attempt_runs_after_later_uses_moved_the_grant(
     propose(xworld.ctx, actor_id="alice", spec_data=spec)
     xworld.worker().process(first.attempt_id or "")
     assert xworld.attempt(first.attempt_id or "").status is AttemptStatus.SUCCEEDED
+
+
+def test_a_version_that_knows_no_use_shards_reads_a_sharded_grant_as_spent(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a version before use shards (one still running beside this one, or one
+    rolled back to) makes of a grant made with them: it knows only its record's
+    own count, which says no use is left there, so it never uses the grant and
+    a person decides; this version uses it."""
+    from domain import standing_grants
+    from domain.services import automatic
+
+    grant_id = give(world, max_uses=5)
+    monkeypatch.setattr(automatic, "is_sharded", lambda grant: False)
+    monkeypatch.setattr(standing_grants, "is_sharded", lambda grant: False)
+    assert propose(world.ctx, actor_id="alice", spec_data=base_spec()).status == "presented"
+    monkeypatch.undo()
+    claimed = propose(world.ctx, actor_id="alice", spec_data=base_spec())
+    assert claimed.approval is not None and claimed.approval["grant_id"] == grant_id
+    assert grants.get(world.ctx, grant_id)["uses"] == 1
