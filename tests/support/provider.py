@@ -168,6 +168,12 @@ class Handler(BaseHTTPRequestHandler):
             self._send(413, {"error": "too_large"})
             return
         raw = self.rfile.read(length)
+        if len(raw) < length:
+            # The client went away before its whole body arrived (a process killed
+            # between the headers and the body): like any HTTP server, no request
+            # was made, so nothing is applied (an empty body must not become one).
+            self._drop()
+            return
         with state.lock:
             state.connections.add(self.client_address)
             state.paths.append(self.path)

@@ -297,3 +297,28 @@ def test_the_provider_answers_422_for_another_body_and_409_while_in_flight(
     )
     assert (during.status_code, other.status_code) == (409, 422)
     assert provider.effects()[headers["Idempotency-Key"]] == 1
+
+
+def test_the_provider_applies_nothing_for_a_body_cut_short(provider: Provider) -> None:
+    """A client killed between its headers and its body made no request: a provider
+    that applied the empty body would answer the whole re-send 422, as if the key
+    had been used for another request (the rolling deploy's SIGKILL found this)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    idem = key()
+    address = urlsplit(provider.url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/tasks HTTP/1.1\r\nHost: provider\r\nContent-Type: application/json\r\n"
+            + f"Authorization: Bearer {provider.token}\r\nIdempotency-Key: {idem}\r\n".encode()
+            + b"Content-Length: 19\r\n\r\n"
+        )
+        sock.shutdown(socket.SHUT_WR)  # the body never comes
+        assert sock.recv(1024) == b""  # dropped, no answer
+    headers = {"Authorization": f"Bearer {provider.token}", "Idempotency-Key": idem}
+    whole = httpx.post(provider.url + "/v1/tasks", json={"title": "x"}, headers=headers)
+    assert whole.status_code == 201
+    assert provider.effects()[idem] == 1
