@@ -67,7 +67,9 @@ class _Call:
         "finished",
         "late",
         "owner",
+        "ready",
         "result",
+        "stays",
     )
 
     def __init__(self, call: Callable[[], Any], late: LateAnswer, owner: ThreadedCalls) -> None:
@@ -84,6 +86,11 @@ class _Call:
         self.answered = threading.Lock()  # released when the call has answered
         self.answered.acquire()
         self.finished: threading.Event | None = None  # set once an abandoned call is through
+        # Set by the pool: called on its thread once the call is through, before
+        # the waiting worker is answered, so the thread is idle again before that
+        # worker can hand the pool its next call; says whether the thread stays.
+        self.ready: Callable[[], bool] | None = None
+        self.stays = False
 
     def execute(self) -> None:
         # The late callback too runs in the caller's context, as the call did.
@@ -95,6 +102,10 @@ class _Call:
         except BaseException as exc:  # handed to the waiting worker, or to ``late``
             self.error = exc
         self.owner.answered(self)
+
+    def through(self) -> None:
+        """The call is through on its pool thread: let the pool count it idle."""
+        self.stays = self.ready() if self.ready is not None else False
 
 
 class CallThreads:
@@ -121,12 +132,18 @@ class CallThreads:
 
     def _serve(self, job: _Call | None) -> None:
         while job is not None:
+            job.ready = self._ready
             job.execute()
-            with self._lock:
-                if self._idle >= self._max_idle:
-                    return
-                self._idle += 1
+            if not job.stays:
+                return
             job = self._jobs.get()
+
+    def _ready(self) -> bool:
+        with self._lock:
+            if self._idle >= self._max_idle:
+                return False
+            self._idle += 1
+            return True
 
     def started(self) -> int:
         """How many threads this pool has started (a measure of reuse)."""
@@ -194,6 +211,7 @@ class ThreadedCalls:
             job.done = True
             abandoned = job.abandoned
         if not abandoned:
+            job.through()  # idle before the worker can submit its next call
             job.answered.release()
             return
         try:
@@ -204,6 +222,7 @@ class ThreadedCalls:
             with self._lock:
                 self._abandoned.discard(job)
             assert job.finished is not None
+            job.through()
             job.finished.set()
 
     def abandoned(self) -> int:

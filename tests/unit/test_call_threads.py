@@ -27,6 +27,10 @@ def ignore(result: object, error: BaseException | None) -> None:
 
 
 def test_sequential_calls_reuse_one_thread(pool: CallThreads) -> None:
+    """The pool thread counts itself idle before its caller is answered. Counted
+    after (as it once was), a caller that submitted its next call before the pool
+    thread got the GIL back found no idle thread and started a second one: this
+    test failed that way about once in a full suite run on a loaded machine."""
     calls = ThreadedCalls(pool)
     idents = {calls.run(threading.get_ident, 5, ignore) for _ in range(50)}
     assert pool.started() == 1
