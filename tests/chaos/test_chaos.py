@@ -20,8 +20,8 @@ from tests.chaos.world import profile_for
 pytestmark = pytest.mark.slow
 
 SCALE = max(1, int(os.environ.get("LEDGER_CHAOS_SCALE", "1")))
-CHUNKS = {"memory": (6, 40), "sqlite": (2, 30)}  # chunks x schedules per chunk
-DYNAMODB_SCHEDULES = 6
+CHUNKS = {"memory": (4, 30), "sqlite": (2, 20)}  # chunks x schedules per chunk
+DYNAMODB_SCHEDULES = 4
 # Far from the seeds `make chaos` starts at, so CI adds coverage rather than repeating it.
 FIRST_SEED = {"memory": 1_000_000, "sqlite": 2_000_000, "dynamodb": 3_000_000}
 
