@@ -205,6 +205,7 @@ class Ledger:
         def counted(outcome: str) -> None:
             self.metrics.inc("ledger_webhook_deliveries_total", outcome=outcome)
 
+        overrides.setdefault("max_seconds", float(self.settings.webhook_backoff_max_seconds))
         return Deliverer(
             self.views, {w.id: w for w in self.webhooks}, self.clock, on_result=counted, **overrides
         )

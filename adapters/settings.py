@@ -168,6 +168,8 @@ class Settings(ConsoleOidcSettings):
     console_secure_cookies: bool | None = None
     # a delivered webhook record keeps its body this long, then becomes a tombstone
     webhook_retention_seconds: Annotated[int, Field(ge=3600, le=366 * 86400)] = 7 * 86400
+    # the longest wait between two sends of a failing webhook delivery (full jitter below it)
+    webhook_backoff_max_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
 
     @field_validator("auth_hs256_secret")
     @classmethod

@@ -359,3 +359,29 @@ def test_a_notifier_killed_after_its_write_or_failing_to_write_loses_and_doubles
     assert len(records(again, "pending")) == 3
     deliver_all(again, again.make_deliverer(random=lambda: 0.5))
     assert receiver.acknowledged() == {i: 1 for i in expected}
+
+
+def test_a_failing_delivery_waits_at_most_the_configured_backoff_cap(
+    store: LedgerStore,
+    pworld: ExecutionWorld,
+    request: pytest.FixtureRequest,
+    receiver: Receiver,
+) -> None:
+    """LEDGER_WEBHOOK_BACKOFF_MAX_SECONDS caps the doubling wait: with the jitter
+    drawn at its top and the cap at 2 s, every failed send is due again 2 s later
+    (uncapped, the fourth would wait 8 s)."""
+    ledger = webhook_ledger(store, pworld, request, [subscription(receiver.url)])
+    ledger.settings = ledger.settings.model_copy(update={"webhook_backoff_max_seconds": 2})
+    facts(pworld, 1)
+    drain(ledger)
+    deliverer = ledger.make_deliverer(random=lambda: 1.0)
+    receiver.set_mode("500")
+    sends = [deliverer.run_once()]
+    for _ in range(5):
+        ledger.clock.advance(2)  # type: ignore[attr-defined]
+        sends.append(deliverer.run_once())
+    assert sends == [2] * 6  # two facts (proposal and attempt), sent again every 2 s
+    receiver.set_mode("ok")
+    ledger.clock.advance(2)  # type: ignore[attr-defined]
+    deliver_all(ledger, deliverer)
+    assert all(r.data["attempts"] == 7 for r in records(ledger, "delivered"))
