@@ -140,6 +140,8 @@ class Settings(ConsoleOidcSettings):
     no_effect_watch_seconds: Annotated[tuple[int, ...], NoDecode] = DEFAULT_NO_EFFECT_WATCH
     fake_executors: bool | None = None
     fake_effects_file: str | None = None  # the fakes' effect ledger, shared by processes
+    # the fake correlation_lookup executor's settle window; unset: the default window
+    fake_settle_seconds: Annotated[float | None, Field(ge=0, le=3600)] = None
     executors_file: Annotated[str | None, Field(min_length=1, max_length=4096)] = None
     # ledger serve: a request's headers / body must arrive within these bounds,
     # idle keep-alive connections close after http_keep_alive_seconds, and at

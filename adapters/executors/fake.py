@@ -422,13 +422,19 @@ L = TypeVar("L", bound=Effects)
 
 @overload
 def register_fakes(
-    registry: StaticExecutorRegistry, ledger: None = None, clock: Clock | None = None
+    registry: StaticExecutorRegistry,
+    ledger: None = None,
+    clock: Clock | None = None,
+    settle_seconds: float | None = None,
 ) -> EffectLedger: ...
 
 
 @overload
 def register_fakes(
-    registry: StaticExecutorRegistry, ledger: L, clock: Clock | None = None
+    registry: StaticExecutorRegistry,
+    ledger: L,
+    clock: Clock | None = None,
+    settle_seconds: float | None = None,
 ) -> L: ...
 
 
@@ -436,13 +442,17 @@ def register_fakes(
     registry: StaticExecutorRegistry,
     ledger: Effects | None = None,
     clock: Clock | None = None,
+    settle_seconds: float | None = None,
 ) -> Effects:
     """Register the three fake executors (and the lookup reconciler); returns the ledger.
 
-    ``clock`` is the injected clock ``slow`` takes its time on.
+    ``clock`` is the injected clock ``slow`` takes its time on; ``settle_seconds``
+    the settle window of the ``correlation_lookup`` fake (None: its default window).
     """
     chosen: Effects = ledger if ledger is not None else EffectLedger()
     for capability, mode in FAKE_CAPABILITIES.items():
-        reconciler = FakeReconciler(chosen) if mode is DeliveryMode.CORRELATION_LOOKUP else None
-        registry.register(FakeExecutor(capability, chosen, clock), reconciler)
+        lookup = mode is DeliveryMode.CORRELATION_LOOKUP
+        reconciler = FakeReconciler(chosen) if lookup else None
+        settle = settle_seconds if lookup else None
+        registry.register(FakeExecutor(capability, chosen, clock, settle), reconciler)
     return chosen

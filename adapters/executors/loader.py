@@ -120,7 +120,12 @@ def load_executors(
 
     registry = StaticExecutorRegistry()
     effects = (
-        register_fakes(registry, effect_ledger(fake_effects_path(settings)), clock)
+        register_fakes(
+            registry,
+            effect_ledger(fake_effects_path(settings)),
+            clock,
+            settle_seconds=settings.fake_settle_seconds,
+        )
         if settings.fake_executors_enabled
         else None
     )

@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.ministack import REPO_ROOT, free_port
 
-pytestmark = pytest.mark.slow  # real processes; about a minute of real time
+pytestmark = pytest.mark.slow  # real processes; about 20 s of real time
 
 PER_MODE = 7
 
@@ -43,6 +43,9 @@ wait_for() {{
 }}
 export LEDGER_SQLITE_PATH=var/ledger.db LEDGER_AUDIT_CHECKPOINT_DIR=var/checkpoints
 export LEDGER_RECOVERY_INTERVAL_SECONDS=1 LEDGER_LEASE_SECONDS=5
+# the lookup fake's settle window: its restored attempts are looked up a few seconds
+# after the restore instead of the default 30 s (the lease bounds it from below)
+export LEDGER_FAKE_SETTLE_SECONDS=2
 mkdir -p var
 LEDGER_EXECUTION_ENABLED=false $LEDGER serve --port $PORT > var/serve-1.log 2>&1 &
 LEDGER_PID=$!

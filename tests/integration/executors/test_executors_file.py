@@ -206,3 +206,22 @@ def test_a_lookup_entry_without_a_settle_window_gets_a_safe_default(
     assert executor is not None
     assert getattr(executor, "settle_seconds", None) == window
     loaded.registry.close()
+
+
+@pytest.mark.parametrize(("setting", "window"), [(None, 30.0), (2.0, 2.0)])
+def test_the_lookup_fake_takes_its_settle_window_from_the_settings(
+    setting: float | None, window: float
+) -> None:
+    from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
+    from adapters.executors.loader import load_executors
+    from adapters.settings import Settings
+    from domain.services.worker_policy import settle_seconds
+
+    settings = Settings(store="memory", fake_executors=True, fake_settle_seconds=setting)
+    loaded = load_executors(settings, plugins=())
+    for capability, mode in FAKE_CAPABILITIES.items():
+        executor = loaded.registry.get(capability, fake_build_digest(capability))
+        assert executor is not None
+        expected = window if mode.value == "correlation_lookup" else 0.0
+        assert settle_seconds(executor, 2.0) == expected, capability
+    loaded.registry.close()
