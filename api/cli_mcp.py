@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.settings import load_settings
 from api.cli_common import fail, one_line_errors
 
 
@@ -55,6 +54,7 @@ def mcp_command(
         from adapters.bootstrap import build_ledger, preflight
         from adapters.logs import configure_logging
         from adapters.runtime import build_runtime
+        from adapters.settings import load_settings
         from api.http.auth import TokenVerifier
         from api.http.server import HttpServer, ServeLimits
         from api.mcp.config import load_config
