@@ -13,8 +13,13 @@ import typer
 from api.cli_audit import audit_app
 from api.cli_backup import register as register_backup_commands
 from api.cli_channels import channels_app
+from api.cli_common import (
+    collect_less_during_start_up,
+    note_without_executors,
+    start_up_over,
+    warn_unknown_variables,
+)
 from api.cli_common import fail as _fail
-from api.cli_common import note_without_executors, warn_unknown_variables
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
@@ -126,6 +131,7 @@ def serve(
                     runtime.start()
                 if not http.start():
                     raise typer.Exit(1)  # uvicorn said why (the port in use, ...)
+                start_up_over()
                 stopped = stopping.wait(alive=lambda: http.running)
                 _stop_gracefully(stopping, settings, runtime, http)
                 if not stopped:
@@ -244,6 +250,7 @@ def _run_until_interrupted(runtime: Any, settings: Settings) -> None:
     them gracefully (a second signal exits at once)."""
     with StopSignals() as stopping:
         runtime.start()
+        start_up_over()
         try:
             stopping.wait()
         finally:
@@ -325,4 +332,5 @@ register_mcp_command(app)
 
 def main() -> None:
     """Entry point of the ``ledger`` script."""
+    collect_less_during_start_up()
     app(prog_name="ledger")

@@ -6,6 +6,7 @@ runs (``ledger --help`` loads no settings, no store and no web framework)."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +17,26 @@ import typer
 
 if TYPE_CHECKING:
     from api.service.principal import Principal
+
+START_UP_GC_THRESHOLD = 50_000
+_DEFAULT_GC_THRESHOLDS: list[tuple[int, int, int]] = []
+
+
+def collect_less_during_start_up() -> None:
+    """Run the cyclic garbage collector every 50,000 allocations instead of 700
+    until ``start_up_over``. Start-up (imports above all) allocates hundreds of
+    thousands of objects that all live on: at the default threshold ``ledger
+    serve`` ran about 260 collections on its way to serving, some 0.2 s of CPU
+    that freed next to nothing."""
+    thresholds = gc.get_threshold()
+    _DEFAULT_GC_THRESHOLDS.append(thresholds)
+    gc.set_threshold(START_UP_GC_THRESHOLD, *thresholds[1:])
+
+
+def start_up_over() -> None:
+    """A long-running command serves: back to the default collection thresholds."""
+    if _DEFAULT_GC_THRESHOLDS:
+        gc.set_threshold(*_DEFAULT_GC_THRESHOLDS.pop())
 
 
 @cache

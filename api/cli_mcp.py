@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_common import fail, one_line_errors
+from api.cli_common import fail, one_line_errors, start_up_over
 
 
 class Transport(StrEnum):
@@ -94,6 +94,7 @@ def mcp_command(
                     file=sys.stderr,
                     flush=True,
                 )
+                start_up_over()
                 serve_stdio(server)
                 return
             http = HttpServer(
@@ -110,6 +111,7 @@ def mcp_command(
             with StopSignals() as stopping:
                 if not http.start():
                     raise typer.Exit(1)
+                start_up_over()
                 stopping.wait(alive=lambda: http.running)
                 http.shutdown()
                 http.wait(settings.shutdown_grace_seconds)
