@@ -23,12 +23,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, EllipticCurvePublicKey
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+
+if TYPE_CHECKING:
+    import httpx
 
 ALGORITHMS = ("RS256", "ES256")
 MIN_RSA_BITS = 2048
@@ -106,9 +108,13 @@ def _usable_key(entry: Any) -> JwksKey | None:
 def http_fetcher(
     url: str, limits: JwksLimits, transport: httpx.BaseTransport | None = None
 ) -> Callable[[], bytes]:
-    """A fetch of ``url`` that reads at most ``max_bytes`` and follows no redirect."""
+    """A fetch of ``url`` that reads at most ``max_bytes`` and follows no redirect.
+
+    httpx is imported on the first fetch: a server with no key set URL never needs it."""
 
     def fetch() -> bytes:
+        import httpx
+
         try:
             with (
                 httpx.Client(

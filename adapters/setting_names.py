@@ -35,11 +35,14 @@ def unknown_variables(
     left alone (other tools use the prefix too), and so are the secrets an
     executors file names (``referenced``).
     """
+    candidates = [name for name in sorted(environ) if name.upper().startswith(ENV_PREFIX)]
+    if not candidates:
+        return []  # the settings' names are not even needed (``ledger --help``)
     known = {name.removeprefix(ENV_PREFIX): name for name in setting_variables()}
     found: list[tuple[str, str]] = []
-    for name in sorted(environ):
+    for name in candidates:
         upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in known.values() or name in referenced:
+        if upper in known.values() or name in referenced:
             continue
         nearest = _nearest(upper.removeprefix(ENV_PREFIX), known)
         if nearest:

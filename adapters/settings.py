@@ -23,7 +23,7 @@ from adapters.setting_names import (
     unknown_variables,
 )
 from adapters.settings_oidc import ConsoleOidcSettings
-from domain.services.context import DEFAULT_NO_EFFECT_WATCH
+from domain.services.watch_schedule import DEFAULT_NO_EFFECT_WATCH
 
 DEVELOPMENT_SECRET = "development-only-secret-change-me-0123456789abcdef"
 MAX_WATCH_LOOKS = 10

@@ -6,17 +6,20 @@ The command groups live beside this module (``cli_audit``, ``cli_channels``, ...
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from adapters.settings import Environment, Settings, load_settings
 from api.cli_audit import audit_app
 from api.cli_backup import register as register_backup_commands
 from api.cli_channels import channels_app
+from api.cli_common import (
+    collect_less_during_start_up,
+    note_without_executors,
+    start_up_over,
+    warn_unknown_variables,
+)
 from api.cli_common import fail as _fail
-from api.cli_common import note_without_executors, warn_unknown_variables
 from api.cli_common import one_line_errors as _one_line_errors
 from api.cli_dynamodb import dynamodb_app
 from api.cli_executors import executors_app
@@ -24,11 +27,12 @@ from api.cli_grants import grants_app
 from api.cli_mcp import register as register_mcp_command
 from api.cli_policies import policies_app
 from api.cli_projections import projections_app
+from api.cli_token import register as register_token_command
 from api.cli_webhooks import webhooks_app
-from api.http.auth import DEFAULT_TTL_SECONDS, Role, mint_token
 from api.signals import StopSignals
 
-MAX_TOKEN_TTL_SECONDS = 30 * 86400
+if TYPE_CHECKING:
+    from adapters.settings import Settings
 
 app = typer.Typer(
     name="ledger",
@@ -92,6 +96,7 @@ def serve(
         from adapters.audit.checkpoints import checkpoint_loop
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
+        from adapters.settings import load_settings
         from api.http.app import create_app
         from api.http.server import HttpServer, ServeLimits
 
@@ -126,6 +131,7 @@ def serve(
                     runtime.start()
                 if not http.start():
                     raise typer.Exit(1)  # uvicorn said why (the port in use, ...)
+                start_up_over()
                 stopped = stopping.wait(alive=lambda: http.running)
                 _stop_gracefully(stopping, settings, runtime, http)
                 if not stopped:
@@ -220,6 +226,7 @@ def worker_command() -> None:
     with _one_line_errors():
         from adapters.bootstrap import build_ledger
         from adapters.runtime import build_runtime
+        from adapters.settings import load_settings
 
         settings = load_settings()
         _preflight(settings)
@@ -243,6 +250,7 @@ def _run_until_interrupted(runtime: Any, settings: Settings) -> None:
     them gracefully (a second signal exits at once)."""
     with StopSignals() as stopping:
         runtime.start()
+        start_up_over()
         try:
             stopping.wait()
         finally:
@@ -257,6 +265,7 @@ def recover_command(
     with _one_line_errors():
         from adapters.bootstrap import build_ledger
         from adapters.runtime import Runtime
+        from adapters.settings import load_settings
         from domain.services.recovery import RecoveryReport, run_recovery
 
         settings = load_settings()
@@ -293,6 +302,8 @@ def recover_command(
 def demo() -> None:
     """Tell the whole story on a throwaway embedded store: approve, execute, recover, resolve."""
     with _one_line_errors():
+        from rich.console import Console
+
         from api.demo import run_demo
 
         run_demo(Console(highlight=False))
@@ -302,7 +313,10 @@ def demo() -> None:
 def fake_executors() -> None:
     """One line per fake executor: <capability> <build_digest> <delivery_mode>."""
     with _one_line_errors():
+        from rich.console import Console
+
         from adapters.executors.fake import FAKE_CAPABILITIES, fake_build_digest
+        from adapters.settings import load_settings
 
         settings = load_settings()
         for capability, mode in FAKE_CAPABILITIES.items():
@@ -311,81 +325,12 @@ def fake_executors() -> None:
             Console(stderr=True).print("note: fake executors are disabled by the settings")
 
 
-@app.command()
-def token(
-    sub: Annotated[str, typer.Option("--sub", help="The subject (`sub` claim).")],
-    role: Annotated[Role, typer.Option("--role", help="The `role` claim.")],
-    actor_id: Annotated[str | None, typer.Option(help="Channel tokens: actor id.")] = None,
-    identity_binding_id: Annotated[
-        str | None, typer.Option(help="Channel tokens: identity binding id.")
-    ] = None,
-    channel_binding_id: Annotated[
-        str | None, typer.Option(help="Channel tokens: channel binding id.")
-    ] = None,
-    conversation_key: Annotated[
-        str | None, typer.Option(help="Channel tokens: conversation key.")
-    ] = None,
-    channel: Annotated[
-        str | None,
-        typer.Option(
-            help="A channel service's token: the channel it is registered for "
-            "(it asserts each decision's provenance, for that channel's bindings only)."
-        ),
-    ] = None,
-    ttl: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=MAX_TOKEN_TTL_SECONDS,
-            help="Lifetime in seconds (at most LEDGER_AUTH_MAX_TOKEN_LIFETIME_SECONDS).",
-        ),
-    ] = DEFAULT_TTL_SECONDS,
-) -> None:
-    """Print a development JWT (HS256, the configured secret) and nothing else on stdout.
-
-    A channel token needs all four provenance options, or --channel (a channel
-    service's token). Refused when LEDGER_ENV=production.
-    """
-    from domain.services.approval import Provenance
-
-    with _one_line_errors():
-        settings = load_settings()
-        if settings.env is Environment.PRODUCTION:
-            _fail("ledger token mints development tokens; refused when LEDGER_ENV=production")
-        flags = {
-            "actor_id": actor_id,
-            "identity_binding_id": identity_binding_id,
-            "channel_binding_id": channel_binding_id,
-            "conversation_key": conversation_key,
-        }
-        provenance = None
-        if role is Role.CHANNEL:
-            missing = ["--" + name.replace("_", "-") for name, v in flags.items() if v is None]
-            if missing and (channel is None or len(missing) < len(flags)):
-                _fail(f"--role channel needs {', '.join(missing)} (or --channel alone)")
-            if not missing:
-                provenance = Provenance(**{name: str(v) for name, v in flags.items()})
-        elif channel is not None or any(v is not None for v in flags.values()):
-            _fail(
-                "--actor-id, --identity-binding-id, --channel-binding-id, "
-                "--conversation-key and --channel are only for --role channel"
-            )
-        typer.echo(
-            mint_token(
-                settings,
-                subject=sub,
-                role=role,
-                provenance=provenance,
-                channel=channel,
-                ttl_seconds=ttl,
-            )
-        )
-
-
+register_token_command(app)
 register_backup_commands(app)
 register_mcp_command(app)
 
 
 def main() -> None:
     """Entry point of the ``ledger`` script."""
+    collect_less_during_start_up()
     app(prog_name="ledger")

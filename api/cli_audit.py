@@ -15,18 +15,14 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 from typer.core import TyperGroup
 
-from adapters.settings import load_settings
-from api.cli_common import OPERATOR
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
-from domain.errors import DigestInvalid
+from api.cli_common import operator
 
 SHOW = "show"
 BAD_INPUT = 2
@@ -50,21 +46,16 @@ audit_app = typer.Typer(
 )
 
 
-def _say(message: str, code: int) -> NoReturn:
-    line = Text("error: ", style="bold red")
-    line.append(" ".join(message.split()))
-    Console(stderr=True, soft_wrap=True, highlight=False).print(line)
-    raise typer.Exit(code)
-
-
 @contextmanager
 def _digest_errors() -> Iterator[None]:
     """Bad digests and proofs exit 2; everything else as every other command."""
+    from domain.errors import DigestInvalid
+
     with _one_line_errors():
         try:
             yield
         except DigestInvalid as exc:
-            _say(exc.detail, BAD_INPUT)
+            _fail(exc.detail, BAD_INPUT)
 
 
 def _ledger() -> Any:
@@ -91,7 +82,7 @@ def digest_command(
 
         ledger = _ledger()
         try:
-            digest = service.digest(ledger, OPERATOR)
+            digest = service.digest(ledger, operator())
         finally:
             ledger.close()
         text = digest_text(digest)
@@ -125,7 +116,7 @@ def reindex_command() -> None:
             f"{seen - added - len(skipped)} already indexed"
         )
         if skipped:
-            _say(
+            _fail(
                 f"{len(skipped)} streams not indexed, their newest event does not decode "
                 f"(first: {skipped[0]}); run `ledger audit verify` on a digest",
                 1,
@@ -170,21 +161,21 @@ def verify_command(
             if checked is not None:
                 problem = check_digest_itself(settings, checked, public_key, settings.ledger_id)
                 if problem is not None:
-                    _say(problem.message, 1)
+                    _fail(problem.message, 1)
         ledger = _ledger()
         note = ""
         try:
-            verdict = service.verify(ledger, OPERATOR, digest, since=older)
+            verdict = service.verify(ledger, operator(), digest, since=older)
             if older is None and verdict.behind is not None:
-                note = service.restore_note(ledger, OPERATOR, digest)
+                note = service.restore_note(ledger, operator(), digest)
         finally:
             ledger.close()
         if verdict.behind is not None:
             for line in verdict.behind.lines():  # what a restore lost, stream by stream
                 typer.echo(line)
-            _say(f"behind the digest: {verdict.message} ({note})", 1)
+            _fail(f"behind the digest: {verdict.message} ({note})", 1)
         if not verdict.ok:
-            _say(f"tampering found: {verdict.message}", 1)
+            _fail(f"tampering found: {verdict.message}", 1)
         typer.echo(f"ok: {verdict.message}")
 
 
@@ -212,12 +203,12 @@ def prove_command(
         digest = load_digest(digest_file)
         problem = check_digest_itself(settings, digest, public_key, settings.ledger_id)
         if problem is not None:
-            _say(problem.message, 1)
+            _fail(problem.message, 1)
         ledger = _ledger()
         try:
-            proof = service.inclusion_proof(ledger, OPERATOR, digest, stream_id, version)
+            proof = service.inclusion_proof(ledger, operator(), digest, stream_id, version)
         except TamperingFound as exc:
-            _say(f"tampering found: {exc}", 1)
+            _fail(f"tampering found: {exc}", 1)
         finally:
             ledger.close()
         text = json.dumps(proof, indent=1, sort_keys=True) + "\n"
@@ -245,11 +236,11 @@ def check_proof_command(
         digest = load_digest(digest_file)
         problem = check_digest_itself(load_settings(), digest, public_key, None)
         if problem is not None:
-            _say(problem.message, 1)
+            _fail(problem.message, 1)
         proof = read_json(proof_file, "proof")
         why = check_proof(proof, digest)
         if why is not None:
-            _say(f"the proof does not hold: {why}", 1)
+            _fail(f"the proof does not hold: {why}", 1)
         typer.echo(
             f"ok: {proof['stream']} version {proof['version']} "
             f"(event {proof['event_hash']}) is covered by the digest of "
@@ -279,6 +270,7 @@ def audit(
         import json as jsonlib
 
         from adapters.bootstrap import build_ledger
+        from adapters.settings import load_settings
         from api.service import audit as service
         from projections.audit import mermaid_state_diagram
 
@@ -287,7 +279,7 @@ def audit(
         settings = load_settings()
         ledger = build_ledger(settings)
         try:
-            report = service.attempt_report(ledger, OPERATOR, attempt_id)
+            report = service.attempt_report(ledger, operator(), attempt_id)
         finally:
             ledger.close()
         if as_json or output == "json":
@@ -308,7 +300,9 @@ def audit(
 def _print_audit(report: dict[str, Any]) -> None:
     """The timeline as tables. Every value is plain text, never console markup: a
     redacted value reads ``[redacted]``, which markup would swallow."""
+    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(highlight=False)
     for stream in [report["attempt"], *report["context"]]:

@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from adapters.settings import load_settings
 from api.cli_common import fail, one_line_errors
 
 LARGE_PAGES = 16_384  # 64 MiB of 4 KiB pages: progress is shown from there
@@ -41,7 +39,10 @@ def backup_command(
     point-in-time recovery is the backup (see docs/backup.md).
     """
     with one_line_errors():
+        from rich.console import Console
+
         from adapters.restore import back_up
+        from adapters.settings import load_settings
         from adapters.sqlite.backup import BackupError
 
         settings = load_settings()
@@ -100,6 +101,7 @@ def restore_command(
     """
     with one_line_errors():
         from adapters.restore import mark_restored, restore_backup
+        from adapters.settings import load_settings
         from adapters.sqlite.backup import BackupError
 
         if (backup is None) == (not mark):

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_common import fail, one_line_errors
+from api.cli_common import fail, one_line_errors, start_up_over
 from api.signals import StopSignals
 
 channels_app = typer.Typer(
@@ -59,6 +59,7 @@ def _serve(kind: str, host: str, port: int) -> None:
                 channel.service.start()
                 if not server.start():
                     fail(f"cannot listen on {host}:{port}")
+                start_up_over()
                 path = "/telegram/updates" if kind == "telegram" else "/slack/actions"
                 typer.echo(
                     f"{kind} channel on http://{host}:{port} ({kind} at {path}, intake at "

@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.settings import load_settings
 from api.cli_common import one_line_errors as _one_line_errors
 
 dynamodb_app = typer.Typer(help="Manage the DynamoDB table.", no_args_is_help=True)
@@ -19,6 +18,8 @@ def create_table() -> None:
     The client comes from boto3's environment (AWS_ENDPOINT_URL_DYNAMODB, region...).
     """
     with _one_line_errors():
+        from adapters.settings import load_settings
+
         settings = load_settings()
         from adapters.dynamodb.client import client_config, make_client
         from adapters.dynamodb.schema import create_table as create
@@ -35,6 +36,7 @@ def create_table() -> None:
 def _recorder() -> Any:
     from adapters.dynamodb.client import client_config, make_client
     from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
+    from adapters.settings import load_settings
 
     settings = load_settings()
     client = make_client(

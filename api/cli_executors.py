@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from adapters.settings import Settings, load_settings
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from adapters.settings import Settings
 
 executors_app = typer.Typer(
     help="One line per executor: <capability> <build_digest> <delivery_mode> <kind> "
@@ -33,6 +36,8 @@ def _print_executors(settings: Settings) -> list[Any]:
                 f"{entry.kind} {entry.state}"
             )
         if not entries:
+            from rich.console import Console
+
             Console(stderr=True, soft_wrap=True).print(
                 "note: no executors are registered; set LEDGER_EXECUTORS_FILE or install a plugin"
             )
@@ -44,12 +49,12 @@ def _print_executors(settings: Settings) -> list[Any]:
 def _print_json(settings: Settings) -> None:
     """What ``GET /executors`` answers, read from the configured store's directory."""
     from adapters.bootstrap import build_ledger
-    from api.cli_common import OPERATOR
+    from api.cli_common import operator
     from api.service.executors import executor_listing
 
     ledger = build_ledger(settings)
     try:
-        listing = executor_listing(ledger, OPERATOR)
+        listing = executor_listing(ledger, operator())
         typer.echo(listing.model_dump_json(exclude_none=True))
     finally:
         ledger.close()
@@ -79,6 +84,8 @@ def executors(
     if ctx.invoked_subcommand is not None:
         return
     with _one_line_errors():
+        from adapters.settings import load_settings
+
         if as_json:
             _print_json(load_settings())
         else:
@@ -117,6 +124,10 @@ def executors_check(
     directory's. Reads the store through its indexes only.
     """
     with _one_line_errors():
+        from rich.console import Console
+
+        from adapters.settings import load_settings
+
         settings = load_settings()
         entries = _print_executors(settings)
         source = (

@@ -88,13 +88,13 @@ def grants_list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
     """One line per standing grant of ACTOR_ID: id, state, capability, uses, expiry, bounds."""
-    from api.cli_common import OPERATOR, one_line_errors
+    from api.cli_common import one_line_errors, operator
     from api.service import grants
 
     with one_line_errors():
         ledger = _ledger()
         try:
-            listed = grants.list_grants(ledger, OPERATOR, actor_id)
+            listed = grants.list_grants(ledger, operator(), actor_id)
         finally:
             ledger.close()
         for grant in listed.items:
@@ -124,7 +124,7 @@ def grants_add_command(
     ] = None,
 ) -> None:
     """Grant ACTOR_ID a standing approval of CAPABILITY within the bounds; prints its id."""
-    from api.cli_common import OPERATOR, one_line_errors
+    from api.cli_common import one_line_errors, operator
     from api.http.schemas.policies import StandingGrantIn
     from api.service import grants
     from api.service.validation import parse
@@ -144,7 +144,7 @@ def grants_add_command(
         )
         ledger = _ledger()
         try:
-            made = grants.grant(ledger, OPERATOR, body)
+            made = grants.grant(ledger, operator(), body)
         finally:
             ledger.close()
         typer.echo(_grant_line(made))
@@ -155,7 +155,7 @@ def grants_revoke_command(
     grant_id: Annotated[str, typer.Argument(help="The grant (sgr_...).")],
 ) -> None:
     """Revoke a standing grant: it approves nothing from now on."""
-    from api.cli_common import OPERATOR, fail, one_line_errors
+    from api.cli_common import fail, one_line_errors, operator
     from api.http.schemas.policies import RevokeGrantIn
     from api.service import grants
     from domain.errors import NotFound
@@ -163,7 +163,7 @@ def grants_revoke_command(
     with one_line_errors():
         ledger = _ledger()
         try:
-            done = grants.revoke(ledger, OPERATOR, grant_id, RevokeGrantIn())
+            done = grants.revoke(ledger, operator(), grant_id, RevokeGrantIn())
         except NotFound:
             fail(f"no standing grant {grant_id[:80]!r}")
         finally:

@@ -11,8 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from adapters.settings import load_settings
-from api.cli_common import fail, one_line_errors
+from api.cli_common import fail, one_line_errors, start_up_over
 
 
 class Transport(StrEnum):
@@ -55,6 +54,7 @@ def mcp_command(
         from adapters.bootstrap import build_ledger, preflight
         from adapters.logs import configure_logging
         from adapters.runtime import build_runtime
+        from adapters.settings import load_settings
         from api.http.auth import TokenVerifier
         from api.http.server import HttpServer, ServeLimits
         from api.mcp.config import load_config
@@ -94,6 +94,7 @@ def mcp_command(
                     file=sys.stderr,
                     flush=True,
                 )
+                start_up_over()
                 serve_stdio(server)
                 return
             http = HttpServer(
@@ -110,6 +111,7 @@ def mcp_command(
             with StopSignals() as stopping:
                 if not http.start():
                     raise typer.Exit(1)
+                start_up_over()
                 stopping.wait(alive=lambda: http.running)
                 http.shutdown()
                 http.wait(settings.shutdown_grace_seconds)

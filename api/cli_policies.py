@@ -138,7 +138,7 @@ def apply_command(
 ) -> None:
     """Make FILE the policy set (one audited event); the same text changes nothing.
     Proposers then send the printed digest as every spec's policy_digest."""
-    from api.cli_common import OPERATOR, one_line_errors
+    from api.cli_common import one_line_errors, operator
     from api.http.schemas.policies import PolicySetIn
     from api.service.policies import put_policies
     from api.service.validation import parse
@@ -147,7 +147,7 @@ def apply_command(
         body = parse(PolicySetIn, {"text": _read(file), "expected_version": expected_version})
         ledger = _ledger()
         try:
-            applied = put_policies(ledger, OPERATOR, body)
+            applied = put_policies(ledger, operator(), body)
         finally:
             ledger.close()
         verb = "applied" if applied.changed else "unchanged"
@@ -162,13 +162,13 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the set as JSON.")] = False,
 ) -> None:
     """Print the configured policy set's Cedar text (or, with --json, everything)."""
-    from api.cli_common import OPERATOR, one_line_errors
+    from api.cli_common import one_line_errors, operator
     from api.service.policies import get_policies
 
     with one_line_errors():
         ledger = _ledger()
         try:
-            current = get_policies(ledger, OPERATOR)
+            current = get_policies(ledger, operator())
         finally:
             ledger.close()
         if as_json:

@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from adapters.settings import load_settings
 from api.cli_common import fail as _fail
 from api.cli_common import one_line_errors as _one_line_errors
 
@@ -25,10 +23,12 @@ def projections_rebuild(
 ) -> None:
     """Fold every attempt stream again, compare with the live views, write the result."""
     with _one_line_errors():
+        from rich.console import Console
         from rich.progress import Progress, TaskID
 
         from adapters.bootstrap import build_ledger
         from adapters.rebuild import VIEWS, attempt_ids, rebuild
+        from adapters.settings import load_settings
 
         if view is not None and view not in VIEWS:
             _fail(f"--view must be one of: {', '.join(VIEWS)}")

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from projections.webhooks import DeliveryStatus
+from projections.delivery_status import DeliveryStatus
 
 webhooks_app = typer.Typer(
     help="Webhook deliveries: list them by status, send one again.",
@@ -61,8 +61,8 @@ def list_command(
     and for unacknowledged ones the next try, the error class and the receiver's
     status code.
     """
-    from api.cli_common import OPERATOR
     from api.cli_common import one_line_errors as _one_line_errors
+    from api.cli_common import operator
     from api.service import webhooks as service
     from api.service.cursors import MAX_PAGE
 
@@ -73,7 +73,7 @@ def list_command(
             shown = 0
             while shown < limit:
                 page = service.list_deliveries(
-                    ledger, OPERATOR, status, limit=min(MAX_PAGE, limit - shown), cursor=cursor
+                    ledger, operator(), status, limit=min(MAX_PAGE, limit - shown), cursor=cursor
                 )
                 for item in page.items:
                     data = item.model_dump()
@@ -112,16 +112,16 @@ def redeliver_command(
     kept) and cannot be sent again: the command says so and exits 1.
     """
     from adapters.webhooks.deliverer import DeliveryTrimmed
-    from api.cli_common import OPERATOR
     from api.cli_common import fail as _fail
     from api.cli_common import one_line_errors as _one_line_errors
+    from api.cli_common import operator
     from api.service import webhooks as service
     from domain.errors import NotFound
 
     with _one_line_errors():
         ledger = _ledger()
         try:
-            service.redeliver(ledger, OPERATOR, delivery_id)
+            service.redeliver(ledger, operator(), delivery_id)
         except NotFound:
             _fail(f"no webhook delivery {delivery_id[:80]!r}")
         except DeliveryTrimmed as trimmed:

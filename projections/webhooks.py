@@ -38,7 +38,6 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from domain.base import LedgerEvent
@@ -52,6 +51,7 @@ from domain.ports import EventStore
 from domain.proposal import Proposal, ProposalStatus
 from domain.spec import ATTEMPT_ID_PREFIX
 from domain.timeutil import format_utc, parse_utc
+from projections.delivery_status import DeliveryStatus as DeliveryStatus
 from projections.inbox import PROPOSAL_PREFIX, proposal_view, sort_time
 from projections.ports import LogBatch, TrackedViewStore, ViewRecord, ViewStore
 from projections.status import view_of
@@ -78,12 +78,6 @@ LISTED_FIELDS = (
     "updated_at",
     "delivered_at",
 )
-
-
-class DeliveryStatus(StrEnum):
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    FAILING = "failing"
 
 
 OUTSTANDING = (DeliveryStatus.PENDING, DeliveryStatus.FAILING)

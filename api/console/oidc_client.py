@@ -1,6 +1,9 @@
 """The console's OpenID Connect client: discovery, the code exchange at the token
 endpoint (by the configured client authentication method) and the ID token's checks.
-The routes that use it are in :mod:`api.console.oidc`, whose docstring describes the flow."""
+The routes that use it are in :mod:`api.console.oidc`, whose docstring describes the flow.
+
+authlib, requests and the key classes are imported where they are used: every
+``ledger serve`` imports this module, and most sign in with no provider."""
 
 from __future__ import annotations
 
@@ -12,21 +15,18 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
-import requests
-from authlib.integrations.requests_client import OAuth2Session, OAuthError
-from authlib.oauth2.rfc7523 import PrivateKeyJWT
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from joserfc.jwk import ECKey, RSAKey
 
 from adapters.jwks import ALGORITHMS, JwksCache, JwksError, JwksLimits, http_fetcher
 from adapters.settings import Settings, SettingsError
 from api.http.claims import claim_at
 from api.service import ballots
+
+if TYPE_CHECKING:
+    from authlib.integrations.requests_client import OAuth2Session
+    from joserfc.jwk import ECKey, RSAKey
 
 TIMEOUT_SECONDS = 5.0
 MAX_DOCUMENT_BYTES = 64 * 1024
@@ -76,6 +76,11 @@ ASSERTION_SECONDS = 60  # a private_key_jwt assertion is good for one exchange, 
 def assertion_key(path: str) -> tuple[RSAKey | ECKey, str]:
     """The private key that signs ``private_key_jwt`` assertions, and its
     algorithm; a ``SettingsError`` of one line when it cannot be used."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from joserfc.jwk import ECKey, RSAKey
+
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -144,6 +149,9 @@ class OidcClient:
 
     def _session(self, token_endpoint: str | None = None) -> OAuth2Session:
         """A client session; with ``token_endpoint``, one that authenticates there."""
+        from authlib.integrations.requests_client import OAuth2Session
+        from authlib.oauth2.rfc7523 import PrivateKeyJWT
+
         secret = self.settings.console_oidc_client_secret
         credential: str | RSAKey | ECKey | None = secret.get_secret_value() if secret else None
         if self._assertion is not None:
@@ -184,6 +192,9 @@ class OidcClient:
 
     def claims(self, code: str, flow: Flow, now: datetime) -> dict[str, Any]:
         """The checked claims of the ID token the code is exchanged for."""
+        import requests
+        from authlib.integrations.requests_client import OAuthError
+
         provider = self.provider()
         try:
             with self._session(provider.token_endpoint) as session:

@@ -46,11 +46,11 @@ from api.http.claims import (
     put_claim,
 )
 from api.service.principal import Principal, Role
+from api.service.roles import DEFAULT_TTL_SECONDS
 from domain.errors import InvalidInput, Unauthenticated
 from domain.services.approval import Provenance
 
 MAX_TOKEN_CHARS = 8192
-DEFAULT_TTL_SECONDS = 3600
 VERIFIED_CACHE_SIZE = 4096
 
 _MISSING = "Missing bearer token."
@@ -61,6 +61,7 @@ _PEM_BLOCK = re.compile(
 
 
 __all__ = [
+    "DEFAULT_TTL_SECONDS",
     "MAX_CONVERSATION_KEY_CHARS",
     "MAX_SUBJECT_CHARS",
     "PROVENANCE_CLAIMS",

@@ -11,20 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 
+from api.service.roles import Role as Role
 from domain.errors import Forbidden, InvalidInput, NotFound
 from domain.services.approval import ChannelService, Provenance
-
-
-class Role(StrEnum):
-    """What a caller may do (the ``role`` claim of a bearer token)."""
-
-    ACTOR = "actor"
-    CHANNEL = "channel"
-    PROPOSER = "proposer"
-    ADMIN = "admin"
-    METRICS = "metrics"  # a scraper: reads /metrics and nothing else
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from domain.ports import Clock, EventStore, ExecutorRegistry, Renderer, TokenSource
 from domain.rendering import TextRenderer
 from domain.services.read_cache import ReadCache
+from domain.services.watch_schedule import DEFAULT_NO_EFFECT_WATCH as DEFAULT_NO_EFFECT_WATCH
 from domain.tracing import NullTracer, Tracer
-
-DEFAULT_NO_EFFECT_WATCH = (60, 600, 3600, 86400)  # 1 min, 10 min, 1 h, 24 h
 
 
 @dataclass(frozen=True)
