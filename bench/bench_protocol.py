@@ -56,6 +56,7 @@ PRICE_PER_MILLION_WRU = 0.625
 PRICE_PER_MILLION_RRU = 0.125
 LEASE = 60
 LIFECYCLES = 10  # attempts per deployed-shape run (the count is per attempt)
+QUICK_LIFECYCLES = 2  # --quick
 ESM_BATCH = 100  # the event source mappings' BatchSize (infra/template.yaml)
 SUBSCRIPTION = frozenset(
     {
@@ -355,9 +356,9 @@ class Deployed:
                 self.projector += projecting
                 self.fold += folding
 
-    def run(self, shape: str) -> None:
+    def run(self, shape: str, lifecycles: int) -> None:
         held: list[dict[str, Any]] = []
-        for _ in range(LIFECYCLES):
+        for _ in range(lifecycles):
             records = self.lifecycle(measured=True)
             if shape == "record":
                 for record in records:
@@ -372,15 +373,17 @@ class Deployed:
 DEPLOYED_SHAPES = [
     ("record", "one record per batch (the smallest batches)"),
     ("lifecycle", "one lifecycle per batch (approval to result within the batching window)"),
-    ("all", f"{LIFECYCLES} lifecycles per batch (under load)"),
+    ("all", "{n} lifecycles per batch (under load)"),
 ]
 
 
-def per_attempt(used: Usage) -> str:
-    return f"{used.total / LIFECYCLES:g}"
+def per_attempt(used: Usage, lifecycles: int) -> str:
+    return f"{used.total / lifecycles:g}"
 
 
-def deployed_rows(emulator: Emulator) -> tuple[list[list[Any]], dict[str, tuple[Usage, Usage]]]:
+def deployed_rows(
+    emulator: Emulator, lifecycles: int
+) -> tuple[list[list[Any]], dict[str, tuple[Usage, Usage]]]:
     """Before and after batching, every batch shape, in the same run."""
     rows: list[list[Any]] = []
     totals: dict[str, tuple[Usage, Usage]] = {}
@@ -389,39 +392,40 @@ def deployed_rows(emulator: Emulator) -> tuple[list[list[Any]], dict[str, tuple[
         for before in (True, False):
             run = Deployed(emulator, before)
             try:
-                run.run(shape)
+                run.run(shape, lifecycles)
             finally:
                 run.w.close()
             total = run.work + run.projector + run.fold
             found.append(total)
             rows.append(
                 [
-                    label,
+                    label.format(n=lifecycles),
                     "before" if before else "after",
-                    per_attempt(run.work),
-                    per_attempt(run.projector),
-                    per_attempt(run.fold),
-                    f"**{per_attempt(total)}**",
+                    per_attempt(run.work, lifecycles),
+                    per_attempt(run.projector, lifecycles),
+                    per_attempt(run.fold, lifecycles),
+                    f"**{per_attempt(total, lifecycles)}**",
                     total.ops(),
-                    f"{(total.wcu + total.gsi_wcu) / LIFECYCLES:g}",
-                    f"{total.rcu / LIFECYCLES:g}",
+                    f"{(total.wcu + total.gsi_wcu) / lifecycles:g}",
+                    f"{total.rcu / lifecycles:g}",
                 ]
             )
         totals[shape] = (found[0], found[1])
     return rows, totals
 
 
-DEPLOYED_HEADERS = [
-    "stream batches",
-    "code",
-    "approval + worker",
-    "projector",
-    "webhook fold",
-    "requests per attempt",
-    f"requests by operation ({LIFECYCLES} attempts)",
-    "WRU per attempt",
-    "RRU per attempt",
-]
+def deployed_headers(lifecycles: int) -> list[str]:
+    return [
+        "stream batches",
+        "code",
+        "approval + worker",
+        "projector",
+        "webhook fold",
+        "requests per attempt",
+        f"requests by operation ({lifecycles} attempts)",
+        "WRU per attempt",
+        "RRU per attempt",
+    ]
 
 
 def recovery_paths(emulator: Emulator, quick: bool) -> list[list[Any]]:
@@ -567,11 +571,12 @@ def main() -> None:
             compared,
             align="lrrrrlrrrllrrr",
         )
-        deployed, deployed_totals = deployed_rows(emulator)
+        lifecycles = QUICK_LIFECYCLES if args.quick else LIFECYCLES
+        deployed, deployed_totals = deployed_rows(emulator, lifecycles)
         report.table(
             "Approval to result as deployed, with the projector and the webhook fold: "
             "before and after batching per stream batch (same run; requests per attempt)",
-            DEPLOYED_HEADERS,
+            deployed_headers(lifecycles),
             deployed,
             align="llrrrrlrr",
         )
@@ -628,13 +633,13 @@ def main() -> None:
             cold_rcu_after=counts["after_cold_approval"].rcu,
             sqlite_before=sqlite_rows[0][4].strip("*"),
             sqlite_after=sqlite_rows[1][4].strip("*"),
-            deployed_before=per_attempt(deployed_totals["lifecycle"][0]),
-            deployed_after=per_attempt(deployed_totals["lifecycle"][1]),
-            loaded_before=per_attempt(deployed_totals["all"][0]),
-            loaded_after=per_attempt(deployed_totals["all"][1]),
-            single_before=per_attempt(deployed_totals["record"][0]),
-            single_after=per_attempt(deployed_totals["record"][1]),
-            lifecycles=LIFECYCLES,
+            deployed_before=per_attempt(deployed_totals["lifecycle"][0], lifecycles),
+            deployed_after=per_attempt(deployed_totals["lifecycle"][1], lifecycles),
+            loaded_before=per_attempt(deployed_totals["all"][0], lifecycles),
+            loaded_after=per_attempt(deployed_totals["all"][1], lifecycles),
+            single_before=per_attempt(deployed_totals["record"][0], lifecycles),
+            single_after=per_attempt(deployed_totals["record"][1], lifecycles),
+            lifecycles=lifecycles,
             wru=PRICE_PER_MILLION_WRU,
             rru=PRICE_PER_MILLION_RRU,
         )

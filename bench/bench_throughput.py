@@ -278,7 +278,7 @@ def main() -> None:
     if args.sqlite_only:
         report.write(sqlite_intro)
         return
-    rounds, raw_ops, lifecycles, contention_rounds = (2, 5, 1, 2) if args.quick else (4, 60, 4, 5)
+    rounds, raw_ops, lifecycles, contention_rounds = (2, 5, 1, 1) if args.quick else (4, 60, 4, 5)
     with Emulator() as emulator:
         rows, figures = lifecycles_vs_raw(emulator, rounds, raw_ops, lifecycles)
         report.table(

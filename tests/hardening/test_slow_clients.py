@@ -10,9 +10,11 @@ Loopback only; every wait is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import select
+import selectors
 import socket
 import subprocess
 import time
@@ -72,17 +74,41 @@ def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]
                 process.wait(timeout=5)
 
 
-def _half_sent(port: int, number: int) -> socket.socket:
+def _half_sent(number: int) -> bytes:
     """Headers cut short (even numbers) or a body cut short (odd numbers)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
     if number % 2 == 0:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-    else:
-        sock.sendall(
-            b"POST /api/conversational/approvals HTTP/1.1\r\nHost: x\r\n"
-            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"to'
-        )
-    return sock
+        return b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
+    return (
+        b"POST /api/conversational/approvals HTTP/1.1\r\nHost: x\r\n"
+        b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"to'
+    )
+
+
+def _open_half_sent(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections, each sent its half request once connected. They
+    connect side by side: one after another, each waited out a SYN retry (about
+    1 s) whenever the server's accept queue was full, 8 s for the 400."""
+    connecting = selectors.DefaultSelector()
+    for number in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        connecting.register(sock, selectors.EVENT_WRITE, number)
+    opened: list[socket.socket] = []
+    deadline = time.monotonic() + 60
+    while connecting.get_map() and time.monotonic() < deadline:
+        for key, _ in connecting.select(timeout=0.5):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            connecting.unregister(sock)
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            sock.settimeout(5)
+            opened.append(sock)
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                sock.sendall(_half_sent(key.data))  # (else already closed by the server)
+    assert not connecting.get_map(), f"{len(connecting.get_map())} never connected"
+    connecting.close()
+    return opened
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
@@ -101,8 +127,7 @@ def test_half_sent_requests_neither_starve_healthz_nor_live_past_their_deadline(
     port = int(base.rsplit(":", 1)[1])
     slow: list[socket.socket] = []
     try:
-        for number in range(SLOW_CLIENTS):
-            slow.append(_half_sent(port, number))
+        slow = _open_half_sent(port, SLOW_CLIENTS)
         opened = time.monotonic()
         # more half-sent requests than the server has descriptors, and it still answers
         for _ in range(3):

@@ -22,7 +22,7 @@ from tests.support.dynamodb_fixtures import new_client
 pytestmark = [pytest.mark.dynamodb, pytest.mark.slow]
 
 THREADS = 25
-ROUNDS = 50
+ROUNDS = 20
 
 Outcome = str  # "ok", "conflict:<stream>", "lookup:<key>" or an error's repr
 

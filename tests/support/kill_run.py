@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,7 @@ def kill_run(
     approvals: int = 36,
     code_dir: Path | None = None,
     seconds_between_kills: float = 60.0,
+    max_dispatches: int = 2,
 ) -> KillRun:
     """The run of the module docstring; the provider is started and stopped here."""
     token = "kill-run-" + os.urandom(8).hex()
@@ -188,11 +190,16 @@ def kill_run(
         TOKEN_ENV: f"Bearer {token}",
         "LEDGER_LEASE_SECONDS": "5",  # what a kill cut off is recovered soon
         "LEDGER_FAKE_EXECUTORS": "false",
+        # A lost answer waits out a lease before each re-send: two dispatches are
+        # the first and one re-send (the one a refusal answers), 5 s instead of 20.
+        "LEDGER_MAX_DISPATCHES": str(max_dispatches),
     }
     found = KillRun(store.kind)
     try:
-        digests = builds(harness)
-        server = harness.serve(execution=True)
+        with ThreadPoolExecutor(1) as pool:  # `ledger executors` while the server starts
+            listing = pool.submit(builds, harness)
+            server = harness.serve(execution=True)
+            digests = listing.result()
         with httpx.Client(base_url=server.base, timeout=30) as client:
             set_up_directory(client, tuple((c, digests[c], m) for c, m in MODES.items()))
         load = Load(found, digests, approvals)
@@ -235,7 +242,7 @@ def settle(found: KillRun, store: StoreUnderTest, provider: Provider) -> None:
             done = all(s is not None and s.status.value in SETTLED for s in states.values())
             if done or time.monotonic() > deadline:
                 break
-            time.sleep(0.5)
+            time.sleep(0.1)
         effects = provider.effects()
         for attempt_id, state in states.items():
             if state is None:

@@ -34,7 +34,8 @@ answer; from then on every write with that key is refused with
 ``"reject_status"``, default 401: a credential rotated or a key the provider
 will not accept again, 422 answering as for a reused key). A fault fires for
 the first ``"fault_times"`` requests of its key (default 1); later requests
-with that key are served normally.
+with that key are served normally. A ``"delay"`` may be a decimal string (a
+spec's content holds integers only).
 """
 
 from __future__ import annotations
@@ -244,7 +245,8 @@ class Handler(BaseHTTPRequestHandler):
     def _apply(self, key: str, body: dict[str, Any], fingerprint: str) -> None:
         state = self.server.state
         fault = self._fault(key, body)
-        delay = body.get("delay", 3) if isinstance(body, dict) else 3
+        # a number, or a decimal as a string (a ledger spec's content holds integers only)
+        delay = float(body.get("delay", 3)) if isinstance(body, dict) else 3.0
         if fault == "error_5xx":
             self._send(503, {"error": "unavailable"})
             return

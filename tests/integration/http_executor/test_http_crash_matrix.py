@@ -19,6 +19,11 @@ from tests.support.worlds.http_executor import HttpWorld, http_world
 pytestmark = pytest.mark.slow  # subprocess servers and real timeouts
 
 MODES = ["provider_idempotency", "correlation_lookup", "operator_reconciliation_only"]
+TIMEOUT = 1.0  # the executor's: every exchange ends by then
+# The late answer is sent this long after the provider applied the request, so
+# always after the executor's deadline (the request reached the provider after
+# the deadline's clock started): the margin is no race.
+LATE_ANSWER_DELAY = str(TIMEOUT + 0.3)  # content holds decimals as strings
 
 # (status after recovery, provider effects, provider write requests) per boundary and mode
 CRASHES = {
@@ -64,7 +69,7 @@ def store(engine_store: LedgerStore) -> LedgerStore:
 
 @pytest.fixture
 def hworld(store: LedgerStore, provider: Provider, tmp_path: Path) -> Iterator[HttpWorld]:
-    world = http_world(store, provider, tmp_path, timeout=1)
+    world = http_world(store, provider, tmp_path, timeout=TIMEOUT)
     yield world
     assert world.loaded is not None
     world.loaded.registry.close()
@@ -109,7 +114,7 @@ def test_crash_boundaries_with_the_http_executor(
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fault", ["reject_4xx", "error_5xx", "drop_after_effect", "late_answer"])
 def test_provider_faults_follow_the_delivery_mode(hworld: HttpWorld, fault: str, mode: str) -> None:
-    attempt_id = hworld.approved(mode, fault=fault, delay=2)
+    attempt_id = hworld.approved(mode, fault=fault, delay=LATE_ANSWER_DELAY)
     hworld.worker().process(attempt_id)
     # A late answer is still being sent: a retry now would get 409 (ambiguous, retried later).
     hworld.provider.wait_idle(hworld.attempt(attempt_id).idempotency_key)  # type: ignore[union-attr]
