@@ -3,13 +3,12 @@ thread): many writers append the same next version of one stream; exactly one
 wins each round, and the head entry always names the winner's event, never a
 loser's (the head moves in the same transaction as the events).
 
-The table has 16 head buckets instead of a new table's 512: the race is on one
+The table has 16 head buckets (TEST_LAYOUT) instead of a new table's 512: the race is on one
 stream, whose entry is in one bucket either way, and every round reads the
 head index whole (512 queries a round were 25 of the test's 30 s)."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -42,7 +41,7 @@ def clients(dynamodb_endpoint: str) -> Iterator[list[Any]]:
 @pytest.fixture
 def table(dynamodb_client: Any, dynamodb_tables: list[str]) -> str:
     name = new_table_name()
-    create_table(dynamodb_client, name, layout=dataclasses.replace(TEST_LAYOUT, head_buckets=16))
+    create_table(dynamodb_client, name, layout=TEST_LAYOUT)
     dynamodb_tables.append(name)
     return name
 

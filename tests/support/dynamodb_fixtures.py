@@ -66,12 +66,14 @@ def new_table_name() -> str:
     return f"ledger-test-{uuid.uuid4().hex[:16]}"
 
 
-TEST_LAYOUT = dataclasses.replace(NEW_TABLE, due_buckets=16)
+TEST_LAYOUT = dataclasses.replace(NEW_TABLE, due_buckets=16, head_buckets=16)
 """The layout of a test's table: a new table's, with 16 due buckets recorded
-instead of 256. Every page of due work queries each bucket, and on the emulator
-256 queries make a recovery tick (and the suites that run many) several times
-slower; tests/integration/test_dynamodb_due_buckets.py runs the 256 of a new
-table, with workers throughout a migration."""
+instead of 256 and 16 head buckets instead of 512. Every page of due work
+queries each due bucket and every digest each head bucket, and on the emulator
+hundreds of queries make a recovery tick or a digest several times slower;
+tests/integration/test_dynamodb_due_buckets.py runs the 256 due buckets of a new
+table, with workers throughout a migration, and the layout tests
+(test_dynamodb_layout*.py, test_serve_dynamodb.py) a new table's whole layout."""
 
 
 @pytest.fixture(scope="session")

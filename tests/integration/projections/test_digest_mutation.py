@@ -7,10 +7,10 @@ cut off; a whole stream is deleted; a stream is rewritten with a consistent
 new chain. Verification must name the stream every time, on SQLite and on the
 DynamoDB emulator; an untouched ledger that grew since must verify.
 
-The DynamoDB tables here have 16 head buckets instead of a new table's 512:
+The DynamoDB tables here have 16 head buckets (TEST_LAYOUT) instead of a new table's 512:
 every digest and verification reads the head index whole, a query per bucket,
 and the tampering is found by its stream whatever bucket holds it (the other
-digest modules run on the full layout).
+layout tests run a new table's whole layout).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ KINDS = ("proposal", "directory record", "attempt")
 def dynamodb_table_name(dynamodb_client: Any, dynamodb_tables: list[str]) -> str:
     """The DynamoDB store's table, with 16 head buckets (see the module docstring)."""
     name = new_table_name()
-    create_table(dynamodb_client, name, layout=dataclasses.replace(TEST_LAYOUT, head_buckets=16))
+    create_table(dynamodb_client, name, layout=TEST_LAYOUT)
     dynamodb_tables.append(name)
     return name
 
