@@ -12,6 +12,11 @@ while it waits, so idle waiters cost no CPU. A blocking waiter
 Only writes made by this process are seen (the projector and the worker of
 ``ledger serve``); a view written elsewhere reaches a waiter when the wait
 ends, as the plain answer.
+
+``close`` (a stopping ``ledger serve``, once its worker has recorded what it
+was executing) wakes every waiter and every later one at once: each long poll
+answers what the row says now instead of holding the graceful stop until its
+wait runs out.
 """
 
 from __future__ import annotations
@@ -103,6 +108,20 @@ class ViewChanges:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[tuple[str, str], set[Waiter | BlockingWaiter]] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called: a woken waiter answers, not waits."""
+        return self._closed
+
+    def close(self) -> None:
+        """End every wait now and every later one at once (the process is stopping)."""
+        with self._lock:
+            self._closed = True
+            waiters = [waiter for found in self._waiters.values() for waiter in found]
+        for waiter in waiters:
+            waiter.wake()
 
     @contextlib.contextmanager
     def watch(self, name: str, key: str) -> Iterator[Waiter]:
@@ -121,6 +140,9 @@ class ViewChanges:
     def _registered(self, waiter: _W) -> Iterator[_W]:
         with self._lock:
             self._waiters.setdefault(waiter.key, set()).add(waiter)
+            closed = self._closed
+        if closed:
+            waiter.wake()
         try:
             yield waiter
         finally:

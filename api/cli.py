@@ -32,6 +32,8 @@ from api.cli_webhooks import webhooks_app
 from api.signals import StopSignals
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from adapters.settings import Settings
 
 app = typer.Typer(
@@ -90,8 +92,8 @@ def serve(
 
     SIGTERM or Ctrl-C stops it gracefully: no new connections, nothing more
     leased, the requests and executor calls in flight finish and are recorded
-    (at most LEDGER_SHUTDOWN_GRACE_SECONDS), then it exits 0; a second signal
-    exits at once."""
+    (at most LEDGER_SHUTDOWN_GRACE_SECONDS; open ?wait= long polls then answer
+    the status they see), then it exits 0; a second signal exits at once."""
     with _one_line_errors():
         from adapters.audit.checkpoints import checkpoint_loop
         from adapters.bootstrap import build_ledger
@@ -99,6 +101,7 @@ def serve(
         from adapters.settings import load_settings
         from api.http.app import create_app
         from api.http.server import HttpServer, ServeLimits
+        from api.service.attempts import end_waits
 
         settings = load_settings()
         if worker:
@@ -133,7 +136,7 @@ def serve(
                     raise typer.Exit(1)  # uvicorn said why (the port in use, ...)
                 start_up_over()
                 stopped = stopping.wait(alive=lambda: http.running)
-                _stop_gracefully(stopping, settings, runtime, http)
+                _stop_gracefully(stopping, settings, runtime, http, lambda: end_waits(ledger))
                 if not stopped:
                     raise typer.Exit(1)  # the server ended by itself
         finally:
@@ -144,9 +147,16 @@ def serve(
             ledger.close()
 
 
-def _stop_gracefully(stopping: StopSignals, settings: Settings, runtime: Any, http: Any) -> None:
+def _stop_gracefully(
+    stopping: StopSignals,
+    settings: Settings,
+    runtime: Any,
+    http: Any,
+    end_waits: Callable[[], None] | None = None,
+) -> None:
     """Lease nothing more, let the calls and requests in flight finish within the
-    grace period, say what was left to recovery."""
+    grace period (long polls answer what they see once the worker has recorded
+    its calls: ``end_waits``), say what was left to recovery."""
     import time
 
     grace = settings.shutdown_grace_seconds
@@ -161,6 +171,8 @@ def _stop_gracefully(stopping: StopSignals, settings: Settings, runtime: Any, ht
     left = 0
     if runtime is not None:
         left = runtime.stop(grace=grace).left_running
+    if end_waits is not None:
+        end_waits()
     if http is not None:
         http.wait(grace - (time.monotonic() - began))
     if runtime is None:

@@ -98,6 +98,8 @@ def wait_attempt(
                 break
             # the row as the projector just wrote it; read back only when not carried
             answer = visible(principal, waiter.take() or status_view(ledger, attempt_id))
+            if changes.closed:
+                break  # the process is stopping: answer what the row says now
     return answer
 
 
@@ -118,7 +120,17 @@ async def wait_attempt_async(
                 break
             view = waiter.take() or await to_thread.run_sync(status_view, ledger, attempt_id)
             answer = visible(principal, view)
+            if changes.closed:
+                break  # the process is stopping: answer what the row says now
     return answer
+
+
+def end_waits(ledger: Ledger) -> None:
+    """Answer every long poll of this process now, and every later one at once
+    (a stopping ``ledger serve``: its waits must not hold the graceful stop)."""
+    changes = _changes(ledger)
+    if changes is not None:
+        changes.close()
 
 
 def _changes(ledger: Ledger) -> ViewChanges | None:

@@ -432,3 +432,38 @@ def test_a_second_signal_exits_at_once_and_recovery_settles_the_rest_on_dynamodb
             LAPSING_LEASE_SECONDS,
         )
     )
+
+
+def test_a_long_poll_open_at_sigterm_is_answered_at_once(
+    tmp_path: Path, provider: Provider
+) -> None:
+    """A `?wait=` long poll does not hold a graceful stop: once the worker has
+    recorded its calls, every wait answers what its row says now. The grace (5 s)
+    is shorter than the wait (30 s): a stop that let the poll wait on would cut it
+    off at the grace, unanswered. Store-independent (the waits are this process's):
+    run on SQLite."""
+    life, _ = sqlite_life(tmp_path, provider)
+    life.env["LEDGER_SHUTDOWN_GRACE_SECONDS"] = "5"
+    life.start("--no-worker")  # the attempt stays queued: the poll would wait it out
+    answers: list[httpx.Response] = []
+    try:
+        (attempt,) = life.approve(1)
+        poll = threading.Thread(
+            target=lambda: answers.append(
+                httpx.get(
+                    f"{life.base}{API}/execution-attempts/{attempt}",
+                    params={"wait": 30},
+                    headers=life.auth["admin"],
+                    timeout=60,
+                )
+            )
+        )
+        poll.start()
+        time.sleep(1)  # sequencing only: let the request reach the server first
+        status, _ = life.signal(signal.SIGTERM)
+        poll.join(60)
+    finally:
+        life.stop()
+    assert status == 0, life.log.read_text()[-3000:]
+    assert [a.status_code for a in answers] == [200]
+    assert answers[0].json()["status"] == "queued"
