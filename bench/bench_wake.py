@@ -78,6 +78,7 @@ class Server:
     busy_cpu: float = 0.0  # the server's CPU seconds over the measured lifecycles
     client_cpu: float = 0.0  # this process's, over the same
     spec: dict[str, object] = field(default_factory=dict)
+    script: str = str(Path(__file__))  # the script whose --serve runs the child
 
     @property
     def base(self) -> str:
@@ -87,7 +88,7 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LEDGER_")}
         env.update(LEDGER_STORE="sqlite", LEDGER_SQLITE_PATH=self.db_path)
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__)), "--serve", self.path, "--port", str(self.port)],
+            [sys.executable, self.script, "--serve", self.path, "--port", str(self.port)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -122,3 +122,11 @@ def test_policy_benchmark_prints_both_lifecycles_side_by_side(tmp_path: Path) ->
     assert "no policy set vs the three worked examples" in out
     assert "| RAM file system /dev/shm (no sync cost) |" in out
     assert (tmp_path / "bench_policy.quick.md").exists()
+
+
+def test_http_callers_benchmark_prints_both_paths_side_by_side(tmp_path: Path) -> None:
+    out = run_bench("bench_http_callers.py", tmp_path)
+    assert "lifecycles per second, 1 vs 8 HTTP clients" in out
+    assert "| before | 8 |" in out and "| after | 1 |" in out
+    assert "8 clients / 1 client (after)" in out
+    assert (tmp_path / "bench_http_callers.quick.md").exists()

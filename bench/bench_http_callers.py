@@ -1,0 +1,200 @@
+"""More HTTP clients, more lifecycles: ``ledger serve`` on SQLite with 1 and 8
+concurrent clients, the write path before group commit beside the one with it,
+in one run.
+
+Two servers, each the real ``ledger serve`` (uvicorn, the worker, the
+subscribers and recovery, fake executors) on its own SQLite file on the
+repository's disk, run side by side: "before" is this script with ``--serve
+before`` (``group_commit_before.OneByOneRecorder`` installed: every write its
+own transaction and fsync, taken in turn), "after" the same with ``--serve
+after`` (the code as it is: writes that arrive together share one transaction
+and one fsync). Each client is a thread with its own httpx client
+(keep-alive) running whole lifecycles: propose, present, approve, then ``GET
+/execution-attempts/{id}?wait=30`` until ``succeeded``. Rounds alternate the
+servers (order flipped per round) and the client counts; the rate is whole
+lifecycles per wall second of the round. Target (issue: group commit): 8
+clients >= 1.5x one client.
+
+Run: ``.venv/bin/python bench/bench_http_callers.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench_wake import Client, Server, cpu_seconds, prepare, settle
+from harness import Report
+
+HOST = "127.0.0.1"
+PATHS = ("before", "after")
+CLIENTS = (1, 8)
+
+
+def serve(path: str, port: int) -> None:
+    """The child: ``ledger serve`` on the store the environment names."""
+    if path == "before":
+        from group_commit_before import OneByOneRecorder
+
+        import adapters.sqlite.backend
+
+        adapters.sqlite.backend.SQLiteLedgerRecorder = OneByOneRecorder  # type: ignore[misc]
+    from api.cli import main
+
+    sys.argv = ["ledger", "serve", "--host", HOST, "--port", str(port)]
+    main()
+
+
+class Tally:
+    """What one (server, client count) cell measured over its rounds."""
+
+    def __init__(self) -> None:
+        self.lifecycles = 0
+        self.seconds = 0.0
+        self.server_cpu = 0.0
+
+
+def run_round(server: Server, clients: list[Client], per_client: int, tally: Tally) -> None:
+    """Every client runs ``per_client`` lifecycles at once; the round's wall time."""
+    errors: list[BaseException] = []
+
+    def one(client: Client) -> None:
+        try:
+            for _ in range(per_client):
+                client.lifecycle()
+        except BaseException as exc:  # reported below, after every thread ended
+            errors.append(exc)
+
+    assert server.process is not None
+    cpu = cpu_seconds(server.process.pid)
+    threads = [threading.Thread(target=one, args=(c,)) for c in clients]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    tally.seconds += time.perf_counter() - started
+    tally.server_cpu += cpu_seconds(server.process.pid) - cpu
+    if errors:
+        raise errors[0]
+    tally.lifecycles += per_client * len(clients)
+
+
+def measure(
+    servers: list[Server], rounds: int, per_client: int, warmup: int
+) -> dict[tuple[str, int], Tally]:
+    tallies = {(s.path, n): Tally() for s in servers for n in CLIENTS}
+    pools = {s.path: [Client(s.base, s.spec) for _ in range(max(CLIENTS))] for s in servers}
+    for server in servers:
+        for client in pools[server.path]:
+            for _ in range(warmup):
+                client.lifecycle()
+    for n in range(rounds):
+        order = servers if n % 2 == 0 else list(reversed(servers))
+        counts = CLIENTS if n % 2 == 0 else tuple(reversed(CLIENTS))
+        for count in counts:
+            for server in order:
+                # the same number of lifecycles per cell: fewer each with more clients
+                each = max(1, per_client * CLIENTS[0] // count) if count > 1 else per_client
+                run_round(server, pools[server.path][:count], each, tallies[(server.path, count)])
+    for clients in pools.values():
+        for client in clients:
+            client.close()
+    return tallies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a small smoke run (seconds)")
+    parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.port)
+        return
+
+    from tests.support.ministack import free_port
+
+    report = Report("bench_http_callers", args.quick)
+    rounds, per_client, warmup = (2, 8, 1) if args.quick else (4, 80, 3)
+    folder = Path(__file__).resolve().parent.parent / "var"
+    folder.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-http-callers-", dir=folder) as tmp:
+        servers = [Server(p, str(Path(tmp) / f"{p}.db"), free_port()) for p in PATHS]
+        for server in servers:
+            server.script = __file__
+        try:
+            for server in servers:
+                server.spec = prepare(server.db_path)
+                server.start()
+            for server in servers:
+                server.wait_until_up()
+            for server in servers:
+                assert server.process is not None
+                settle(server.process.pid)
+            tallies = measure(servers, rounds, per_client, warmup)
+        finally:
+            for server in servers:
+                server.stop()
+
+    rows = []
+    for server in servers:
+        one = tallies[(server.path, CLIENTS[0])]
+        one_rate = one.lifecycles / one.seconds
+        for count in CLIENTS:
+            tally = tallies[(server.path, count)]
+            rate = tally.lifecycles / tally.seconds
+            rows.append(
+                [
+                    server.path,
+                    count,
+                    tally.lifecycles,
+                    f"{rate:.1f}",
+                    f"{rate / one_rate:.2f}",
+                    f"{tally.server_cpu / tally.lifecycles * 1000:.1f}",
+                ]
+            )
+    report.table(
+        "ledger serve on SQLite (disk): lifecycles per second, 1 vs 8 HTTP clients",
+        [
+            "path",
+            "clients",
+            "lifecycles",
+            "lifecycles/s",
+            "ratio to 1 client",
+            "server CPU ms per lifecycle",
+        ],
+        rows,
+        align="lrrrrr",
+    )
+    (ratio,) = [float(r[4]) for r in rows if r[0] == "after" and r[1] == CLIENTS[-1]]
+    verdict = "met" if ratio >= 1.5 else "not met"
+    summary = f"**8 clients / 1 client (after): {ratio:.2f}x; target >= 1.5x: {verdict}.**"
+    print(summary)
+    report.add(summary)
+    report.write(INTRO.format(rounds=rounds, per=per_client, warmup=warmup, cpus=os.cpu_count()))
+
+
+INTRO = """
+Two `ledger serve` processes (uvicorn, the worker, the subscribers and
+recovery, the fake executors) on their own SQLite files on the repository's
+disk, side by side: "before" with every write its own transaction and fsync
+(`bench/group_commit_before.py`), "after" with group commit. Each client is a
+thread with its own keep-alive httpx client; {warmup} lifecycle(s) of warm-up
+per client, then {rounds} rounds alternating the servers and the client
+counts; each cell runs {per} lifecycles a round (one client: {per} in turn; 8
+clients: {per} between them, at once). A lifecycle is propose, present,
+approve, then `GET /execution-attempts/{{id}}?wait=30` until `succeeded`. The
+clients run in this process, on the same {cpus} CPUs as the server: the rate
+follows the share of the cores the server gets; the server's CPU per lifecycle
+(user+system from /proc) does not.
+"""
+
+
+if __name__ == "__main__":
+    main()
