@@ -16,12 +16,11 @@ from typing import Any
 import pytest
 
 from adapters.dynamodb.recorder import DynamoDBLedgerRecorder
-from adapters.dynamodb.schema import create_table
 from adapters.store import LedgerStore
 from domain.directory import DirectoryRecord
 from domain.errors import ConcurrencyConflict
 from domain.ports import Commit
-from tests.support.dynamodb_fixtures import TEST_LAYOUT, new_client, new_table_name
+from tests.support.dynamodb_fixtures import new_client
 
 pytestmark = pytest.mark.dynamodb
 
@@ -38,16 +37,10 @@ def clients(dynamodb_endpoint: str) -> Iterator[list[Any]]:
         client.close()
 
 
-@pytest.fixture
-def table(dynamodb_client: Any, dynamodb_tables: list[str]) -> str:
-    name = new_table_name()
-    create_table(dynamodb_client, name, layout=TEST_LAYOUT)
-    dynamodb_tables.append(name)
-    return name
-
-
-def test_racing_appends_leave_the_head_on_the_winner(clients: list[Any], table: str) -> None:
-    stores = [LedgerStore(DynamoDBLedgerRecorder(table, c)) for c in clients]
+def test_racing_appends_leave_the_head_on_the_winner(
+    clients: list[Any], dynamodb_table_name: str
+) -> None:
+    stores = [LedgerStore(DynamoDBLedgerRecorder(dynamodb_table_name, c)) for c in clients]
     stores[0].commit(
         Commit(
             aggregates=[

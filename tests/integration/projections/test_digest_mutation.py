@@ -19,17 +19,14 @@ import dataclasses
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from adapters.audit.digests import verify_consistency, verify_ledger
-from adapters.dynamodb.schema import create_table
 from adapters.store import LedgerStore
 from domain.digest import Digest, build_digest
 from domain.directory import DirectoryKind, actor_record_id
 from domain.spec import format_utc
-from tests.support.dynamodb_fixtures import TEST_LAYOUT, new_table_name
 from tests.support.raw_views import Row, read_rows, replace_rows, shift_year
 from tests.support.worlds.execution import ExecutionWorld
 
@@ -109,15 +106,6 @@ MUTATIONS: dict[str, tuple[Mutation, str]] = {
     "rewrite with a consistent new chain": (consistent_rewrite, "rewritten"),
 }
 KINDS = ("proposal", "directory record", "attempt")
-
-
-@pytest.fixture
-def dynamodb_table_name(dynamodb_client: Any, dynamodb_tables: list[str]) -> str:
-    """The DynamoDB store's table, with 16 head buckets (see the module docstring)."""
-    name = new_table_name()
-    create_table(dynamodb_client, name, layout=TEST_LAYOUT)
-    dynamodb_tables.append(name)
-    return name
 
 
 @pytest.fixture
