@@ -190,6 +190,26 @@ class Life:
     def release(self) -> None:
         self.provider.release(self.hold)
 
+    def long_poll(
+        self, attempt_id: str, wait: int
+    ) -> tuple[threading.Thread, list[httpx.Response]]:
+        """A `?wait=` request on a thread of its own, sent now; its answer lands in
+        the list once the server gives it."""
+        answers: list[httpx.Response] = []
+        poll = threading.Thread(
+            target=lambda: answers.append(
+                httpx.get(
+                    f"{self.base}{API}/execution-attempts/{attempt_id}",
+                    params={"wait": wait},
+                    headers=self.auth["admin"],
+                    timeout=60,
+                )
+            )
+        )
+        poll.start()
+        time.sleep(1)  # sequencing only: let the request reach the server first
+        return poll, answers
+
     def stop_gracefully(self) -> tuple[int, float]:
         """SIGTERM; once the process says it is stopping, release the held answers.
         The exit status and how long the process took to exit after the signal."""
@@ -253,19 +273,7 @@ def graceful(life: Life, store: Callable[[], LedgerStore]) -> None:
         life.wait_held(CALLS)
         assert statuses(store(), attempts) == ["executing"] * CALLS  # none answered yet
         # a request in flight at the signal: a long poll on one of the attempts
-        answers: list[httpx.Response] = []
-        poll = threading.Thread(
-            target=lambda: answers.append(
-                httpx.get(
-                    f"{life.base}{API}/execution-attempts/{attempts[0]}",
-                    params={"wait": 25},
-                    headers=life.auth["admin"],
-                    timeout=60,
-                )
-            )
-        )
-        poll.start()
-        time.sleep(1)  # sequencing only: let the request reach the server first
+        poll, answers = life.long_poll(attempts[0], 25)
         status, took = life.stop_gracefully()
         poll.join(60)
     finally:
@@ -445,21 +453,9 @@ def test_a_long_poll_open_at_sigterm_is_answered_at_once(
     life, _ = sqlite_life(tmp_path, provider)
     life.env["LEDGER_SHUTDOWN_GRACE_SECONDS"] = "5"
     life.start("--no-worker")  # the attempt stays queued: the poll would wait it out
-    answers: list[httpx.Response] = []
     try:
         (attempt,) = life.approve(1)
-        poll = threading.Thread(
-            target=lambda: answers.append(
-                httpx.get(
-                    f"{life.base}{API}/execution-attempts/{attempt}",
-                    params={"wait": 30},
-                    headers=life.auth["admin"],
-                    timeout=60,
-                )
-            )
-        )
-        poll.start()
-        time.sleep(1)  # sequencing only: let the request reach the server first
+        poll, answers = life.long_poll(attempt, 30)
         status, _ = life.signal(signal.SIGTERM)
         poll.join(60)
     finally:
