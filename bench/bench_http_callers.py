@@ -20,19 +20,15 @@ Run: ``.venv/bin/python bench/bench_http_callers.py [--quick]``.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from bench_wake import Client, Server, cpu_seconds, prepare, settle
+from bench_wake import Client, Server, arguments, cpu_seconds, run_serve, running
 from harness import Report
 
-HOST = "127.0.0.1"
-PATHS = ("before", "after")
 CLIENTS = (1, 8)
 
 
@@ -44,10 +40,7 @@ def serve(path: str, port: int) -> None:
         import adapters.sqlite.backend
 
         adapters.sqlite.backend.SQLiteLedgerRecorder = OneByOneRecorder  # type: ignore[misc]
-    from api.cli import main
-
-    sys.argv = ["ledger", "serve", "--host", HOST, "--port", str(port)]
-    main()
+    run_serve(port)
 
 
 class Tally:
@@ -100,7 +93,7 @@ def measure(
         for count in counts:
             for server in order:
                 # the same number of lifecycles per cell: fewer each with more clients
-                each = max(1, per_client * CLIENTS[0] // count) if count > 1 else per_client
+                each = max(1, per_client // count)
                 run_round(server, pools[server.path][:count], each, tallies[(server.path, count)])
     for clients in pools.values():
         for client in clients:
@@ -109,38 +102,20 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a small smoke run (seconds)")
-    parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = arguments(__doc__)
     if args.serve:
         serve(args.serve, args.port)
         return
 
-    from tests.support.ministack import free_port
-
     report = Report("bench_http_callers", args.quick)
     rounds, per_client, warmup = (2, 8, 1) if args.quick else (4, 80, 3)
-    folder = Path(__file__).resolve().parent.parent / "var"
+    folder = Path(__file__).resolve().parent.parent / "var"  # the repository's disk
     folder.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="bench-http-callers-", dir=folder) as tmp:
-        servers = [Server(p, str(Path(tmp) / f"{p}.db"), free_port()) for p in PATHS]
-        for server in servers:
-            server.script = __file__
-        try:
-            for server in servers:
-                server.spec = prepare(server.db_path)
-                server.start()
-            for server in servers:
-                server.wait_until_up()
-            for server in servers:
-                assert server.process is not None
-                settle(server.process.pid)
-            tallies = measure(servers, rounds, per_client, warmup)
-        finally:
-            for server in servers:
-                server.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-http-callers-", dir=folder) as tmp,
+        running(tmp, __file__) as servers,
+    ):
+        tallies = measure(servers, rounds, per_client, warmup)
 
     rows = []
     for server in servers:

@@ -20,11 +20,13 @@ Run: ``.venv/bin/python bench/bench_wake.py [--quick]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,10 +44,46 @@ def serve(path: str, port: int) -> None:
         import wake_before
 
         wake_before.install()
+    run_serve(port)
+
+
+def run_serve(port: int) -> None:
+    """The CLI's ``ledger serve`` in this process (a child, its "before" installed)."""
     from api.cli import main
 
     sys.argv = ["ledger", "serve", "--host", HOST, "--port", str(port)]
     main()
+
+
+def arguments(description: str | None) -> argparse.Namespace:
+    """``--quick``, and the hidden ``--serve PATH --port N`` a child is started with."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="a small smoke run (seconds)")
+    parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+@contextlib.contextmanager
+def running(folder: str, script: str) -> Iterator[list[Server]]:
+    """One server per path, each on its own file in ``folder``, started by
+    ``script --serve``, answering and settled; stopped afterwards."""
+    from tests.support.ministack import free_port
+
+    servers = [Server(p, str(Path(folder) / f"{p}.db"), free_port(), script=script) for p in PATHS]
+    try:
+        for server in servers:
+            server.spec = prepare(server.db_path)
+            server.start()
+        for server in servers:
+            server.wait_until_up()
+        for server in servers:
+            assert server.process is not None
+            settle(server.process.pid)
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -213,37 +251,23 @@ def measure(servers: list[Server], rounds: int, per_round: int, warmup: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a small smoke run (seconds)")
-    parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = arguments(__doc__)
     if args.serve:
         serve(args.serve, args.port)
         return
 
-    from tests.support.ministack import free_port
-
     report = Report("bench_wake", args.quick)
     rounds, per_round, warmup, idle = (2, 10, 3, 2.0) if args.quick else (4, 50, 10, 5.0)
-    with tempfile.TemporaryDirectory(prefix="bench-wake-") as tmp:
-        servers = [Server(p, str(Path(tmp) / f"{p}.db"), free_port()) for p in PATHS]
-        try:
-            for server in servers:
-                server.spec = prepare(server.db_path)
-                server.start()
-            for server in servers:
-                server.wait_until_up()
-            for server in servers:
-                assert server.process is not None
-                settle(server.process.pid)
-                before = cpu_seconds(server.process.pid)
-                time.sleep(idle)
-                server.idle_cpu = (cpu_seconds(server.process.pid) - before) / idle
-            measure(servers, rounds, per_round, warmup)
-        finally:
-            for server in servers:
-                server.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-wake-") as tmp,
+        running(tmp, str(Path(__file__))) as servers,
+    ):
+        for server in servers:
+            assert server.process is not None
+            before = cpu_seconds(server.process.pid)
+            time.sleep(idle)
+            server.idle_cpu = (cpu_seconds(server.process.pid) - before) / idle
+        measure(servers, rounds, per_round, warmup)
 
     base = servers[0]
     rows = []
