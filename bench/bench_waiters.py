@@ -245,10 +245,12 @@ def main() -> None:
         finally:
             if client is not None:
                 client.stop()
-            # SIGKILL: the long polls still waiting would hold a graceful stop for
-            # its whole grace period, and nothing is measured after this
-            process.kill()
-            process.wait(timeout=5)
+            process.terminate()  # the long polls still waiting are answered at once
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
 
     per_waiter = (rss_waiting - rss_idle) / waiters
     report.table(
