@@ -354,11 +354,14 @@ def until_listed(page: Any, selector: str, seconds: float) -> None:
 
 
 def reachable(page: Any, selector: str, width: int) -> Any:
-    """The control is on the screen at this width (visible, inside the viewport), then clicked."""
+    """The control is on the screen at this width (visible, inside the viewport), then
+    clicked; a page the click opens is loaded before this returns (the click waits
+    only until it starts loading, when its document may not exist yet)."""
     control = page.locator(selector)
     control.scroll_into_view_if_needed()
     assert control.is_visible(), (selector, width)
     box = control.bounding_box()
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (selector, box)
     control.click()
+    page.wait_for_load_state("load")
     return control
