@@ -17,6 +17,7 @@ from api.cli_common import (
     collect_less_during_start_up,
     note_without_executors,
     start_up_over,
+    stop_gracefully,
     warn_unknown_variables,
 )
 from api.cli_common import fail as _fail
@@ -32,8 +33,6 @@ from api.cli_webhooks import webhooks_app
 from api.signals import StopSignals
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from adapters.settings import Settings
 
 app = typer.Typer(
@@ -136,7 +135,7 @@ def serve(
                     raise typer.Exit(1)  # uvicorn said why (the port in use, ...)
                 start_up_over()
                 stopped = stopping.wait(alive=lambda: http.running)
-                _stop_gracefully(stopping, settings, runtime, http, lambda: end_waits(ledger))
+                stop_gracefully(stopping, settings, runtime, http, lambda: end_waits(ledger))
                 if not stopped:
                     raise typer.Exit(1)  # the server ended by itself
         finally:
@@ -145,42 +144,6 @@ def serve(
             if runtime is not None and not runtime.draining.is_set():
                 runtime.stop(grace=0)
             ledger.close()
-
-
-def _stop_gracefully(
-    stopping: StopSignals,
-    settings: Settings,
-    runtime: Any,
-    http: Any,
-    end_waits: Callable[[], None] | None = None,
-) -> None:
-    """Lease nothing more, let the calls and requests in flight finish within the
-    grace period (long polls answer what they see once the worker has recorded
-    its calls: ``end_waits``), say what was left to recovery."""
-    import time
-
-    grace = settings.shutdown_grace_seconds
-    began = time.monotonic()
-    if stopping.received is not None:
-        typer.echo(
-            f"ledger: {stopping.received.name}: stopping; leasing nothing more, letting "
-            f"what is in flight finish (at most {grace:g} s; a second signal stops at once)"
-        )
-    if http is not None:
-        http.shutdown()  # stops accepting now; requests in flight go on meanwhile
-    left = 0
-    if runtime is not None:
-        left = runtime.stop(grace=grace).left_running
-    if end_waits is not None:
-        end_waits()
-    if http is not None:
-        http.wait(grace - (time.monotonic() - began))
-    if runtime is None:
-        typer.echo("ledger: stopped")
-    elif left:
-        typer.echo(f"ledger: stopped; {left} attempt(s) still running were left to recovery")
-    else:
-        typer.echo("ledger: stopped; every attempt in flight was recorded")
 
 
 def _preflight(settings: Settings) -> None:
@@ -266,7 +229,7 @@ def _run_until_interrupted(runtime: Any, settings: Settings) -> None:
         try:
             stopping.wait()
         finally:
-            _stop_gracefully(stopping, settings, runtime, None)
+            stop_gracefully(stopping, settings, runtime, None)
 
 
 @app.command("recover")

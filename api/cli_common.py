@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 if TYPE_CHECKING:
+    from adapters.settings import Settings
     from api.service.principal import Principal
+    from api.signals import StopSignals
 
 START_UP_GC_THRESHOLD = 50_000
 _DEFAULT_GC_THRESHOLDS: list[tuple[int, int, int]] = []
@@ -113,3 +115,40 @@ def note_without_executors(ledger: Any) -> None:
             "note: no executors are registered, so every approval is refused; set "
             "LEDGER_EXECUTORS_FILE or install a plugin (see `ledger executors`)"
         )
+
+
+def stop_gracefully(
+    stopping: StopSignals,
+    settings: Settings,
+    runtime: Any,
+    http: Any,
+    end_waits: Callable[[], None] | None = None,
+) -> None:
+    """Lease nothing more, let the calls and requests in flight finish within the
+    grace period (waits answer what they see once the worker has recorded its
+    calls: ``end_waits``), say what was left to recovery (``ledger serve``,
+    ``ledger worker``, ``ledger mcp --transport http``)."""
+    import time
+
+    grace = settings.shutdown_grace_seconds
+    began = time.monotonic()
+    if stopping.received is not None:
+        typer.echo(
+            f"ledger: {stopping.received.name}: stopping; leasing nothing more, letting "
+            f"what is in flight finish (at most {grace:g} s; a second signal stops at once)"
+        )
+    if http is not None:
+        http.shutdown()  # stops accepting now; requests in flight go on meanwhile
+    left = 0
+    if runtime is not None:
+        left = runtime.stop(grace=grace).left_running
+    if end_waits is not None:
+        end_waits()
+    if http is not None:
+        http.wait(grace - (time.monotonic() - began))
+    if runtime is None:
+        typer.echo("ledger: stopped")
+    elif left:
+        typer.echo(f"ledger: stopped; {left} attempt(s) still running were left to recovery")
+    else:
+        typer.echo("ledger: stopped; every attempt in flight was recorded")

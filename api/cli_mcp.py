@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from api.cli_common import fail, one_line_errors, start_up_over
+from api.cli_common import fail, one_line_errors, start_up_over, stop_gracefully
 
 
 class Transport(StrEnum):
@@ -48,7 +48,13 @@ def mcp_command(
 
     Over stdio the client is trusted as the file's proposer; over http every
     request needs a proposer bearer token. Presentation tokens go to the
-    file's presenter (the actors' channel), never to the agent."""
+    file's presenter (the actors' channel), never to the agent.
+
+    Over http, SIGTERM or Ctrl-C stops it gracefully, as `ledger serve`: no
+    new connections, nothing more leased, the executor calls in flight
+    finish and are recorded (at most LEDGER_SHUTDOWN_GRACE_SECONDS), open
+    get_action_status waits then answer the status they see, and it exits 0;
+    a second signal exits at once."""
     with one_line_errors():
         from adapters.backend import PreflightError
         from adapters.bootstrap import build_ledger, preflight
@@ -63,6 +69,7 @@ def mcp_command(
         from api.mcp.server import ToolHandlers, bearer_principal, build_server, stdio_principal
         from api.mcp.tools import McpContext
         from api.mcp.transports import MCP_PATH, http_app, serve_stdio
+        from api.service.attempts import end_waits
         from api.signals import StopSignals
 
         settings = load_settings()
@@ -113,10 +120,9 @@ def mcp_command(
                     raise typer.Exit(1)
                 start_up_over()
                 stopping.wait(alive=lambda: http.running)
-                http.shutdown()
-                http.wait(settings.shutdown_grace_seconds)
+                stop_gracefully(stopping, settings, runtime, http, lambda: end_waits(ledger))
         finally:
-            if runtime is not None:
+            if runtime is not None and not runtime.draining.is_set():
                 runtime.stop(grace=settings.shutdown_grace_seconds)
             if presenter is not None:
                 presenter.close()

@@ -10,12 +10,17 @@ That notification sees only this process's writes; the decision and the
 worker may be in another process (``ledger serve`` with ``ledger mcp
 --no-worker``), so the wait also reads the store again every
 ``RECHECK_SECONDS``.
+
+A stopping ``ledger mcp`` closes the notification (``end_waits``, as ``ledger
+serve`` does): both waits end at once and answer the status they see then, in
+the shape of a wait that ran out, instead of holding the graceful stop.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import anyio
@@ -73,13 +78,23 @@ def _changes(ctx: McpContext) -> ViewChanges | None:
     return changes if isinstance(changes, ViewChanges) else None
 
 
+def _stopping(changes: ViewChanges | None) -> bool:
+    """True once the process is stopping (its view changes closed): a wait answers now."""
+    return changes is not None and changes.closed
+
+
 async def get_action_status(
-    ctx: McpContext, principal: Principal, raw: dict[str, Any]
+    ctx: McpContext,
+    principal: Principal,
+    raw: dict[str, Any],
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> dict[str, Any]:
-    """The proposal's status and its attempt's redacted view (see the module docstring)."""
+    """The proposal's status and its attempt's redacted view (see the module
+    docstring); ``monotonic`` is the clock the wait's deadline is kept on."""
     args = parse(ActionStatusIn, raw)
     ledger = ctx.ledger
-    deadline = time.monotonic() + args.wait_seconds
+    deadline = monotonic() + args.wait_seconds
     changes = _changes(ctx)
 
     def read() -> ProposalViewOut:
@@ -94,7 +109,11 @@ async def get_action_status(
         )
         with watching as waiter:
             view = await to_thread.run_sync(read)
-            while _current(view)[1] == "presented" and (left := deadline - time.monotonic()) > 0:
+            while (
+                _current(view)[1] == "presented"
+                and not _stopping(changes)
+                and (left := deadline - monotonic()) > 0
+            ):
                 seconds = min(left, RECHECK_SECONDS)
                 if waiter is None:
                     await anyio.sleep(seconds)
@@ -106,7 +125,11 @@ async def get_action_status(
         return _answer(view, None)
     owner = Principal(subject=view.actor_id, role=Role.ACTOR)
     attempt = await to_thread.run_sync(attempts.get_attempt, ledger, owner, attempt_id)
-    while attempt.status not in attempts.SETTLED and (left := deadline - time.monotonic()) > 0:
+    while (
+        attempt.status not in attempts.SETTLED
+        and not _stopping(changes)
+        and (left := deadline - monotonic()) > 0
+    ):
         seconds = min(left, RECHECK_SECONDS)
         if changes is None:
             await anyio.sleep(seconds)
