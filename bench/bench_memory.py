@@ -268,7 +268,7 @@ def lifecycles_child(db_path: str, checkpoints: list[int], executors: str) -> No
     finally:
         # On a loaded machine a loop can still be in a step after stop()'s default
         # wait; closing the connections under it could crash the process.
-        runtime.stop(timeout=120)
+        runtime.stop(grace=120)
         if not any(thread.is_alive() for thread in runtime.threads):
             ledger.close()
 
