@@ -152,6 +152,17 @@ def main() -> None:
     summary = f"**8 clients / 1 client (after): {ratio:.2f}x; target >= 1.5x: {verdict}.**"
     print(summary)
     report.add(summary)
+    one, many = tallies[("after", CLIENTS[0])], tallies[("after", CLIENTS[-1])]
+    report.add(
+        BOUND.format(
+            one_rate=one.lifecycles / one.seconds,
+            one_ms=one.server_cpu / one.lifecycles * 1000,
+            busy=one.server_cpu / one.seconds,
+            cap=1000 / (one.server_cpu / one.lifecycles * 1000),
+            many_ms=many.server_cpu / many.lifecycles * 1000,
+            most=one.lifecycles / one.server_cpu / (one.lifecycles / one.seconds),
+        )
+    )
     report.write(INTRO.format(rounds=rounds, per=per_client, warmup=warmup, cpus=os.cpu_count()))
 
 
@@ -168,6 +179,21 @@ approve, then `GET /execution-attempts/{{id}}?wait=30` until `succeeded`. The
 clients run in this process, on the same {cpus} CPUs as the server: the rate
 follows the share of the cores the server gets; the server's CPU per lifecycle
 (user+system from /proc) does not.
+"""
+
+BOUND = """
+What bounds it: one `ledger serve` is one Python process, and its CPU per
+lifecycle ({one_ms:.1f} ms here with one client: HTTP parsing and validation
+of four requests, token checks, the approval's commit, the worker, the
+projector and the subscribers) caps it near {cap:.0f} lifecycles/s on one core
+whatever the clients do. One client ({one_rate:.1f}/s) already keeps it
+{busy:.2f} of a core busy, so more clients cannot add more than about
+{most:.2f}x, and they add their own cost ({many_ms:.1f} ms per lifecycle with
+8: more connections and waits at once). Group commit removes the fsync each
+write waited for in turn (compare "before"); the 1.5x target needs the
+server's CPU per lifecycle about halved, or more than one serving process on
+the store (several `ledger serve` on one SQLite file each commit on their own:
+group commit does not span processes).
 """
 
 
