@@ -108,7 +108,10 @@ class ContentSchema(Protocol):
     ``digest`` is the spec's ``schema_digest`` for that build: ``sha256:`` over
     the RFC 8785 bytes of the schema (``domain.spec.content_schema_digest``)."""
 
-    digest: str
+    @property
+    def digest(self) -> str:
+        """The spec's ``schema_digest`` for this build (read-only)."""
+        ...
 
     def problems(self, content: Mapping[str, Any], prefix: str) -> list[FieldProblem]:
         """Every way ``content`` fails the schema, as pointers under ``prefix``;
