@@ -51,6 +51,21 @@ class Tally:
         self.seconds = 0.0
         self.server_cpu = 0.0
 
+    @property
+    def rate(self) -> float:
+        """Lifecycles per second."""
+        return self.lifecycles / self.seconds
+
+    @property
+    def cpu_ms(self) -> float:
+        """The server's CPU milliseconds per lifecycle."""
+        return self.server_cpu / self.lifecycles * 1000
+
+    @property
+    def busy(self) -> float:
+        """The share of one core the server was busy."""
+        return self.server_cpu / self.seconds
+
 
 def run_round(server: Server, clients: list[Client], per_client: int, tally: Tally) -> None:
     """Every client runs ``per_client`` lifecycles at once; the round's wall time."""
@@ -120,18 +135,16 @@ def main() -> None:
     rows = []
     for server in servers:
         one = tallies[(server.path, CLIENTS[0])]
-        one_rate = one.lifecycles / one.seconds
         for count in CLIENTS:
             tally = tallies[(server.path, count)]
-            rate = tally.lifecycles / tally.seconds
             rows.append(
                 [
                     server.path,
                     count,
                     tally.lifecycles,
-                    f"{rate:.1f}",
-                    f"{rate / one_rate:.2f}",
-                    f"{tally.server_cpu / tally.lifecycles * 1000:.1f}",
+                    f"{tally.rate:.1f}",
+                    f"{tally.rate / one.rate:.2f}",
+                    f"{tally.cpu_ms:.1f}",
                 ]
             )
     report.table(
@@ -155,12 +168,12 @@ def main() -> None:
     one, many = tallies[("after", CLIENTS[0])], tallies[("after", CLIENTS[-1])]
     report.add(
         BOUND.format(
-            one_rate=one.lifecycles / one.seconds,
-            one_ms=one.server_cpu / one.lifecycles * 1000,
-            busy=one.server_cpu / one.seconds,
-            cap=1000 / (one.server_cpu / one.lifecycles * 1000),
-            many_ms=many.server_cpu / many.lifecycles * 1000,
-            most=one.lifecycles / one.server_cpu / (one.lifecycles / one.seconds),
+            one_rate=one.rate,
+            one_ms=one.cpu_ms,
+            busy=one.busy,
+            cap=1000 / one.cpu_ms,
+            many_ms=many.cpu_ms,
+            most=1 / one.busy,  # a core wholly busy instead of this share of it
         )
     )
     report.write(INTRO.format(rounds=rounds, per=per_client, warmup=warmup, cpus=os.cpu_count()))
